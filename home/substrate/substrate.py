@@ -1,0 +1,226 @@
+"""The substrate component: control surface, router, node supervision, event log, status.
+
+It connects to the home's nats-server (the component registered before it),
+makes sure the event-log stream exists, answers ``home.control.<verb>``,
+routes the active schemas' bindings, supervises their nodes, and publishes
+every change of state on ``home.status.<kind>.<name>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
+
+from home.substrate import control
+from home.substrate.component import ComponentInfo, Health
+from home.substrate.config import HomeConfig
+from home.substrate.control import ControlReply, ControlRequest
+from home.substrate.errors import ComponentError, ControlError, SchemaRuntimeError
+from home.substrate.eventlog import ensure_stream, stream_stats
+from home.substrate.launchers import LAUNCHERS, LaunchContext, Launcher
+from home.substrate.router import Router
+from home.substrate.schema_runtime import SAVED_FILE, SchemaRuntime, SchemaSource
+from shared.errors import SchemaError
+from shared.schema import NodeCatalog, load_node_catalog
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[ControlRequest], Awaitable[Any]]
+StatusExtra = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class Substrate:
+    """The substrate; a :class:`~home.substrate.component.Component`."""
+
+    name = "substrate"
+
+    def __init__(
+        self,
+        config: HomeConfig,
+        nats_url: Callable[[], str],
+        launchers: Mapping[str, Launcher] | None = None,
+        status_extra: StatusExtra | None = None,
+    ) -> None:
+        self.config = config
+        self._nats_url = nats_url
+        self._launchers = dict(LAUNCHERS if launchers is None else launchers)
+        self._status_extra = status_extra
+        self.nc: NatsClient | None = None
+        self.router: Router | None = None
+        self.runtime: SchemaRuntime | None = None
+        self.catalog: NodeCatalog | None = None
+        self._control_subs: list[Subscription] = []
+        self._started_at = time.time()
+        self.last_error: str | None = None
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the catalog, connect, make the stream, answer control, restore schemas."""
+        try:
+            self.catalog = load_node_catalog(self.config.catalog)
+        except SchemaError as exc:
+            raise ComponentError(f"the node catalog is invalid:\n{exc}") from exc
+        try:
+            self.nc = await nats.connect(
+                self._nats_url(), name="home.substrate", max_reconnect_attempts=-1
+            )
+        except (NatsError, OSError) as exc:
+            raise ComponentError(f"substrate cannot connect to {self._nats_url()}: {exc}") from exc
+        await ensure_stream(self.nc, self.config.event_log)
+        self.router = Router(self.nc, self.config.router_name)
+        await self.router.start()
+        nodes_dir = self.config.data_dir / "nodes"
+        nc = self.nc
+
+        def launch_context(node: str) -> LaunchContext:
+            return LaunchContext(self._nats_url(), nc, nodes_dir / node)
+
+        self.runtime = SchemaRuntime(
+            catalog=self.catalog,
+            schema_dir=self.config.schema_dir,
+            launchers=self._launchers,
+            router=self.router,
+            launch_context=launch_context,
+            publish_status=self.publish_status,
+            saved_file=self.config.data_dir / SAVED_FILE,
+            health_interval_s=self.config.health_interval_s,
+        )
+        handlers: dict[str, Handler] = {
+            control.PING: self._ping,
+            control.STATUS: self._status,
+            control.SCHEMA_APPLY: self._apply,
+            control.SCHEMA_UNAPPLY: self._unapply,
+            control.SCHEMA_LIST: self._list,
+        }
+        for verb, handler in handlers.items():
+            self._control_subs.append(
+                await self.nc.subscribe(control.control_subject(verb), cb=self._answer(handler))
+            )
+        await self.nc.flush()
+        if self.config.restore_schemas:
+            await self.runtime.restore_saved()
+
+    async def health(self) -> Health:
+        """Connected to NATS, and the control surface subscribed."""
+        if self.nc is None or not self.nc.is_connected:
+            return Health(False, "not connected to nats-server")
+        return Health(True)
+
+    async def stop(self) -> None:
+        """Stop every node, then drop the control surface and the connection."""
+        if self.runtime is not None:
+            await self.runtime.close()
+        if self.router is not None:
+            await self.router.close()
+        if self.nc is not None:
+            for sub in self._control_subs:
+                with contextlib.suppress(NatsError):
+                    await sub.unsubscribe()
+            self._control_subs.clear()
+            with contextlib.suppress(NatsError):
+                await self.nc.drain()
+            self.nc = None
+
+    def info(self) -> ComponentInfo:
+        """The control subject tree and our own pid."""
+        return ComponentInfo(f"{control.CONTROL_PREFIX}.>", os.getpid())
+
+    # --- status events ----------------------------------------------------------------
+
+    async def publish_status(self, kind: str, name: str, state: str, reason: str) -> None:
+        """Publish one change of state on ``home.status.<kind>.<name>``."""
+        if self.nc is None or self.nc.is_closed:
+            return
+        body = {"kind": kind, "name": name, "state": state, "reason": reason, "at": time.time()}
+        with contextlib.suppress(NatsError):
+            await self.nc.publish(
+                f"{control.STATUS_PREFIX}.{kind}.{name}", json.dumps(body).encode("utf-8")
+            )
+
+    # --- control handlers ---------------------------------------------------------------
+
+    def _answer(self, handler: Handler) -> Callable[[Msg], Awaitable[None]]:
+        async def answer(msg: Msg) -> None:
+            try:
+                reply = ControlReply.success(await handler(ControlRequest.from_json(msg.data)))
+            except ControlError as exc:
+                reply = ControlReply.failure(exc.code, exc.message)
+            except SchemaRuntimeError as exc:
+                reply = ControlReply.failure(exc.code, str(exc))
+            except SchemaError as exc:
+                reply = ControlReply.failure(control.BAD_REQUEST, str(exc))
+            except Exception as exc:
+                log.exception("control request on %s failed", msg.subject)
+                self.last_error = f"{msg.subject}: {exc!r}"
+                reply = ControlReply.failure(control.INTERNAL, repr(exc))
+            if msg.reply:
+                await msg.respond(reply.to_json())
+
+        return answer
+
+    def _runtime(self) -> SchemaRuntime:
+        if self.runtime is None:
+            raise ControlError(control.INTERNAL, "the substrate is not started")
+        return self.runtime
+
+    async def _ping(self, request: ControlRequest) -> Any:
+        return {"pong": True, "pid": os.getpid()}
+
+    async def _apply(self, request: ControlRequest) -> Any:
+        runtime = self._runtime()
+        name = request.text("name", required=False)
+        text = request.text("text", required=False)
+        if text is not None:
+            source = SchemaSource(request.text("file", required=False) or "<request>", text)
+        elif name is not None:
+            source = runtime.source_by_name(name)
+        else:
+            raise ControlError(control.BAD_REQUEST, "give either 'name' or 'text' (+ 'file')")
+        return await runtime.apply(source, request.flag("allow_overlap"))
+
+    async def _unapply(self, request: ControlRequest) -> Any:
+        return await self._runtime().unapply(request.text("name") or "")
+
+    async def _list(self, request: ControlRequest) -> Any:
+        return self._runtime().list()
+
+    async def _status(self, request: ControlRequest) -> Any:
+        runtime = self._runtime()
+        router = runtime.router
+        extra = await self._status_extra() if self._status_extra is not None else {}
+        nc = self.nc
+        log_stats: dict[str, Any] = {}
+        if nc is not None:
+            try:
+                log_stats = await stream_stats(nc, self.config.event_log.stream)
+            except NatsError as exc:
+                log_stats = {"error": str(exc)}
+        return {
+            "pid": os.getpid(),
+            "uptime_s": round(time.time() - self._started_at, 3),
+            "data_dir": str(self.config.data_dir),
+            "catalog": str(self.config.catalog),
+            **extra,
+            "nodes": [r.view().to_dict() for r in runtime.runners.values()],
+            "node_refs": {node: sorted(s) for node, s in runtime.refs.items()},
+            "schemas": runtime.list(),
+            "router": {
+                **router.counters.to_dict(),
+                "routed_per_s": router.rate.rate(time.monotonic()),
+                "bindings_remembered": len(router.memory),
+            },
+            "event_log": log_stats,
+            "last_error": self.last_error,
+        }
