@@ -131,8 +131,22 @@ async def read_log(
 
 
 async def trace(nc: NatsClient, stream: str, binding_id: str) -> list[LoggedEvent]:
-    """Every recorded event of one turn, in arrival order."""
-    return [item async for item in read_log(nc, stream, binding_id=binding_id)]
+    """Every recorded event of one turn, in arrival order.
+
+    The turn's first event is usually published without a binding_id (the
+    router mints it and delivers the same ``event_id`` onwards), so an unbound
+    event whose ``event_id`` reappears in the turn belongs to it too.
+    """
+    turn: list[LoggedEvent] = []
+    unbound: dict[str, LoggedEvent] = {}
+    async for logged in read_log(nc, stream):
+        if _touches(logged, binding_id):
+            turn.append(logged)
+        elif logged.event is not None and logged.event.binding_id is None:
+            unbound[logged.event.event_id] = logged
+    ids = {item.event.event_id for item in turn if item.event is not None}
+    turn.extend(item for event_id, item in unbound.items() if event_id in ids)
+    return sorted(turn, key=lambda item: item.seq)
 
 
 def event_summary(logged: LoggedEvent) -> str:

@@ -58,8 +58,15 @@ def components_table(registry: ComponentRegistry) -> list[dict[str, Any]]:
     return rows
 
 
-async def run_home(config: HomeConfig, on_ready: ReadyCallback | None = None) -> None:
-    """Run a home until SIGINT or SIGTERM; raises HomeAlreadyRunning or ComponentError."""
+async def run_home(
+    config: HomeConfig,
+    on_ready: ReadyCallback | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run a home until SIGINT, SIGTERM or ``stop`` is set.
+
+    Raises HomeAlreadyRunning or ComponentError when it cannot start.
+    """
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     try:
@@ -70,7 +77,7 @@ async def run_home(config: HomeConfig, on_ready: ReadyCallback | None = None) ->
             await substrate.publish_status("component", status.name, status.state, status.detail)
 
         registry.on_change(report)
-        stop = asyncio.Event()
+        stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
