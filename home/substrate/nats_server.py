@@ -8,12 +8,14 @@ guessing free ports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
 from pathlib import Path
 
 import nats
+from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
 
 from home.substrate.component import ComponentInfo, Health
@@ -50,6 +52,9 @@ class NatsServer:
         self.url = ""
         self.monitor_url: str | None = None
         self._proc: asyncio.subprocess.Process | None = None
+        # One long-lived client for health checks: a new connection every check would
+        # cost more than the check itself.
+        self._probe: NatsClient | None = None
 
     async def start(self) -> None:
         """Start the server and wait until it accepts a client connection."""
@@ -103,11 +108,12 @@ class NatsServer:
     async def _await_client(self) -> None:
         while True:
             try:
-                nc = await nats.connect(self.url, connect_timeout=1, max_reconnect_attempts=0)
+                self._probe = await nats.connect(
+                    self.url, name="home.nats-probe", connect_timeout=1, max_reconnect_attempts=-1
+                )
             except (NatsError, OSError):
                 await asyncio.sleep(0.05)
                 continue
-            await nc.close()
             return
 
     async def health(self) -> Health:
@@ -115,18 +121,20 @@ class NatsServer:
         if self._proc is None or self._proc.returncode is not None:
             code = None if self._proc is None else self._proc.returncode
             return Health(False, f"nats-server is not running (exit code {code})")
+        if self._probe is None or not self._probe.is_connected:
+            return Health(False, f"nats-server does not accept a client on {self.url}")
         try:
-            nc = await nats.connect(self.url, connect_timeout=1, max_reconnect_attempts=0)
-            try:
-                await nc.flush(timeout=1)
-            finally:
-                await nc.close()
-        except (NatsError, OSError, TimeoutError) as exc:
+            await self._probe.flush(timeout=1)
+        except (NatsError, TimeoutError) as exc:
             return Health(False, f"nats-server does not answer on {self.url}: {exc!r}")
         return Health(True)
 
     async def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after a grace period)."""
+        if self._probe is not None:
+            probe, self._probe = self._probe, None
+            with contextlib.suppress(NatsError):
+                await probe.close()
         if self._proc is not None:
             await terminate(self._proc)
 
