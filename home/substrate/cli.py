@@ -101,6 +101,12 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
     restore: Annotated[
         bool, typer.Option(help="Re-apply the schemas that were active at the last stop.")
     ] = True,
+    apply: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--apply", help="Apply this schema (a NAME in --schema-dir) at start; repeatable."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Log JSON lines to stderr.")] = False,
 ) -> None:
     """Start the home and stay in the foreground until Ctrl-C or SIGTERM.
@@ -114,6 +120,8 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
     Example:
 
         home up --data-dir /tmp/home1    # then, elsewhere: home status --data-dir /tmp/home1
+
+        home up --apply edge_asr         # start with the shipped schema active
     """
     configure_logging(as_json)
     config = HomeConfig(
@@ -124,6 +132,7 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
         schema_dir=schema_dir.resolve(),
         event_log=EventLogConfig(max_bytes=log_max_bytes, max_age_s=log_max_age),
         restore_schemas=restore,
+        apply_at_start=tuple(apply or ()),
     )
 
     def ready(state: HomeState, registry: ComponentRegistry) -> None:
@@ -244,6 +253,9 @@ def schema_apply(
     allow_overlap: Annotated[
         bool, typer.Option(help="Apply even if another active schema publishes the same rail.")
     ] = False,
+    wait: Annotated[
+        float, typer.Option(help="Seconds to wait for its nodes to come up (0: do not wait).")
+    ] = 10.0,
     as_json: AsJson = False,
 ) -> None:
     """Start the nodes a schema requires (ref-counted) and route its bindings.
@@ -267,7 +279,17 @@ def schema_apply(
             raise typer.Exit(EXIT_USAGE) from None
     else:
         args["name"] = schema
-    result = _run_client(data_dir, lambda home: home.request(control.SCHEMA_APPLY, **args))
+
+    async def work(home: HomeClient) -> dict[str, Any]:
+        applied: dict[str, Any] = await home.request(control.SCHEMA_APPLY, **args)
+        deadline = asyncio.get_running_loop().time() + wait
+        while applied["state"] == "starting" and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+            listed = await home.request(control.SCHEMA_LIST)
+            applied = next((s for s in listed if s["name"] == applied["name"]), applied)
+        return applied
+
+    result = _run_client(data_dir, work)
     if as_json:
         print(json.dumps(result, indent=2))
     else:

@@ -52,3 +52,5 @@ class HomeConfig:
     router_name: str = "substrate.router"
     health_interval_s: float = 1.0
     restore_schemas: bool = True
+    # Schemas (names in schema_dir) to apply at start, after the restored ones.
+    apply_at_start: tuple[str, ...] = ()

@@ -97,7 +97,7 @@ class Router:
         if device is not None and decision.event.binding_id is not None:
             self.memory.remember(decision.event.binding_id, BindingOrigin(device, route.schema))
         await self._publish(decision)
-        self.counters.routed += 1
+        self.counters.count_routed(route.schema)
 
     async def _on_speak(self, msg: Msg) -> None:
         event = self._parse(msg)

@@ -155,8 +155,14 @@ class RouterCounters:
 
     routed: int = 0
     resolved_speak: int = 0
+    routed_by_schema: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
     last_error: dict[str, str] = field(default_factory=dict)
+
+    def count_routed(self, schema: str) -> None:
+        """Count one delivered binding of ``schema``."""
+        self.routed += 1
+        self.routed_by_schema[schema] = self.routed_by_schema.get(schema, 0) + 1
 
     def drop(self, dropped: Dropped) -> None:
         """Count one dropped event and remember why."""
@@ -168,6 +174,7 @@ class RouterCounters:
         return {
             "routed": self.routed,
             "resolved_speak": self.resolved_speak,
+            "routed_by_schema": dict(self.routed_by_schema),
             "dropped": dict(self.dropped),
             "last_error": dict(self.last_error),
         }

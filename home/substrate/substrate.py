@@ -111,6 +111,13 @@ class Substrate:
         await self.nc.flush()
         if self.config.restore_schemas:
             await self.runtime.restore_saved()
+        for name in self.config.apply_at_start:
+            if name in self.runtime.active:
+                continue
+            try:
+                await self.runtime.apply(self.runtime.source_by_name(name))
+            except (SchemaError, SchemaRuntimeError) as exc:
+                raise ComponentError(f"cannot apply schema {name!r} at start: {exc}") from exc
 
     async def health(self) -> Health:
         """Connected to NATS, and the control surface subscribed."""

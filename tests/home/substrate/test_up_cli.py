@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,7 +57,7 @@ class HomeProcess:
         self.log = root / "home-up.log"
         self.procs: list[subprocess.Popen[str]] = []
 
-    def start(self) -> subprocess.Popen[str]:
+    def start(self, *extra: str) -> subprocess.Popen[str]:
         with self.log.open("a") as log:
             proc = subprocess.Popen(
                 [
@@ -71,6 +72,7 @@ class HomeProcess:
                     str(self.catalog),
                     "--schema-dir",
                     str(self.schema_dir),
+                    *extra,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -125,6 +127,7 @@ def test_up_status_refuse_twin_and_sigterm_leaves_nothing(home_process: HomeProc
 
     applied = home_process.cli("schema", "apply", str(home_process.schema_dir / "talk.yaml"))
     assert applied.returncode == 0, applied.stderr
+    assert "applied talk: active" in applied.stdout
     wait_until(
         lambda: {n["state"] for n in home_process.status()["nodes"]} == {"running"},
         "talk's nodes to run",
@@ -150,8 +153,7 @@ def test_up_status_refuse_twin_and_sigterm_leaves_nothing(home_process: HomeProc
 
 
 def test_kill_9_of_home_up_takes_its_children_along(home_process: HomeProcess) -> None:
-    proc = home_process.start()
-    assert home_process.cli("schema", "apply", "notes").returncode == 0
+    proc = home_process.start("--apply", "notes")
     wait_until(lambda: any(n["pid"] for n in home_process.status()["nodes"]), "a node pid")
     pids = child_pids(home_process)
     os.kill(proc.pid, signal.SIGKILL)
@@ -167,3 +169,21 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
     assert helped.returncode == 0
     for command in ("up", "status", "schema", "events", "trace"):
         assert command in helped.stdout
+
+
+def test_up_refuses_to_start_with_an_unknown_schema_and_leaves_nothing(tmp_path: Path) -> None:
+    catalog, schema_dir = write_home_files(tmp_path / "schemas")
+    data_dir = tmp_path / "data"
+    failed = home_cli(
+        "up", "--data-dir", str(data_dir), "--catalog", str(catalog),
+        "--schema-dir", str(schema_dir), "--apply", "nope",
+    )  # fmt: skip
+    assert failed.returncode == 1
+    assert "cannot apply schema 'nope' at start" in failed.stderr
+    assert "known: ghost, notes, rival, talk" in failed.stderr
+    assert not (data_dir / "home.json").exists()
+    # nats-server had started (its log names its pid) and was stopped again.
+    log = (data_dir / "nats" / "nats-server.log").read_text()
+    started = re.search(r"^\[(\d+)\] .*Starting nats-server", log, re.MULTILINE)
+    assert started is not None, log
+    assert not alive(int(started.group(1)))
