@@ -137,7 +137,7 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
 
     def ready(state: HomeState, registry: ComponentRegistry) -> None:
         if as_json:
-            err.print_json(json.dumps({"event": "ready", "state": state.__dict__}))
+            print(json.dumps({"event": "ready", "state": state.__dict__}), flush=True)
             return
         table = Table(title=f"home up: {state.data_dir}")
         for column in ("component", "address", "pid", "state"):
