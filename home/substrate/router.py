@@ -17,6 +17,7 @@ from nats.aio.subscription import Subscription
 
 from home.substrate.routing import (
     MALFORMED,
+    REFUSED,
     BindingMemory,
     BindingOrigin,
     Delivered,
@@ -27,7 +28,7 @@ from home.substrate.routing import (
     resolve_speak,
     route_binding,
 )
-from shared.errors import ContractError
+from shared.errors import ContractError, EnvelopeTooLarge, NotTextOnly
 from shared.event import EnvelopeLimits, Event, utc_now
 from shared.subjects import device_of
 
@@ -81,6 +82,9 @@ class Router:
     def _parse(self, msg: Msg) -> Event | None:
         try:
             return Event.from_json(msg.data, self._limits)
+        except (EnvelopeTooLarge, NotTextOnly) as exc:
+            self._drop(Dropped(REFUSED, f"on {msg.subject}: {exc}"))
+            return None
         except ContractError as exc:
             self._drop(Dropped(MALFORMED, f"on {msg.subject}: {exc}"))
             return None

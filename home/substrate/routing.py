@@ -17,8 +17,15 @@ from shared.schema import NodeSpec
 from shared.subjects import parse_subject, speak_subject, split_subject, workspace_in_subject
 
 # Why the router did not deliver an event; each is counted in `home status`.
-EXPIRED, LOOPED, MALFORMED, UNRESOLVED = "expired", "looped", "malformed", "unresolved"
-DROP_REASONS = (EXPIRED, LOOPED, MALFORMED, UNRESOLVED)
+EXPIRED, LOOPED, MALFORMED, REFUSED, UNRESOLVED = (
+    "expired",
+    "looped",
+    "malformed",
+    "refused",
+    "unresolved",
+)
+# refused: a well-formed event over the size limit or not text-only.
+DROP_REASONS = (EXPIRED, LOOPED, MALFORMED, REFUSED, UNRESOLVED)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ The active set is saved in the data directory and re-applied by the next
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -94,6 +95,8 @@ class SchemaRuntime:
         self.active: dict[str, ActiveSchema] = {}
         self.runners: dict[str, NodeRunner] = {}
         self.refs: dict[str, set[str]] = {}
+        # apply and unapply arrive on separate subscriptions; one change at a time.
+        self._changing = asyncio.Lock()
 
     # --- sources -------------------------------------------------------------------
 
@@ -120,6 +123,15 @@ class SchemaRuntime:
 
     async def apply(self, source: SchemaSource, allow_overlap: bool = False) -> dict[str, Any]:
         """Apply a schema: refuse overlap, start its nodes (ref-counted), route its bindings."""
+        async with self._changing:
+            return await self._apply(source, allow_overlap)
+
+    async def unapply(self, name: str) -> dict[str, Any]:
+        """Unroute a schema's bindings and stop the nodes no other active schema needs."""
+        async with self._changing:
+            return await self._unapply(name)
+
+    async def _apply(self, source: SchemaSource, allow_overlap: bool) -> dict[str, Any]:
         schema = self.parse(source)
         if schema.name in self.active:
             raise SchemaRuntimeError(
@@ -154,8 +166,7 @@ class SchemaRuntime:
         log.info("applied schema %s", schema.name)
         return entry.view()
 
-    async def unapply(self, name: str) -> dict[str, Any]:
-        """Unroute a schema's bindings and stop the nodes no other active schema needs."""
+    async def _unapply(self, name: str) -> dict[str, Any]:
         entry = self.active.pop(name, None)
         if entry is None:
             raise SchemaRuntimeError(

@@ -71,6 +71,32 @@ CATALOG: dict[str, Any] = {
             **echo_node("journal"),
             "publishes": ["events.journal.append.*"],
         },
+        "svc.mute": {
+            "kind": "service",
+            "runs_on": "home",
+            "restart_policy": {
+                "max_restarts": 1,
+                "window_s": 60,
+                "backoff_s": 0.1,
+                "backoff_max_s": 5,
+            },
+            "config": {
+                "command": [sys.executable, "-c", "import signal; signal.pause()"],
+                "health_subject": "home.test.nobody.answers",
+                "ready_timeout_s": 0.3,
+            },
+        },
+        "svc.broken": {
+            "kind": "service",
+            "runs_on": "home",
+            "restart_policy": {
+                "max_restarts": 0,
+                "window_s": 60,
+                "backoff_s": 0.1,
+                "backoff_max_s": 5,
+            },
+            "config": {"command": "not a list"},
+        },
         "agent.ghost": {
             "kind": "tau_agent",
             "runs_on": "home",
@@ -96,6 +122,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "requires": {"nodes": ["svc.other", "svc.journal"]},
         "bindings": [{"from": "events.sensation.*.turn", "to": "svc.other"}],
     },
+    "mute": {"schema": "mute", "requires": {"nodes": ["svc.mute"]}, "bindings": []},
+    "broken": {"schema": "broken", "requires": {"nodes": ["svc.broken"]}, "bindings": []},
     "ghost": {
         "schema": "ghost",
         "requires": {"nodes": ["agent.ghost"]},

@@ -83,6 +83,7 @@ async def test_loops_expired_malformed_and_unresolved_are_dropped_and_counted(ho
         subject, stale.evolve(timestamp=stale.timestamp - timedelta(seconds=1)).to_json()
     )
     await home.nc.publish(subject, b'{"event_type": "sensation.turn"}')
+    await home.nc.publish(subject, turn("x", payload={"text": "hi", "pcm": [0, 1]}).to_json())
     stray = Event.new(
         "speak", {"text": "?"}, source="agent.echo", sequence_number=1, binding_id="nobody"
     )
@@ -98,6 +99,7 @@ async def test_loops_expired_malformed_and_unresolved_are_dropped_and_counted(ho
             "looped": 1,
             "expired": 1,
             "malformed": 1,
+            "refused": 1,
             "unresolved": 1,
         }
 
@@ -106,6 +108,7 @@ async def test_loops_expired_malformed_and_unresolved_are_dropped_and_counted(ho
     assert "already passed substrate.router" in last["looped"]
     assert "expired at" in last["expired"]
     assert "required but missing" in last["malformed"]
+    assert "payload.pcm" in last["refused"] and "audio never travels" in last["refused"]
     assert "nobody" in last["unresolved"]
     with pytest.raises(NatsTimeout):
         await inbox.next_msg(timeout=0.3)

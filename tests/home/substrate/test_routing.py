@@ -187,6 +187,7 @@ def test_counters_and_rate() -> None:
         "expired": 2,
         "looped": 0,
         "malformed": 0,
+        "refused": 0,
         "unresolved": 0,
     }
     assert counters.last_error == {"expired": "older"}

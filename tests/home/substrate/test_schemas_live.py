@@ -83,7 +83,9 @@ async def test_overlap_is_refused_naming_both_schemas_and_the_rail(home: Home) -
 
 
 async def test_bad_requests_are_refused_clearly(home: Home) -> None:
-    with pytest.raises(ControlError, match=r"no activation schema named 'nope'.*known: ghost"):
+    with pytest.raises(
+        ControlError, match=r"no activation schema named 'nope'.*known: broken, ghost"
+    ):
         await home.request(control.SCHEMA_APPLY, name="nope")
     with pytest.raises(ControlError, match="'talk' is not active"):
         await home.request(control.SCHEMA_UNAPPLY, name="talk")
@@ -152,3 +154,29 @@ async def test_sigkill_beyond_policy_degrades_then_restores(home: Home) -> None:
 async def _restarted(home: Home, old_pid: int) -> bool:
     node = (await nodes(home))["svc.echo"]
     return node["state"] == "running" and node["pid"] not in (None, old_pid)
+
+
+async def test_a_node_that_never_answers_its_health_check_fails_its_schema(home: Home) -> None:
+    await home.request(control.SCHEMA_APPLY, name="mute")
+
+    async def failed() -> bool:
+        return (await nodes(home))["svc.mute"]["state"] == "failed"
+
+    await wait_for(failed, "svc.mute to exceed its restart policy")
+    node = (await nodes(home))["svc.mute"]
+    assert "not healthy within 0.3 s" in node["reason"]
+    assert "no answer on home.test.nobody.answers" in node["reason"]
+    listed = await home.request(control.SCHEMA_LIST)
+    assert listed[0]["state"] == "degraded" and "svc.mute failed" in listed[0]["reason"]
+
+
+async def test_a_node_with_a_bad_config_is_reported_with_the_key(home: Home) -> None:
+    applied = await home.request(control.SCHEMA_APPLY, name="broken")
+
+    async def failed() -> bool:
+        return (await nodes(home))["svc.broken"]["state"] == "failed"
+
+    await wait_for(failed, "svc.broken to fail")
+    reason = (await nodes(home))["svc.broken"]["reason"]
+    assert "config.command must be a non-empty list of strings" in reason
+    assert applied["name"] == "broken"

@@ -180,7 +180,7 @@ def test_up_refuses_to_start_with_an_unknown_schema_and_leaves_nothing(tmp_path:
     )  # fmt: skip
     assert failed.returncode == 1
     assert "cannot apply schema 'nope' at start" in failed.stderr
-    assert "known: ghost, notes, rival, talk" in failed.stderr
+    assert "known: broken, ghost, mute, notes, rival, talk" in failed.stderr
     assert not (data_dir / "home.json").exists()
     # nats-server had started (its log names its pid) and was stopped again.
     log = (data_dir / "nats" / "nats-server.log").read_text()
