@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
 
 from home.substrate.routing import (
     MALFORMED,
@@ -100,8 +101,8 @@ class Router:
         device = device_of(msg.subject)
         if device is not None and decision.event.binding_id is not None:
             self.memory.remember(decision.event.binding_id, BindingOrigin(device, route.schema))
-        await self._publish(decision)
-        self.counters.count_routed(route.schema)
+        if await self._publish(decision):
+            self.counters.count_routed(route.schema)
 
     async def _on_speak(self, msg: Msg) -> None:
         event = self._parse(msg)
@@ -111,12 +112,18 @@ class Router:
         if isinstance(decision, Dropped):
             self._drop(decision)
             return
-        await self._publish(decision)
-        self.counters.resolved_speak += 1
+        if await self._publish(decision):
+            self.counters.resolved_speak += 1
 
-    async def _publish(self, delivered: Delivered) -> None:
-        await self._nc.publish(delivered.subject, delivered.event.to_json())
+    async def _publish(self, delivered: Delivered) -> bool:
+        try:
+            await self._nc.publish(delivered.subject, delivered.event.to_json())
+        except NatsError as exc:
+            self.counters.last_error["publish"] = f"on {delivered.subject}: {exc!r}"
+            log.error("router could not publish on %s: %r", delivered.subject, exc)
+            return False
         self.rate.mark(time.monotonic())
+        return True
 
     def _drop(self, dropped: Dropped) -> None:
         self.counters.drop(dropped)

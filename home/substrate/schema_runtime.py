@@ -210,8 +210,7 @@ class SchemaRuntime:
         """Stop every node (the active set stays saved for the next start)."""
         for name in list(self.active):
             await self.router.remove_routes(name)
-        for runner in list(self.runners.values()):
-            await runner.stop()
+        await asyncio.gather(*(runner.stop() for runner in self.runners.values()))
         self.runners.clear()
 
     def list(self) -> list[dict[str, Any]]:
