@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from home.substrate import control
@@ -41,7 +42,7 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 T = TypeVar("T")
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 DataDir = Annotated[
     Path,
@@ -66,10 +67,10 @@ def _run_client(data_dir: Path, work: Callable[[HomeClient], Awaitable[T]]) -> T
     try:
         return asyncio.run(go())
     except HomeNotRunning as exc:
-        err.print(f"[red]error[/red]: {exc}", highlight=False)
+        err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_FAILURE) from None
     except ControlError as exc:
-        err.print(f"[red]error[/red] ({exc.code}): {exc.message}", highlight=False)
+        err.print(f"[red]error[/red] ({exc.code}): {escape(exc.message)}", highlight=False)
         usage = exc.code in (control.BAD_REQUEST, control.NOT_FOUND)
         raise typer.Exit(EXIT_USAGE if usage else EXIT_FAILURE) from None
     except KeyboardInterrupt:
@@ -150,10 +151,10 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
     try:
         asyncio.run(run_home(config, ready))
     except HomeAlreadyRunning as exc:
-        err.print(f"[red]error[/red]: {exc}", highlight=False)
+        err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_FAILURE) from None
     except (ComponentError, LaunchError) as exc:
-        err.print(f"[red]error[/red]: home did not start: {exc}", highlight=False)
+        err.print(f"[red]error[/red]: home did not start: {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_FAILURE) from None
 
 
@@ -183,7 +184,11 @@ def _print_status(result: dict[str, Any]) -> None:
         table.add_column(column)
     for c in result.get("components", []):
         table.add_row(
-            c["name"], c["address"], str(c["pid"]), _state(c["state"]), c["last_error"] or ""
+            c["name"],
+            c["address"],
+            str(c["pid"]),
+            _state(c["state"]),
+            escape(c["last_error"] or ""),
         )
     console.print(table)
     nodes = Table(title="nodes")
@@ -198,7 +203,7 @@ def _print_status(result: dict[str, Any]) -> None:
             str(n["pid"] or ""),
             str(n["restarts"]),
             refs,
-            n["reason"],
+            escape(n["reason"]),
         )
     console.print(nodes)
     _print_schemas(result["schemas"])
@@ -210,7 +215,7 @@ def _print_status(result: dict[str, Any]) -> None:
         + ", ".join(f"{k} {v}" for k, v in dropped.items())
     )
     for reason, message in router["last_error"].items():
-        console.print(f"  last {reason}: {message}", highlight=False)
+        console.print(f"  last {reason}: {escape(message)}", highlight=False)
     log = result["event_log"]
     if "messages" in log:
         console.print(f"event log {log['stream']}: {log['messages']} events, {log['bytes']} bytes")
@@ -234,7 +239,7 @@ def _print_schemas(schemas: list[dict[str, Any]]) -> None:
     for column in ("schema", "state", "nodes", "why"):
         table.add_column(column)
     for s in schemas:
-        table.add_row(s["name"], _state(s["state"]), ", ".join(s["nodes"]), s["reason"])
+        table.add_row(s["name"], _state(s["state"]), ", ".join(s["nodes"]), escape(s["reason"]))
     console.print(table)
 
 
@@ -293,7 +298,9 @@ def schema_apply(
     if as_json:
         print(json.dumps(result, indent=2))
     else:
-        console.print(f"applied {result['name']}: {_state(result['state'])} {result['reason']}")
+        console.print(
+            f"applied {result['name']}: {_state(result['state'])} {escape(result['reason'])}"
+        )
 
 
 @schema_app.command("unapply")
@@ -351,7 +358,7 @@ def events(
             else:
                 console.print(
                     f"{logged.seq:>6} {logged.time.strftime('%H:%M:%S.%f')[:-3]} "
-                    f"[cyan]{logged.subject}[/] {event_summary(logged)}",
+                    f"[cyan]{logged.subject}[/] {escape(event_summary(logged))}",
                     highlight=False,
                     soft_wrap=True,
                 )
@@ -391,7 +398,7 @@ def _print_trace(binding_id: str, found: list[LoggedEvent]) -> None:
     for item in found:
         since = (item.time - first).total_seconds() * 1000
         delta = (item.time - previous).total_seconds() * 1000
-        table.add_row(f"{since:.1f}", f"{delta:.1f}", item.subject, event_summary(item))
+        table.add_row(f"{since:.1f}", f"{delta:.1f}", item.subject, escape(event_summary(item)))
         previous = item.time
     console.print(table)
 

@@ -135,6 +135,13 @@ def test_up_status_refuse_twin_and_sigterm_leaves_nothing(home_process: HomeProc
     pids = child_pids(home_process)
     assert len(pids) == 3 and all(alive(pid) for pid in pids)
 
+    refused = home_process.cli("schema", "apply", "rival")
+    assert refused.returncode == 1
+    assert "overlap" in refused.stderr and "'rival'" in refused.stderr
+    assert "'talk'" in refused.stderr and "events.workspace.*.out.>" in refused.stderr
+    unknown = home_process.cli("schema", "apply", "nope")
+    assert unknown.returncode == 1 and "no activation schema named 'nope'" in unknown.stderr
+
     twin = home_cli("up", "--data-dir", str(home_process.data_dir))
     assert twin.returncode == 1
     assert "already running" in twin.stderr and str(proc.pid) in twin.stderr
