@@ -218,7 +218,10 @@ def _print_status(result: dict[str, Any]) -> None:
         console.print(f"  last {reason}: {escape(message)}", highlight=False)
     log = result["event_log"]
     if "messages" in log:
-        console.print(f"event log {log['stream']}: {log['messages']} events, {log['bytes']} bytes")
+        console.print(
+            f"event log {log['stream']}: {log['messages']} events, {log['bytes']} bytes, "
+            f"{log.get('events_per_s', 0.0):.1f}/s"
+        )
 
 
 def _state(state: str) -> str:

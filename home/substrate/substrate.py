@@ -8,11 +8,13 @@ every change of state on ``home.status.<kind>.<name>``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -35,6 +37,9 @@ from shared.errors import SchemaError
 from shared.schema import NodeCatalog, load_node_catalog
 
 log = logging.getLogger(__name__)
+
+LOG_RATE_PERIOD_S = 2.0
+LOG_RATE_SAMPLES = 6
 
 Handler = Callable[[ControlRequest], Awaitable[Any]]
 StatusExtra = Callable[[], Awaitable[dict[str, Any]]]
@@ -63,6 +68,9 @@ class Substrate:
         self._control_subs: list[Subscription] = []
         self._started_at = time.time()
         self.last_error: str | None = None
+        # (monotonic time, stream last_seq) samples for the event log's rate.
+        self._log_samples: deque[tuple[float, int]] = deque(maxlen=LOG_RATE_SAMPLES)
+        self._sampler: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -109,6 +117,7 @@ class Substrate:
                 await self.nc.subscribe(control.control_subject(verb), cb=self._answer(handler))
             )
         await self.nc.flush()
+        self._sampler = asyncio.create_task(self._sample_log(), name="event log rate")
         if self.config.restore_schemas:
             await self.runtime.restore_saved()
         for name in self.config.apply_at_start:
@@ -127,6 +136,10 @@ class Substrate:
 
     async def stop(self) -> None:
         """Stop every node, then drop the control surface and the connection."""
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+            self._sampler = None
         if self.runtime is not None:
             await self.runtime.close()
         if self.router is not None:
@@ -143,6 +156,26 @@ class Substrate:
     def info(self) -> ComponentInfo:
         """The control subject tree and our own pid."""
         return ComponentInfo(f"{control.CONTROL_PREFIX}.>", os.getpid())
+
+    # --- event log rate -----------------------------------------------------------------
+
+    async def _sample_log(self) -> None:
+        while True:
+            if self.nc is not None and self.nc.is_connected:
+                try:
+                    stats = await stream_stats(self.nc, self.config.event_log.stream)
+                except (NatsError, TimeoutError) as exc:
+                    self.last_error = f"event log stats: {exc!r}"
+                else:
+                    self._log_samples.append((time.monotonic(), int(stats["last_seq"])))
+            await asyncio.sleep(LOG_RATE_PERIOD_S)
+
+    def _log_rate(self) -> float:
+        """Events per second recorded over the last samples (about ten seconds)."""
+        if len(self._log_samples) < 2:
+            return 0.0
+        (t0, seq0), (t1, seq1) = self._log_samples[0], self._log_samples[-1]
+        return (seq1 - seq0) / (t1 - t0) if t1 > t0 else 0.0
 
     # --- status events ----------------------------------------------------------------
 
@@ -212,6 +245,7 @@ class Substrate:
         if nc is not None:
             try:
                 log_stats = await stream_stats(nc, self.config.event_log.stream)
+                log_stats["events_per_s"] = self._log_rate()
             except NatsError as exc:
                 log_stats = {"error": str(exc)}
         return {

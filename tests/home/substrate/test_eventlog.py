@@ -99,6 +99,9 @@ async def test_events_filters_by_subject_and_binding(home: Home) -> None:
         return len([e async for e in read_log(home.nc, STREAM)]) >= 9
 
     await wait_for(logged, "the turn and the unrelated event in the log")
+    log_status = (await home.request(control.STATUS))["event_log"]
+    assert log_status["stream"] == STREAM and log_status["messages"] >= 9
+    assert log_status["events_per_s"] >= 0.0
     sensations = [e async for e in read_log(home.nc, STREAM, subject="events.sensation.>")]
     assert [e.subject for e in sensations] == [
         "events.sensation.tui.turn",
