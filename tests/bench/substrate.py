@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import nats
@@ -63,24 +64,36 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+Path_ = tuple[str, str]  # (publish on, receive on)
+
+
 async def measure(
-    nc: NatsClient, send_on: str, receive_on: str, rate: int, count: int
-) -> list[float]:
-    """Latencies (ms) of ``count`` events published at ``rate``/s, received on ``receive_on``."""
+    nc: NatsClient, paths: tuple[Path_, ...], rate: int, count: int
+) -> list[list[float]]:
+    """Latencies (ms) along each path, ``count`` events each at ``rate``/s.
+
+    The paths are measured interleaved, one event on each per tick, so that a
+    noisy moment on this shared machine hits the routed path and its bare
+    peer alike.
+    """
     sent: dict[str, int] = {}
-    latencies: list[float] = []
+    latencies: list[list[float]] = [[] for _ in paths]
     done = asyncio.Event()
 
-    async def on_message(msg: Msg) -> None:
-        now = time.perf_counter_ns()
-        event = Event.from_json(msg.data)
-        started = sent.pop(event.event_id, None)
-        if started is not None:
-            latencies.append((now - started) / 1e6)
-            if len(latencies) == count:
-                done.set()
+    def receiver(index: int) -> Callable[[Msg], Awaitable[None]]:
+        async def on_message(msg: Msg) -> None:
+            now = time.perf_counter_ns()
+            started = sent.pop(Event.from_json(msg.data).event_id, None)
+            if started is not None:
+                latencies[index].append((now - started) / 1e6)
+                if sum(map(len, latencies)) == count * len(paths):
+                    done.set()
 
-    sub = await nc.subscribe(receive_on, cb=on_message)
+        return on_message
+
+    subs = [
+        await nc.subscribe(receive_on, cb=receiver(i)) for i, (_, receive_on) in enumerate(paths)
+    ]
     await nc.flush()
     interval = 1.0 / rate
     begin = time.perf_counter()
@@ -88,16 +101,20 @@ async def measure(
         delay = begin + i * interval - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        event = Event.new(
-            "sensation.turn", {"text": f"utterance {i}"}, source="bench", sequence_number=i
-        )
-        sent[event.event_id] = time.perf_counter_ns()
-        await nc.publish(send_on, event.to_json())
+        # Alternate which path goes first, so neither always waits behind the other.
+        order = paths if i % 2 == 0 else paths[::-1]
+        for send_on, _ in order:
+            event = Event.new(
+                "sensation.turn", {"text": f"utterance {i}"}, source="bench", sequence_number=i
+            )
+            sent[event.event_id] = time.perf_counter_ns()
+            await nc.publish(send_on, event.to_json())
     try:
         await asyncio.wait_for(done.wait(), 30)
     except TimeoutError:
-        print(f"warning: {count - len(latencies)} of {count} events not received on {receive_on}")
-    await sub.unsubscribe()
+        print(f"warning: {len(sent)} events were not received")
+    for sub in subs:
+        await sub.unsubscribe()
     return latencies
 
 
@@ -173,11 +190,9 @@ async def latencies(nats_url: str) -> list[Result]:
     routed_path = ("events.sensation.bench.turn", "events.workspace.bench.in")
     bare_path = ("events.sensation.peer.turn", "events.sensation.peer.turn")
     try:
-        await measure(nc, *routed_path, 500, WARMUP)
-        await measure(nc, *bare_path, 500, WARMUP)
+        await measure(nc, (routed_path, bare_path), 500, WARMUP)
         for rate, count in RATES:
-            bare = await measure(nc, *bare_path, rate, count)
-            routed = await measure(nc, *routed_path, rate, count)
+            routed, bare = await measure(nc, (routed_path, bare_path), rate, count)
             for q in (50, 99):
                 results.append(
                     Result(
