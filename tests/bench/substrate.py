@@ -4,9 +4,9 @@ Runs a real ``home up`` (its own process: nats-server + substrate) with one
 schema binding ``events.sensation.bench.turn`` to a service node, and measures
 from this process the time from publishing a sensation to receiving the
 routed event on the agent's inbound subject, at 100 and 1000 events/s. The
-peer, in the same run and on the same nats-server, is a bare NATS
-publish→subscribe on ``events.sensation.peer.turn`` (also recorded by the
-event log, but bound by no schema). Also measured: ``home up`` to ready
+peer, in the same run, interleaved event by event and on the same
+nats-server, is a bare NATS publish→subscribe on ``events.sensation.peer.turn``
+(also recorded by the event log, but bound by no schema). Also measured: ``home up`` to ready
 (state file written and ``home status`` healthy) against a bare nats-server
 start.
 
