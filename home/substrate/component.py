@@ -13,10 +13,11 @@ agent nodes' host and the home bridge the same way. The interface::
 
 Register it with :meth:`ComponentRegistry.register` in dependency order (a
 component may read the ones registered before it, e.g. the NATS address).
-:meth:`ComponentRegistry.start_all` starts them in that order and stops the
-started ones again if one fails; :meth:`ComponentRegistry.stop_all` stops them
-in reverse. :meth:`ComponentRegistry.watch` runs the health checks and reports
-every change of state through a callback (``home up`` publishes it on
+:meth:`ComponentRegistry.start_all` starts them in that order and, if one
+fails, stops it and the ones started before it;
+:meth:`ComponentRegistry.stop_all` stops them in reverse.
+:meth:`ComponentRegistry.watch` runs the health checks and reports every
+change of state through a callback (``home up`` publishes it on
 ``home.status.component.<name>``).
 """
 
@@ -132,6 +133,11 @@ class ComponentRegistry:
             try:
                 await component.start()
             except BaseException as exc:
+                # A half-started component may own processes or connections already.
+                try:
+                    await component.stop()
+                except Exception:
+                    log.exception("stopping %s after its failed start failed", component.name)
                 await self._set(component.name, STOPPED, "failed to start", str(exc))
                 await self.stop_all()
                 raise
