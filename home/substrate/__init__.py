@@ -32,7 +32,9 @@ Extension points for later issues:
   :class:`home.substrate.launchers.Launcher` returning a
   :class:`home.substrate.launchers.NodeHandle` and add it to
   :data:`home.substrate.launchers.LAUNCHERS`. Supervision, restart policy,
-  ref-counting and degraded/restored states come for free.
+  ref-counting and degraded/restored states come for free. The
+  :class:`home.substrate.launchers.LaunchContext` carries the NATS URL, a
+  directory for the node and every component's address by name.
 
 Status events are JSON ``{kind, name, state, reason, at}`` on
 ``home.status.<kind>.<name>`` (kind: component, node, schema).

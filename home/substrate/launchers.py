@@ -18,7 +18,8 @@ healthy after a start.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -36,11 +37,13 @@ HEALTH_REQUEST_TIMEOUT_S = 1.0
 
 @dataclass(frozen=True)
 class LaunchContext:
-    """What every launcher may use: the home's NATS, and a directory for the node."""
+    """What every launcher may use: the home's NATS, a directory for the node, and the
+    addresses of the home's other components by name (``{"jmfts": "http://..."}``)."""
 
     nats_url: str
     nc: NatsClient
     node_dir: Path
+    services: Mapping[str, str] = field(default_factory=dict)
 
 
 class NodeHandle(Protocol):

@@ -56,11 +56,13 @@ class Substrate:
         nats_url: Callable[[], str],
         launchers: Mapping[str, Launcher] | None = None,
         status_extra: StatusExtra | None = None,
+        services: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.config = config
         self._nats_url = nats_url
         self._launchers = dict(LAUNCHERS if launchers is None else launchers)
         self._status_extra = status_extra
+        self._services = services or dict
         self.nc: NatsClient | None = None
         self.router: Router | None = None
         self.runtime: SchemaRuntime | None = None
@@ -93,7 +95,7 @@ class Substrate:
         nc = self.nc
 
         def launch_context(node: str) -> LaunchContext:
-            return LaunchContext(self._nats_url(), nc, nodes_dir / node)
+            return LaunchContext(self._nats_url(), nc, nodes_dir / node, dict(self._services()))
 
         self.runtime = SchemaRuntime(
             catalog=self.catalog,

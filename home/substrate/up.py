@@ -33,7 +33,12 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
     async def components_view() -> dict[str, Any]:
         return {"components": components_table(registry)}
 
-    substrate = Substrate(config, lambda: nats_server.url, status_extra=components_view)
+    def services() -> dict[str, str]:
+        return {c.name: c.info().address for c in registry.components}
+
+    substrate = Substrate(
+        config, lambda: nats_server.url, status_extra=components_view, services=services
+    )
     registry.register(nats_server)
     registry.register(substrate)
     return registry, nats_server, substrate
