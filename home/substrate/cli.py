@@ -394,14 +394,20 @@ def _print_trace(binding_id: str, found: list[LoggedEvent]) -> None:
         err.print(f"no event of binding {binding_id} in the event log")
         return
     table = Table(title=f"trace {binding_id}")
-    for column in ("+ms", "Δms", "subject", "event"):
-        table.add_column(column)
+    table.add_column("+ms", justify="right")
+    table.add_column("Δms", justify="right")
+    table.add_column("subject", overflow="fold")
+    table.add_column("event", overflow="fold")
+    table.add_column("hops", overflow="fold")
     first: datetime = found[0].time
     previous = first
     for item in found:
         since = (item.time - first).total_seconds() * 1000
         delta = (item.time - previous).total_seconds() * 1000
-        table.add_row(f"{since:.1f}", f"{delta:.1f}", item.subject, escape(event_summary(item)))
+        hops = ", ".join(item.event.hops) if item.event is not None else ""
+        table.add_row(
+            f"{since:.1f}", f"{delta:.1f}", item.subject, escape(event_summary(item)), hops
+        )
         previous = item.time
     console.print(table)
 
