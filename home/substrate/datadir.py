@@ -79,6 +79,9 @@ class DataDirLock:
         handle.write(str(os.getpid()))
         handle.flush()
         self._file = handle
+        # A state file left by a home that was killed names addresses nobody serves.
+        with contextlib.suppress(FileNotFoundError):
+            (self.data_dir / STATE_FILE).unlink()
 
     def release(self) -> None:
         """Remove the state file and drop the lock."""
