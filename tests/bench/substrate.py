@@ -34,7 +34,8 @@ from home.substrate.nats_server import NatsServer
 from shared.event import Event
 from tests.bench.report import Result, publish
 
-RATES = ((100, 500), (1000, 3000))  # events/s, events sent
+RATES = ((100, 600), (1000, 3000))  # events/s, events sent (split over the rounds)
+ROUNDS = 3
 WARMUP = 200
 GOAL_ADDED_P99_MS = 2.0
 
@@ -192,7 +193,12 @@ async def latencies(nats_url: str) -> list[Result]:
     try:
         await measure(nc, (routed_path, bare_path), 500, WARMUP)
         for rate, count in RATES:
-            routed, bare = await measure(nc, (routed_path, bare_path), rate, count)
+            rounds = [
+                await measure(nc, (routed_path, bare_path), rate, count // ROUNDS)
+                for _ in range(ROUNDS)
+            ]
+            routed = [x for r, _ in rounds for x in r]
+            bare = [x for _, b in rounds for x in b]
             for q in (50, 99):
                 results.append(
                     Result(
@@ -204,17 +210,20 @@ async def latencies(nats_url: str) -> list[Result]:
                         percentile(bare, q),
                     )
                 )
-            added = percentile(routed, 99) - percentile(bare, 99)
+            # Per round, so one noisy burst from a neighbour on this shared machine
+            # does not decide the figure alone; the pooled p99s are in the rows above.
+            added_by_round = [percentile(r, 99) - percentile(b, 99) for r, b in rounds]
+            added = statistics.median(added_by_round)
             verdict = "met" if added <= GOAL_ADDED_P99_MS else "NOT met"
             results.append(
                 Result(
-                    f"added p99 by routing @ {rate}/s",
+                    f"added p99 by routing @ {rate}/s (median of {ROUNDS} rounds)",
                     added,
                     "ms",
                     len(routed),
                     note=(
-                        f"goal ≤ {GOAL_ADDED_P99_MS:g} ms: {verdict}; mean routed "
-                        f"{statistics.fmean(routed):.3f} ms vs bare {statistics.fmean(bare):.3f} ms"
+                        f"goal ≤ {GOAL_ADDED_P99_MS:g} ms: {verdict}; rounds "
+                        + ", ".join(f"{x:.2f}" for x in added_by_round)
                     ),
                 )
             )
