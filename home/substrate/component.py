@@ -35,13 +35,16 @@ from home.substrate.errors import ComponentError
 log = logging.getLogger(__name__)
 
 # Component states, in the order a healthy life passes through them.
-STOPPED, STARTING, HEALTHY, UNHEALTHY, STOPPING = (
+STOPPED, STARTING, HEALTHY, UNHEALTHY, STOPPING, RESTARTING = (
     "stopped",
     "starting",
     "healthy",
     "unhealthy",
     "stopping",
+    "restarting",
 )
+# Consecutive failed health checks after which a component is restarted in place.
+FAILED_CHECKS_TO_RESTART = 3
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class ComponentStatus:
     detail: str = ""
     last_error: str | None = None
     since: float = field(default_factory=time.time)
+    restarts: int = 0
+    failed_checks: int = 0
 
 
 StatusCallback = Callable[[ComponentStatus], Awaitable[None]]
@@ -158,16 +163,40 @@ class ComponentRegistry:
             await self._set(component.name, STOPPED)
 
     async def check_all(self) -> None:
-        """Run every started component's health check once and record the answers."""
+        """Run every started component's health check once and record the answers.
+
+        A component that fails :data:`FAILED_CHECKS_TO_RESTART` checks in a row is
+        stopped and started again in place (components after it keep running:
+        they reconnect, as a NATS client does).
+        """
         for component in list(self._started):
+            status = self.status[component.name]
             try:
                 health = await asyncio.wait_for(component.health(), 5.0)
             except Exception as exc:
                 health = Health(False, f"health check raised {type(exc).__name__}: {exc}")
             if health.ok:
+                status.failed_checks = 0
                 await self._set(component.name, HEALTHY, health.detail)
-            else:
-                await self._set(component.name, UNHEALTHY, health.detail, health.detail)
+                continue
+            status.failed_checks += 1
+            await self._set(component.name, UNHEALTHY, health.detail, health.detail)
+            if status.failed_checks >= FAILED_CHECKS_TO_RESTART:
+                await self._restart(component)
+
+    async def _restart(self, component: Component) -> None:
+        status = self.status[component.name]
+        status.restarts += 1
+        status.failed_checks = 0
+        await self._set(component.name, RESTARTING, f"restart {status.restarts}")
+        try:
+            await component.stop()
+            await component.start()
+        except Exception as exc:
+            log.exception("restarting %s failed", component.name)
+            await self._set(component.name, UNHEALTHY, "restart failed", str(exc))
+            return
+        await self._set(component.name, HEALTHY)
 
     async def watch(self, interval_s: float) -> None:
         """Health-check forever, every ``interval_s``; cancel to stop."""

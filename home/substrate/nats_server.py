@@ -104,6 +104,8 @@ class NatsServer:
         self.url = ports["nats"][0]
         monitoring = ports.get("monitoring") or [None]
         self.monitor_url = monitoring[0]
+        # A restart keeps the port, so clients reconnect to the address they know.
+        self.port = int(self.url.rsplit(":", 1)[1])
 
     async def _await_client(self) -> None:
         while True:

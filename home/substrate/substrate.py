@@ -39,6 +39,8 @@ from shared.schema import NodeCatalog, load_node_catalog
 log = logging.getLogger(__name__)
 
 LOG_RATE_PERIOD_S = 2.0
+# nats-server is restarted in place by home up; come back soon after it does.
+RECONNECT_WAIT_S = 0.25
 LOG_RATE_SAMPLES = 6
 
 Handler = Callable[[ControlRequest], Awaitable[Any]]
@@ -84,7 +86,10 @@ class Substrate:
             raise ComponentError(f"the node catalog is invalid:\n{exc}") from exc
         try:
             self.nc = await nats.connect(
-                self._nats_url(), name="home.substrate", max_reconnect_attempts=-1
+                self._nats_url(),
+                name="home.substrate",
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=RECONNECT_WAIT_S,
             )
         except (NatsError, OSError) as exc:
             raise ComponentError(f"substrate cannot connect to {self._nats_url()}: {exc}") from exc
@@ -131,9 +136,11 @@ class Substrate:
                 raise ComponentError(f"cannot apply schema {name!r} at start: {exc}") from exc
 
     async def health(self) -> Health:
-        """Connected to NATS, and the control surface subscribed."""
-        if self.nc is None or not self.nc.is_connected:
-            return Health(False, "not connected to nats-server")
+        """Connected to NATS (or reconnecting by itself: restarting would not help)."""
+        if self.nc is None or self.nc.is_closed:
+            return Health(False, "the NATS connection is closed")
+        if not self.nc.is_connected:
+            return Health(True, "reconnecting to nats-server")
         return Health(True)
 
     async def stop(self) -> None:

@@ -57,6 +57,7 @@ def components_table(registry: ComponentRegistry) -> list[dict[str, Any]]:
                 "pid": info.pid,
                 "state": status.state,
                 "detail": status.detail,
+                "restarts": status.restarts,
                 "last_error": status.last_error,
             }
         )

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from datetime import timedelta
 from typing import Any
 
+import nats
 import pytest
 from nats.aio.subscription import Subscription
 from nats.errors import TimeoutError as NatsTimeout
 
 from home.substrate import control
+from home.substrate.errors import HomeNotRunning
 from shared.event import Event
 from shared.subjects import sensation_turn_subject
 from tests.home.substrate.conftest import Home, wait_for
@@ -124,3 +128,41 @@ async def test_unapply_stops_routing(home: Home) -> None:
     await asyncio.sleep(0.3)
     assert inbox.pending_msgs == 0
     assert (await router_counts(home))["routed"] == 0
+
+
+async def test_nats_server_killed_is_restarted_in_place_and_routing_resumes(home: Home) -> None:
+    await home.request(control.SCHEMA_APPLY, name="talk")
+    await running_pid(home, "svc.echo")
+    before = {c["name"]: c for c in (await home.request(control.STATUS))["components"]}
+    os.kill(before["nats-server"]["pid"], signal.SIGKILL)
+
+    async def restarted() -> bool:
+        try:
+            status = await home.request(control.STATUS)
+        except HomeNotRunning:  # nats-server is down: the control surface is unreachable
+            return False
+        nats_server = next(c for c in status["components"] if c["name"] == "nats-server")
+        return nats_server["state"] == "healthy" and nats_server["restarts"] == 1
+
+    await wait_for(restarted, "nats-server to be restarted by home up")
+    after = {c["name"]: c for c in (await home.request(control.STATUS))["components"]}
+    assert after["nats-server"]["address"] == before["nats-server"]["address"]
+    assert after["nats-server"]["pid"] != before["nats-server"]["pid"]
+
+    # The substrate and the echo node reconnected by themselves; a turn still goes through.
+    nc = await nats.connect(after["nats-server"]["address"])
+    try:
+        spoken = await nc.subscribe("events.workspace.echo.out.speak.tui")
+        await nc.flush()
+
+        async def answered() -> bool:
+            await nc.publish(sensation_turn_subject("tui"), turn("still there?").to_json())
+            try:
+                await spoken.next_msg(timeout=0.5)
+            except NatsTimeout:
+                return False
+            return True
+
+        await wait_for(answered, "a turn to be routed and answered after the restart")
+    finally:
+        await nc.close()
