@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from home.substrate.component import (
+    FAILED_CHECKS_TO_RESTART,
     HEALTHY,
     STOPPED,
     UNHEALTHY,
@@ -76,6 +77,24 @@ async def test_a_failed_start_stops_it_and_everything_before_it() -> None:
         await registry.start_all()
     assert journal == ["start a", "start b", "stop b", "stop a"]
     assert registry.status["b"].last_error == "b cannot start"
+
+
+async def test_three_failed_checks_restart_a_component_in_place() -> None:
+    journal: list[str] = []
+    registry = ComponentRegistry()
+    a, b = Recorded("a", journal), Recorded("b", journal)
+    registry.register(a)
+    registry.register(b)
+    await registry.start_all()
+    a.healthy = False
+    for _ in range(FAILED_CHECKS_TO_RESTART - 1):
+        await registry.check_all()
+    assert journal == ["start a", "start b"]
+    await registry.check_all()
+    assert journal == ["start a", "start b", "stop a", "start a"]
+    assert registry.status["a"].restarts == 1
+    assert registry.status["a"].state == HEALTHY
+    assert registry.status["b"].restarts == 0
 
 
 def test_a_name_registers_once() -> None:
