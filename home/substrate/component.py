@@ -18,7 +18,8 @@ fails, stops it and the ones started before it;
 :meth:`ComponentRegistry.stop_all` stops them in reverse.
 :meth:`ComponentRegistry.watch` runs the health checks and reports every
 change of state through a callback (``home up`` publishes it on
-``home.status.component.<name>``).
+``home.status.component.<name>``); a component that fails three checks in a
+row is stopped and started again in place.
 """
 
 from __future__ import annotations
