@@ -18,7 +18,7 @@ Layout (each module does one thing)::
     nodes.py           NodeRunner: one node under its restart_policy
     process.py         child processes: own session, die with their parent, terminated in order
     eventlog.py        the JetStream stream of events.>, replay, follow and trace
-    cli.py             ``home up|status|schema|events|trace``
+    cli/               ``home up|status|schema|events|trace`` (one module per command)
     errors.py          the exception tree
 
 Extension points for later issues:
