@@ -79,7 +79,12 @@ async def run_home(
         registry, nats_server, substrate = build_registry(config)
 
         async def report(status: ComponentStatus) -> None:
-            log.info("component %s: %s %s", status.name, status.state, status.detail)
+            log.info(
+                "component %s: %s%s",
+                status.name,
+                status.state,
+                f" ({status.detail})" if status.detail else "",
+            )
             await substrate.publish_status("component", status.name, status.state, status.detail)
 
         registry.on_change(report)

@@ -148,6 +148,10 @@ def test_up_status_refuse_twin_and_sigterm_leaves_nothing(home_process: HomeProc
 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(WAIT_S) == 0
+    # --json: every line it wrote is a JSON object; one says it was ready, one that it stopped.
+    records = [json.loads(line) for line in home_process.log.read_text().splitlines()]
+    assert any(r.get("event") == "ready" for r in records)
+    assert any(r.get("message") == "component nats-server: stopped" for r in records)
     assert not any(alive(pid) for pid in pids)
     assert not (home_process.data_dir / "home.json").exists()
     gone = home_process.cli("status")
