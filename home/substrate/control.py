@@ -124,3 +124,41 @@ class ControlReply:
         if not self.ok:
             raise ControlError(self.code, self.message)
         return self.result
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """One change of state, published on ``home.status.<kind>.<name>``.
+
+    ``kind`` is ``component``, ``node`` or ``schema``; ``at`` is a UNIX time.
+    """
+
+    kind: str
+    name: str
+    state: str
+    reason: str
+    at: float
+
+    @property
+    def subject(self) -> str:
+        """Where it is published (node names keep their dots as extra tokens)."""
+        return f"{STATUS_PREFIX}.{self.kind}.{self.name}"
+
+    def to_json(self) -> bytes:
+        """The change's bytes."""
+        return json.dumps(self.__dict__).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> StatusChange:
+        """Parse a published change; ControlError naming the problem if it is not one."""
+        try:
+            data = json.loads(raw)
+            return cls(
+                kind=str(data["kind"]),
+                name=str(data["name"]),
+                state=str(data["state"]),
+                reason=str(data["reason"]),
+                at=float(data["at"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ControlError(BAD_REQUEST, f"not a status change: {raw[:200]!r}") from exc

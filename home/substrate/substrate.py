@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
@@ -27,7 +26,7 @@ from nats.errors import Error as NatsError
 from home.substrate import control
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.config import HomeConfig
-from home.substrate.control import ControlReply, ControlRequest
+from home.substrate.control import ControlReply, ControlRequest, StatusChange
 from home.substrate.errors import ComponentError, ControlError, SchemaRuntimeError
 from home.substrate.eventlog import ensure_stream, stream_stats
 from home.substrate.launchers import LAUNCHERS, LaunchContext, Launcher
@@ -192,11 +191,9 @@ class Substrate:
         """Publish one change of state on ``home.status.<kind>.<name>``."""
         if self.nc is None or self.nc.is_closed:
             return
-        body = {"kind": kind, "name": name, "state": state, "reason": reason, "at": time.time()}
+        change = StatusChange(kind, name, state, reason, time.time())
         with contextlib.suppress(NatsError):
-            await self.nc.publish(
-                f"{control.STATUS_PREFIX}.{kind}.{name}", json.dumps(body).encode("utf-8")
-            )
+            await self.nc.publish(change.subject, change.to_json())
 
     # --- control handlers ---------------------------------------------------------------
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import signal
 from typing import Any
@@ -12,6 +10,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from home.substrate import control
+from home.substrate.control import StatusChange
 from home.substrate.errors import ControlError
 from tests.home.substrate.conftest import Home, wait_for
 
@@ -108,12 +107,10 @@ async def test_a_kind_without_launcher_is_reported_not_faked(home: Home) -> None
 
 
 async def test_sigkill_beyond_policy_degrades_then_restores(home: Home) -> None:
-    changes: list[dict[str, Any]] = []
-    seen = asyncio.Event()
+    changes: list[StatusChange] = []
 
     async def record(msg: Msg) -> None:
-        changes.append(json.loads(msg.data))
-        seen.set()
+        changes.append(StatusChange.from_json(msg.data))
 
     await home.nc.subscribe("home.status.schema.talk", cb=record)
     await home.nc.flush()
@@ -123,7 +120,7 @@ async def test_sigkill_beyond_policy_degrades_then_restores(home: Home) -> None:
     # max_restarts is 1: the first kill is within policy and the node comes back...
     os.kill(first, signal.SIGKILL)
     await wait_for(lambda: _restarted(home, first), "svc.echo to restart after one SIGKILL")
-    states = [c["state"] for c in changes]
+    states = [c.state for c in changes]
     assert "degraded" not in states
 
     # ...the second in the window exceeds it: the schema degrades, then restores.
@@ -131,7 +128,7 @@ async def test_sigkill_beyond_policy_degrades_then_restores(home: Home) -> None:
     os.kill(second, signal.SIGKILL)
 
     async def restored() -> bool:
-        states = [c["state"] for c in changes]
+        states = [c.state for c in changes]
         return (
             "degraded" in states
             and states[-1] == "active"
@@ -139,9 +136,10 @@ async def test_sigkill_beyond_policy_degrades_then_restores(home: Home) -> None:
         )
 
     await wait_for(restored, "the schema to degrade and then be restored")
-    degraded = next(c for c in changes if c["state"] == "degraded")
-    assert "svc.echo failed" in degraded["reason"]
-    assert "exceeded restart policy" in degraded["reason"]
+    degraded = next(c for c in changes if c.state == "degraded")
+    assert (degraded.kind, degraded.name) == ("schema", "talk")
+    assert "svc.echo failed" in degraded.reason
+    assert "exceeded restart policy" in degraded.reason
     third = await running_pid(home, "svc.echo")
     assert third not in (first, second)
     node = (await nodes(home))["svc.echo"]
