@@ -4,6 +4,7 @@
     ├── HomeAlreadyRunning   a second ``home up`` on a data directory that is in use
     ├── HomeNotRunning       no running home found through a data directory
     ├── ComponentError       a component failed to start or answer its health check
+    │   └── HomeConfigError  what home was given to start with is invalid (catalog, schema)
     ├── LaunchError          a node could not be started (bad config, missing program)
     ├── ControlError         a control request failed (carries the remote error code)
     │   └── ControlTimeout   the control subject did not answer in time
@@ -31,6 +32,10 @@ class HomeNotRunning(SubstrateError):
 
 class ComponentError(SubstrateError):
     """A supervised component failed to start, stop or answer its health check."""
+
+
+class HomeConfigError(ComponentError):
+    """The catalog or a schema named at start is invalid; the message names file and line."""
 
 
 class LaunchError(SubstrateError):

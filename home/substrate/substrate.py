@@ -27,7 +27,12 @@ from home.substrate import control
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.config import HomeConfig
 from home.substrate.control import ControlReply, ControlRequest, StatusChange
-from home.substrate.errors import ComponentError, ControlError, SchemaRuntimeError
+from home.substrate.errors import (
+    ComponentError,
+    ControlError,
+    HomeConfigError,
+    SchemaRuntimeError,
+)
 from home.substrate.eventlog import ensure_stream, stream_stats
 from home.substrate.launchers import LAUNCHERS, LaunchContext, Launcher
 from home.substrate.router import Router
@@ -82,7 +87,7 @@ class Substrate:
         try:
             self.catalog = load_node_catalog(self.config.catalog)
         except SchemaError as exc:
-            raise ComponentError(f"the node catalog is invalid:\n{exc}") from exc
+            raise HomeConfigError(f"the node catalog is invalid:\n{exc}") from exc
         try:
             self.nc = await nats.connect(
                 self._nats_url(),
@@ -132,7 +137,7 @@ class Substrate:
             try:
                 await self.runtime.apply(self.runtime.source_by_name(name))
             except (SchemaError, SchemaRuntimeError) as exc:
-                raise ComponentError(f"cannot apply schema {name!r} at start: {exc}") from exc
+                raise HomeConfigError(f"cannot apply schema {name!r} at start: {exc}") from exc
 
     async def health(self) -> Health:
         """Connected to NATS (or reconnecting by itself: restarting would not help)."""

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from home.substrate.cli.common import (
     EXIT_FAILURE,
+    EXIT_USAGE,
     DataDir,
     console,
     err,
@@ -30,6 +31,7 @@ from home.substrate.datadir import HomeState
 from home.substrate.errors import (
     ComponentError,
     HomeAlreadyRunning,
+    HomeConfigError,
     LaunchError,
 )
 from home.substrate.logs import configure_logging
@@ -109,6 +111,9 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
     except HomeAlreadyRunning as exc:
         err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_FAILURE) from None
+    except HomeConfigError as exc:
+        err.print(f"[red]error[/red]: home did not start: {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
     except (ComponentError, LaunchError) as exc:
         err.print(f"[red]error[/red]: home did not start: {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_FAILURE) from None

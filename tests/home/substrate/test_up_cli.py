@@ -189,7 +189,7 @@ def test_up_refuses_to_start_with_an_unknown_schema_and_leaves_nothing(tmp_path:
         "up", "--data-dir", str(data_dir), "--catalog", str(catalog),
         "--schema-dir", str(schema_dir), "--apply", "nope",
     )  # fmt: skip
-    assert failed.returncode == 1
+    assert failed.returncode == 2
     assert "cannot apply schema 'nope' at start" in failed.stderr
     assert "known: broken, ghost, mute, notes, rival, talk" in failed.stderr
     assert not (data_dir / "home.json").exists()
@@ -198,3 +198,11 @@ def test_up_refuses_to_start_with_an_unknown_schema_and_leaves_nothing(tmp_path:
     started = re.search(r"^\[(\d+)\] .*Starting nats-server", log, re.MULTILINE)
     assert started is not None, log
     assert not alive(int(started.group(1)))
+
+
+def test_up_names_the_file_and_line_of_a_broken_catalog(tmp_path: Path) -> None:
+    catalog = tmp_path / "nodes.yaml"
+    catalog.write_text("catalog: broken\nnodes:\n  svc.x:\n    kind: teapot\n")
+    failed = home_cli("up", "--data-dir", str(tmp_path / "data"), "--catalog", str(catalog))
+    assert failed.returncode == 2
+    assert f"{catalog}:4" in failed.stderr and "teapot" in failed.stderr
