@@ -9,7 +9,8 @@
     ├── ControlError         a control request failed (carries the remote error code)
     │   └── ControlTimeout   the control subject did not answer in time
     └── SchemaRuntimeError   an apply or unapply was refused
-        └── OverlapRefused   two schemas would publish the same rail for one device
+        ├── OverlapRefused   two schemas would publish the same rail for one device
+        └── SchemaNotFound   no such schema to apply, or no such active schema to unapply
 
 Third-party failures (nats-py, OSError from subprocesses) are translated into
 these at the module that meets them.
@@ -58,10 +59,16 @@ class ControlTimeout(ControlError):
 class SchemaRuntimeError(SubstrateError):
     """An activation schema cannot be applied or unapplied; the message says why."""
 
-    code = "schema_refused"
+    code = "refused"
 
 
 class OverlapRefused(SchemaRuntimeError):
     """Applying a schema would make two active schemas publish one rail for one device."""
 
     code = "overlap"
+
+
+class SchemaNotFound(SchemaRuntimeError):
+    """The named schema is not in the schema directory, or not active."""
+
+    code = "not_found"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from home.substrate.errors import OverlapRefused, SchemaRuntimeError
+from home.substrate.errors import OverlapRefused, SchemaNotFound, SchemaRuntimeError
 from home.substrate.launchers import LaunchContext, Launcher
 from home.substrate.nodes import DEGRADING_STATES, RUNNING, NodeRunner
 from home.substrate.overlap import find_overlap
@@ -105,7 +105,7 @@ class SchemaRuntime:
         path = self.schema_dir / f"{name}.yaml"
         if not path.is_file():
             known = sorted(p.stem for p in self.schema_dir.glob("*.yaml"))
-            raise SchemaRuntimeError(
+            raise SchemaNotFound(
                 f"no activation schema named {name!r} in {self.schema_dir}; "
                 f"known: {', '.join(known) or 'none'}"
             )
@@ -169,7 +169,7 @@ class SchemaRuntime:
     async def _unapply(self, name: str) -> dict[str, Any]:
         entry = self.active.pop(name, None)
         if entry is None:
-            raise SchemaRuntimeError(
+            raise SchemaNotFound(
                 f"schema {name!r} is not active; active: {', '.join(self.active) or 'none'}"
             )
         await self.router.remove_routes(name)

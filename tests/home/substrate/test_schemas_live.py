@@ -86,8 +86,9 @@ async def test_bad_requests_are_refused_clearly(home: Home) -> None:
         ControlError, match=r"no activation schema named 'nope'.*known: broken, ghost"
     ):
         await home.request(control.SCHEMA_APPLY, name="nope")
-    with pytest.raises(ControlError, match="'talk' is not active"):
+    with pytest.raises(ControlError, match="'talk' is not active") as inactive:
         await home.request(control.SCHEMA_UNAPPLY, name="talk")
+    assert inactive.value.code == control.NOT_FOUND
     bad = "schema: broken\nrequires:\n  nodes: [svc.missing]\nbindings: []\n"
     with pytest.raises(ControlError) as error:
         await home.request(control.SCHEMA_APPLY, file="/x/broken.yaml", text=bad)

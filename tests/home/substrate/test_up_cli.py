@@ -140,7 +140,7 @@ def test_up_status_refuse_twin_and_sigterm_leaves_nothing(home_process: HomeProc
     assert "overlap" in refused.stderr and "'rival'" in refused.stderr
     assert "'talk'" in refused.stderr and "events.workspace.*.out.>" in refused.stderr
     unknown = home_process.cli("schema", "apply", "nope")
-    assert unknown.returncode == 1 and "no activation schema named 'nope'" in unknown.stderr
+    assert unknown.returncode == 2 and "no activation schema named 'nope'" in unknown.stderr
 
     twin = home_cli("up", "--data-dir", str(home_process.data_dir))
     assert twin.returncode == 1
