@@ -21,6 +21,7 @@ import pytest
 import yaml
 from nats.aio.client import Client as NatsClient
 
+from home.substrate import control
 from home.substrate.client import HomeClient
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import STATE_FILE
@@ -205,3 +206,30 @@ async def home(tmp_path: Path) -> AsyncIterator[Home]:
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, WAIT_S)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def nodes(home: Home) -> dict[str, dict[str, Any]]:
+    """The home's nodes by name, as `home status` reports them."""
+    status = await home.request(control.STATUS)
+    return {n["name"]: n for n in status["nodes"]}
+
+
+async def running_pid(home: Home, node: str) -> int:
+    """Wait for ``node`` to run; its pid."""
+
+    async def running() -> bool:
+        return (await nodes(home)).get(node, {}).get("state") == "running"
+
+    await wait_for(running, f"{node} to run")
+    pid = (await nodes(home))[node]["pid"]
+    assert isinstance(pid, int) and alive(pid)
+    return pid

@@ -11,8 +11,7 @@ from home.substrate import control
 from home.substrate.eventlog import read_log, trace
 from shared.event import Event
 from shared.subjects import sensation_turn_subject, speech_completed_subject
-from tests.home.substrate.conftest import Home, wait_for
-from tests.home.substrate.test_schemas_live import running_pid
+from tests.home.substrate.conftest import Home, running_pid, wait_for
 
 STREAM = "EVENTS"
 

@@ -17,8 +17,7 @@ from home.substrate import control
 from home.substrate.errors import HomeNotRunning
 from shared.event import Event
 from shared.subjects import sensation_turn_subject
-from tests.home.substrate.conftest import Home, wait_for
-from tests.home.substrate.test_schemas_live import running_pid
+from tests.home.substrate.conftest import Home, running_pid, wait_for
 
 ROUTER = "substrate.router"
 WAIT_S = 10.0

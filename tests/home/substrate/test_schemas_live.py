@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any
 
 import pytest
 from nats.aio.msg import Msg
@@ -12,30 +11,7 @@ from nats.aio.msg import Msg
 from home.substrate import control
 from home.substrate.control import StatusChange
 from home.substrate.errors import ControlError
-from tests.home.substrate.conftest import Home, wait_for
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-async def nodes(home: Home) -> dict[str, dict[str, Any]]:
-    status = await home.request(control.STATUS)
-    return {n["name"]: n for n in status["nodes"]}
-
-
-async def running_pid(home: Home, node: str) -> int:
-    async def running() -> bool:
-        return (await nodes(home)).get(node, {}).get("state") == "running"
-
-    await wait_for(running, f"{node} to run")
-    pid = (await nodes(home))[node]["pid"]
-    assert isinstance(pid, int) and alive(pid)
-    return pid
+from tests.home.substrate.conftest import Home, alive, nodes, running_pid, wait_for
 
 
 async def test_apply_and_unapply_ref_count_the_nodes(home: Home) -> None:

@@ -15,19 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.home.substrate.conftest import write_home_files
+from tests.home.substrate.conftest import alive, write_home_files
 
 pytestmark = pytest.mark.slow
 WAIT_S = 20.0
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wait_until(predicate: Any, what: str, timeout: float = WAIT_S) -> None:
