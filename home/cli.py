@@ -1,4 +1,4 @@
-"""``home``: run the home side of tether and talk to a running one."""
+"""The ``home`` command: root Typer app; each home component registers its own group."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from home.substrate.cli import register as register_substrate
 
 app = typer.Typer(
     name="home",
-    help="Run the home side of tether (NATS, substrate, agents, memory) and talk to it.",
+    help="Run and inspect the home side of tether: agents, memory (JMFTS), substrate.",
     no_args_is_help=True,
     add_completion=False,
 )
