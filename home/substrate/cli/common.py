@@ -1,0 +1,69 @@
+"""What every ``home`` command shares: the --data-dir and --json options, consoles, exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from home.substrate import control
+from home.substrate.client import HomeClient
+from home.substrate.config import default_data_dir
+from home.substrate.errors import ControlError, HomeNotRunning
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+T = TypeVar("T")
+
+console = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+DataDir = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir",
+        help="The home's data directory (state file, NATS store, logs). "
+        "Default: $TETHER_HOME_DIR, else $XDG_DATA_HOME/tether/home.",
+        default_factory=default_data_dir,
+        show_default=False,
+    ),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def run_client(data_dir: Path, work: Callable[[HomeClient], Awaitable[T]]) -> T:
+    """Run ``work`` against the home on ``data_dir``, turning failures into exit codes."""
+
+    async def go() -> T:
+        async with HomeClient(data_dir) as home:
+            return await work(home)
+
+    try:
+        return asyncio.run(go())
+    except HomeNotRunning as exc:
+        err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_FAILURE) from None
+    except ControlError as exc:
+        err.print(f"[red]error[/red] ({exc.code}): {escape(exc.message)}", highlight=False)
+        usage = exc.code in (control.BAD_REQUEST, control.NOT_FOUND)
+        raise typer.Exit(EXIT_USAGE if usage else EXIT_FAILURE) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_OK) from None
+
+
+def state_markup(state: str) -> str:
+    """A state word, coloured for rich."""
+    color = {
+        "healthy": "green",
+        "running": "green",
+        "active": "green",
+        "degraded": "red",
+        "failed": "red",
+        "unavailable": "red",
+        "unhealthy": "red",
+    }
+    return f"[{color.get(state, 'yellow')}]{state}[/]"

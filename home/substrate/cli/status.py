@@ -1,0 +1,95 @@
+"""``home status``: components, nodes, schemas, router and event log."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from home.substrate import control
+from home.substrate.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    AsJson,
+    DataDir,
+    console,
+    run_client,
+    state_markup,
+)
+
+
+def status(data_dir: DataDir, as_json: AsJson = False) -> None:
+    """Components, nodes, active schemas, event rates and dropped-event counts.
+
+    Exit status 0 when every component is healthy and no schema is degraded,
+    1 otherwise (or when no home runs on the data directory).
+    """
+    result: dict[str, Any] = run_client(data_dir, lambda home: home.request(control.STATUS))
+    healthy = all(c["state"] == "healthy" for c in result.get("components", [])) and all(
+        s["state"] != "degraded" for s in result["schemas"]
+    )
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_status(result)
+    raise typer.Exit(EXIT_OK if healthy else EXIT_FAILURE)
+
+
+def _print_status(result: dict[str, Any]) -> None:
+    table = Table(title=f"home {result['data_dir']} (pid {result['pid']})")
+    for column in ("component", "address", "pid", "state", "last error"):
+        table.add_column(column)
+    for c in result.get("components", []):
+        table.add_row(
+            c["name"],
+            c["address"],
+            str(c["pid"]),
+            state_markup(c["state"]),
+            escape(c["last_error"] or ""),
+        )
+    console.print(table)
+    nodes = Table(title="nodes")
+    for column in ("node", "kind", "state", "pid", "restarts", "schemas", "reason"):
+        nodes.add_column(column)
+    for n in result["nodes"]:
+        refs = ", ".join(result["node_refs"].get(n["name"], []))
+        nodes.add_row(
+            n["name"],
+            n["kind"],
+            state_markup(n["state"]),
+            str(n["pid"] or ""),
+            str(n["restarts"]),
+            refs,
+            escape(n["reason"]),
+        )
+    console.print(nodes)
+    print_schemas(result["schemas"])
+    router = result["router"]
+    dropped = router["dropped"]
+    console.print(
+        f"router: {router['routed']} routed, {router['resolved_speak']} speaks resolved, "
+        f"{router['routed_per_s']:.1f}/s; dropped: "
+        + ", ".join(f"{k} {v}" for k, v in dropped.items())
+    )
+    for reason, message in router["last_error"].items():
+        console.print(f"  last {reason}: {escape(message)}", highlight=False)
+    log = result["event_log"]
+    if "messages" in log:
+        console.print(
+            f"event log {log['stream']}: {log['messages']} events, {log['bytes']} bytes, "
+            f"{log.get('events_per_s', 0.0):.1f}/s"
+        )
+
+
+def print_schemas(schemas: list[dict[str, Any]]) -> None:
+    table = Table(title="schemas")
+    for column in ("schema", "state", "nodes", "why"):
+        table.add_column(column)
+    for s in schemas:
+        table.add_row(
+            s["name"], state_markup(s["state"]), ", ".join(s["nodes"]), escape(s["reason"])
+        )
+    console.print(table)

@@ -1,0 +1,119 @@
+"""``home up``: start the home in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from home.substrate.cli.common import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    DataDir,
+    console,
+    err,
+)
+from home.substrate.component import ComponentRegistry
+from home.substrate.config import (
+    DEFAULT_CATALOG,
+    DEFAULT_LOG_MAX_AGE_S,
+    DEFAULT_LOG_MAX_BYTES,
+    DEFAULT_SCHEMA_DIR,
+    EventLogConfig,
+    HomeConfig,
+)
+from home.substrate.datadir import HomeState
+from home.substrate.errors import (
+    ComponentError,
+    HomeAlreadyRunning,
+    HomeConfigError,
+    LaunchError,
+)
+from home.substrate.logs import configure_logging
+from home.substrate.up import components_table, run_home
+
+
+def up(  # noqa: PLR0917 - Typer maps each option to a parameter
+    data_dir: DataDir,
+    catalog: Annotated[
+        Path, typer.Option(help="The node catalog YAML.", exists=True, dir_okay=False)
+    ] = DEFAULT_CATALOG,
+    schema_dir: Annotated[
+        Path,
+        typer.Option(help="Where `home schema apply NAME` finds NAME.yaml.", file_okay=False),
+    ] = DEFAULT_SCHEMA_DIR,
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    nats_port: Annotated[int, typer.Option(help="NATS client port; 0 picks a free one.")] = 0,
+    log_max_bytes: Annotated[
+        int, typer.Option(help="Event log bound: bytes kept in the stream.")
+    ] = DEFAULT_LOG_MAX_BYTES,
+    log_max_age: Annotated[
+        float, typer.Option(help="Event log bound: seconds an event is kept.")
+    ] = DEFAULT_LOG_MAX_AGE_S,
+    restore: Annotated[
+        bool, typer.Option(help="Re-apply the schemas that were active at the last stop.")
+    ] = True,
+    apply: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--apply", help="Apply this schema (a NAME in --schema-dir) at start; repeatable."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Log JSON lines to stderr.")] = False,
+) -> None:
+    """Start the home and stay in the foreground until Ctrl-C or SIGTERM.
+
+    Starts, on loopback under one data directory, a nats-server with JetStream
+    (the event log of events.>) and the substrate (schemas, router, node
+    supervision, control on home.control.>), prints what runs where, and on
+    Ctrl-C or SIGTERM stops everything in reverse order. A second `home up` on
+    the same data directory refuses.
+
+    Example:
+
+        home up --data-dir /tmp/home1    # then, elsewhere: home status --data-dir /tmp/home1
+
+        home up --apply edge_asr         # start with the shipped schema active
+    """
+    configure_logging(as_json)
+    config = HomeConfig(
+        data_dir=data_dir.resolve(),
+        host=host,
+        nats_port=nats_port,
+        catalog=catalog.resolve(),
+        schema_dir=schema_dir.resolve(),
+        event_log=EventLogConfig(max_bytes=log_max_bytes, max_age_s=log_max_age),
+        restore_schemas=restore,
+        apply_at_start=tuple(apply or ()),
+    )
+
+    def ready(state: HomeState, registry: ComponentRegistry) -> None:
+        if as_json:
+            print(json.dumps({"event": "ready", "state": state.__dict__}), flush=True)
+            return
+        table = Table(title=f"home up: {state.data_dir}")
+        for column in ("component", "address", "pid", "state"):
+            table.add_column(column)
+        for row in components_table(registry):
+            table.add_row(row["name"], row["address"], str(row["pid"]), row["state"])
+        console.print(table)
+        console.print(f"state file: {Path(state.data_dir) / 'home.json'}; Ctrl-C stops.")
+
+    try:
+        asyncio.run(run_home(config, ready))
+    except HomeAlreadyRunning as exc:
+        err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_FAILURE) from None
+    except HomeConfigError as exc:
+        err.print(f"[red]error[/red]: home did not start: {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    except (ComponentError, LaunchError) as exc:
+        err.print(f"[red]error[/red]: home did not start: {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_FAILURE) from None

@@ -1,0 +1,69 @@
+"""A client of a running home: found through its data directory, spoken to over NATS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from home.substrate import control
+from home.substrate.control import ControlReply, ControlRequest
+from home.substrate.datadir import HomeState, find_home
+from home.substrate.errors import ControlTimeout, HomeNotRunning
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class HomeClient:
+    """``async with HomeClient(data_dir) as home: await home.request("status")``."""
+
+    def __init__(self, data_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.data_dir = data_dir
+        self.timeout_s = timeout_s
+        self.state: HomeState | None = None
+        self._nc: NatsClient | None = None
+
+    @property
+    def nc(self) -> NatsClient:
+        """The open NATS connection to the home."""
+        if self._nc is None:
+            raise HomeNotRunning("the client is not connected; use it as `async with`")
+        return self._nc
+
+    async def __aenter__(self) -> HomeClient:
+        self.state = find_home(self.data_dir)
+        try:
+            self._nc = await nats.connect(
+                self.state.nats_url, name="home.cli", connect_timeout=2, max_reconnect_attempts=0
+            )
+        except (NatsError, OSError) as exc:
+            raise HomeNotRunning(
+                f"the home on {self.data_dir} does not answer at {self.state.nats_url}: {exc}"
+            ) from exc
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._nc is not None:
+            await self._nc.close()
+            self._nc = None
+
+    async def request(self, verb: str, **args: Any) -> Any:
+        """Send one control request; the result, or ControlError with the remote code."""
+        subject = control.control_subject(verb)
+        try:
+            msg = await self.nc.request(
+                subject, ControlRequest(args).to_json(), timeout=self.timeout_s
+            )
+        except (NatsTimeout, TimeoutError, NoRespondersError) as exc:
+            raise ControlTimeout(
+                "timeout", f"no answer on {subject} within {self.timeout_s:g} s ({exc!r})"
+            ) from exc
+        return ControlReply.from_json(msg.data).unwrap()

@@ -1,0 +1,206 @@
+"""The component registry of ``home up``: each long-lived part is one :class:`Component`.
+
+A component is anything ``home up`` starts, health-checks and stops: today the
+nats-server and the substrate; later issues add JMFTS, the LLM server, the
+agent nodes' host and the home bridge the same way. The interface::
+
+    class MyComponent:
+        name = "jmfts"                       # unique, shown in `home status`
+        async def start(self) -> None: ...   # return once it serves; raise ComponentError
+        async def health(self) -> Health: ...# cheap; called every health interval
+        async def stop(self) -> None: ...    # idempotent; nothing of it left running
+        def info(self) -> ComponentInfo: ... # address and pid, for the table and home.json
+
+Register it with :meth:`ComponentRegistry.register` in dependency order (a
+component may read the ones registered before it, e.g. the NATS address).
+:meth:`ComponentRegistry.start_all` starts them in that order and, if one
+fails, stops it and the ones started before it;
+:meth:`ComponentRegistry.stop_all` stops them in reverse.
+:meth:`ComponentRegistry.watch` runs the health checks and reports every
+change of state through a callback (``home up`` publishes it on
+``home.status.component.<name>``); a component that fails three checks in a
+row is stopped and started again in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from home.substrate.errors import ComponentError
+
+log = logging.getLogger(__name__)
+
+# Component states, in the order a healthy life passes through them.
+STOPPED, STARTING, HEALTHY, UNHEALTHY, STOPPING, RESTARTING = (
+    "stopped",
+    "starting",
+    "healthy",
+    "unhealthy",
+    "stopping",
+    "restarting",
+)
+# Consecutive failed health checks after which a component is restarted in place.
+FAILED_CHECKS_TO_RESTART = 3
+
+
+@dataclass(frozen=True)
+class Health:
+    """One health check's answer."""
+
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ComponentInfo:
+    """Where a component runs: its address (URL or subject tree) and pid."""
+
+    address: str
+    pid: int | None
+
+
+class Component(Protocol):
+    """One thing ``home up`` starts, health-checks and stops (see the module docstring)."""
+
+    name: str
+
+    async def start(self) -> None:
+        """Start serving; raise ComponentError if it cannot."""
+
+    async def health(self) -> Health:
+        """A cheap check of whether it still serves."""
+
+    async def stop(self) -> None:
+        """Stop; idempotent, and nothing of the component is left running."""
+
+    def info(self) -> ComponentInfo:
+        """Its address and pid."""
+
+
+@dataclass
+class ComponentStatus:
+    """The registry's view of one component."""
+
+    name: str
+    state: str = STOPPED
+    detail: str = ""
+    last_error: str | None = None
+    since: float = field(default_factory=time.time)
+    restarts: int = 0
+    failed_checks: int = 0
+
+
+StatusCallback = Callable[[ComponentStatus], Awaitable[None]]
+
+
+class ComponentRegistry:
+    """The ordered set of components of one home."""
+
+    def __init__(self) -> None:
+        self._components: list[Component] = []
+        self.status: dict[str, ComponentStatus] = {}
+        self._started: list[Component] = []
+        self._on_change: StatusCallback | None = None
+
+    def register(self, component: Component) -> None:
+        """Add ``component`` after those already registered."""
+        if component.name in self.status:
+            raise ComponentError(f"component {component.name!r} is registered twice")
+        self._components.append(component)
+        self.status[component.name] = ComponentStatus(component.name)
+
+    @property
+    def components(self) -> tuple[Component, ...]:
+        """Registered components, in start order."""
+        return tuple(self._components)
+
+    def on_change(self, callback: StatusCallback) -> None:
+        """Call ``callback`` after every change of a component's state."""
+        self._on_change = callback
+
+    async def _set(self, name: str, state: str, detail: str = "", error: str | None = None) -> None:
+        status = self.status[name]
+        changed = (status.state, status.detail) != (state, detail)
+        status.state, status.detail, status.since = state, detail, time.time()
+        if error is not None:
+            status.last_error = error
+        if changed and self._on_change is not None:
+            await self._on_change(status)
+
+    async def start_all(self) -> None:
+        """Start every component in order; on a failure stop those started and re-raise."""
+        for component in self._components:
+            await self._set(component.name, STARTING)
+            try:
+                await component.start()
+            except BaseException as exc:
+                # A half-started component may own processes or connections already.
+                try:
+                    await component.stop()
+                except Exception:
+                    log.exception("stopping %s after its failed start failed", component.name)
+                await self._set(component.name, STOPPED, "failed to start", str(exc))
+                await self.stop_all()
+                raise
+            self._started.append(component)
+            await self._set(component.name, HEALTHY)
+
+    async def stop_all(self) -> None:
+        """Stop the started components in reverse order; report but survive failures."""
+        while self._started:
+            component = self._started.pop()
+            await self._set(component.name, STOPPING)
+            try:
+                await component.stop()
+            except Exception as exc:
+                log.exception("stopping %s failed", component.name)
+                await self._set(component.name, STOPPED, "stop failed", str(exc))
+                continue
+            await self._set(component.name, STOPPED)
+
+    async def check_all(self) -> None:
+        """Run every started component's health check once and record the answers.
+
+        A component that fails :data:`FAILED_CHECKS_TO_RESTART` checks in a row is
+        stopped and started again in place (components after it keep running:
+        they reconnect, as a NATS client does).
+        """
+        for component in list(self._started):
+            status = self.status[component.name]
+            try:
+                health = await asyncio.wait_for(component.health(), 5.0)
+            except Exception as exc:
+                health = Health(False, f"health check raised {type(exc).__name__}: {exc}")
+            if health.ok:
+                status.failed_checks = 0
+                await self._set(component.name, HEALTHY, health.detail)
+                continue
+            status.failed_checks += 1
+            await self._set(component.name, UNHEALTHY, health.detail, health.detail)
+            if status.failed_checks >= FAILED_CHECKS_TO_RESTART:
+                await self._restart(component)
+
+    async def _restart(self, component: Component) -> None:
+        status = self.status[component.name]
+        status.restarts += 1
+        status.failed_checks = 0
+        await self._set(component.name, RESTARTING, f"restart {status.restarts}")
+        try:
+            await component.stop()
+            await component.start()
+        except Exception as exc:
+            log.exception("restarting %s failed", component.name)
+            await self._set(component.name, UNHEALTHY, "restart failed", str(exc))
+            return
+        await self._set(component.name, HEALTHY)
+
+    async def watch(self, interval_s: float) -> None:
+        """Health-check forever, every ``interval_s``; cancel to stop."""
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.check_all()

@@ -1,0 +1,164 @@
+"""The control surface's wire shapes: request/reply on ``home.control.<verb>``.
+
+A request is a JSON object of arguments; a reply is ``{"ok": true, "result": ...}``
+or ``{"ok": false, "error": {"code": ..., "message": ...}}``. Any NATS client
+can drive a home this way; the ``home`` CLI is one such client.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from home.substrate.errors import ControlError
+
+CONTROL_PREFIX = "home.control"
+STATUS_PREFIX = "home.status"
+
+# Verbs, each answered on f"{CONTROL_PREFIX}.{verb}".
+PING = "ping"
+STATUS = "status"
+SCHEMA_APPLY = "schema.apply"
+SCHEMA_UNAPPLY = "schema.unapply"
+SCHEMA_LIST = "schema.list"
+VERBS = (PING, STATUS, SCHEMA_APPLY, SCHEMA_UNAPPLY, SCHEMA_LIST)
+
+# Error codes of a reply.
+BAD_REQUEST, NOT_FOUND, REFUSED, OVERLAP, INTERNAL = (
+    "bad_request",
+    "not_found",
+    "refused",
+    "overlap",
+    "internal",
+)
+
+
+def control_subject(verb: str) -> str:
+    """The subject a verb is answered on."""
+    if verb not in VERBS:
+        raise ValueError(f"unknown control verb {verb!r}; known: {', '.join(VERBS)}")
+    return f"{CONTROL_PREFIX}.{verb}"
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    """The arguments of one control request."""
+
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        """The request's bytes."""
+        return json.dumps(self.args).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> ControlRequest:
+        """Parse a request; an empty body means no arguments."""
+        if not raw.strip():
+            return cls()
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ControlError(BAD_REQUEST, f"request is not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ControlError(BAD_REQUEST, "request must be a JSON object of arguments")
+        return cls(data)
+
+    def text(self, key: str, *, required: bool = True) -> str | None:
+        """A string argument; ControlError naming it if missing or mistyped."""
+        value = self.args.get(key)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or not value:
+            raise ControlError(BAD_REQUEST, f"argument {key!r} must be a non-empty string")
+        return value
+
+    def flag(self, key: str) -> bool:
+        """A boolean argument, false when absent."""
+        value = self.args.get(key, False)
+        if not isinstance(value, bool):
+            raise ControlError(BAD_REQUEST, f"argument {key!r} must be true or false")
+        return value
+
+
+@dataclass(frozen=True)
+class ControlReply:
+    """The answer to one control request."""
+
+    ok: bool
+    result: Any = None
+    code: str = ""
+    message: str = ""
+
+    @classmethod
+    def success(cls, result: Any) -> ControlReply:
+        """A successful reply."""
+        return cls(True, result)
+
+    @classmethod
+    def failure(cls, code: str, message: str) -> ControlReply:
+        """A refusal or error."""
+        return cls(False, None, code, message)
+
+    def to_json(self) -> bytes:
+        """The reply's bytes."""
+        if self.ok:
+            return json.dumps({"ok": True, "result": self.result}).encode("utf-8")
+        body = {"ok": False, "error": {"code": self.code, "message": self.message}}
+        return json.dumps(body).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> ControlReply:
+        """Parse a reply; ControlError if it is not one."""
+        try:
+            data = json.loads(raw)
+            if data["ok"] is True:
+                return cls.success(data.get("result"))
+            error = data["error"]
+            return cls.failure(str(error["code"]), str(error["message"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ControlError(INTERNAL, f"malformed control reply: {raw[:200]!r}") from exc
+
+    def unwrap(self) -> Any:
+        """The result, or ControlError carrying the remote code and message."""
+        if not self.ok:
+            raise ControlError(self.code, self.message)
+        return self.result
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """One change of state, published on ``home.status.<kind>.<name>``.
+
+    ``kind`` is ``component``, ``node`` or ``schema``; ``at`` is a UNIX time.
+    """
+
+    kind: str
+    name: str
+    state: str
+    reason: str
+    at: float
+
+    @property
+    def subject(self) -> str:
+        """Where it is published (node names keep their dots as extra tokens)."""
+        return f"{STATUS_PREFIX}.{self.kind}.{self.name}"
+
+    def to_json(self) -> bytes:
+        """The change's bytes."""
+        return json.dumps(self.__dict__).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> StatusChange:
+        """Parse a published change; ControlError naming the problem if it is not one."""
+        try:
+            data = json.loads(raw)
+            return cls(
+                kind=str(data["kind"]),
+                name=str(data["name"]),
+                state=str(data["state"]),
+                reason=str(data["reason"]),
+                at=float(data["at"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ControlError(BAD_REQUEST, f"not a status change: {raw[:200]!r}") from exc

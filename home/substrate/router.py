@@ -1,0 +1,130 @@
+"""The router: subscribes every active binding and the device-less speak rail, and delivers.
+
+Decisions are made by :mod:`home.substrate.routing`; this module only moves
+bytes between NATS and those functions, and counts what was dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
+
+from home.substrate.routing import (
+    MALFORMED,
+    REFUSED,
+    BindingMemory,
+    BindingOrigin,
+    Delivered,
+    Dropped,
+    RateMeter,
+    Route,
+    RouterCounters,
+    resolve_speak,
+    route_binding,
+)
+from shared.errors import ContractError, EnvelopeTooLarge, NotTextOnly
+from shared.event import EnvelopeLimits, Event, utc_now
+from shared.subjects import device_of
+
+log = logging.getLogger(__name__)
+
+DEVICELESS_SPEAK = "events.workspace.*.out.speak"
+
+
+class Router:
+    """Delivers bindings for the active schemas over one NATS connection."""
+
+    def __init__(self, nc: NatsClient, name: str, limits: EnvelopeLimits | None = None) -> None:
+        self._nc = nc
+        self.name = name
+        self._limits = limits or EnvelopeLimits()
+        self.counters = RouterCounters()
+        self.rate = RateMeter()
+        self.memory = BindingMemory()
+        self._subs: dict[str, list[Subscription]] = defaultdict(list)
+        self._speak_sub: Subscription | None = None
+
+    async def start(self) -> None:
+        """Begin resolving device-less speaks."""
+        self._speak_sub = await self._nc.subscribe(DEVICELESS_SPEAK, cb=self._on_speak)
+
+    async def close(self) -> None:
+        """Drop every subscription."""
+        for schema in list(self._subs):
+            await self.remove_routes(schema)
+        if self._speak_sub is not None:
+            await self._speak_sub.unsubscribe()
+            self._speak_sub = None
+
+    async def add_routes(self, schema: str, routes: Iterable[Route]) -> None:
+        """Subscribe ``schema``'s delivering routes (direct bindings need nothing)."""
+        for route in routes:
+            if route.deliver_to is None:
+                continue
+
+            async def deliver(msg: Msg, route: Route = route) -> None:
+                await self._on_binding(route, msg)
+
+            self._subs[schema].append(await self._nc.subscribe(route.from_, cb=deliver))
+        await self._nc.flush()
+
+    async def remove_routes(self, schema: str) -> None:
+        """Unsubscribe everything ``schema`` routed."""
+        for sub in self._subs.pop(schema, []):
+            await sub.unsubscribe()
+
+    def _parse(self, msg: Msg) -> Event | None:
+        try:
+            return Event.from_json(msg.data, self._limits)
+        except (EnvelopeTooLarge, NotTextOnly) as exc:
+            self._drop(Dropped(REFUSED, f"on {msg.subject}: {exc}"))
+            return None
+        except ContractError as exc:
+            self._drop(Dropped(MALFORMED, f"on {msg.subject}: {exc}"))
+            return None
+
+    async def _on_binding(self, route: Route, msg: Msg) -> None:
+        event = self._parse(msg)
+        if event is None:
+            return
+        decision = route_binding(event, route, self.name, utc_now())
+        if isinstance(decision, Dropped):
+            self._drop(decision)
+            return
+        device = device_of(msg.subject)
+        if device is not None and decision.event.binding_id is not None:
+            self.memory.remember(decision.event.binding_id, BindingOrigin(device, route.schema))
+        if await self._publish(decision):
+            self.counters.count_routed(route.schema)
+
+    async def _on_speak(self, msg: Msg) -> None:
+        event = self._parse(msg)
+        if event is None:
+            return
+        decision = resolve_speak(event, msg.subject, self.memory, self.name, utc_now())
+        if isinstance(decision, Dropped):
+            self._drop(decision)
+            return
+        if await self._publish(decision):
+            self.counters.resolved_speak += 1
+
+    async def _publish(self, delivered: Delivered) -> bool:
+        try:
+            await self._nc.publish(delivered.subject, delivered.event.to_json())
+        except NatsError as exc:
+            self.counters.last_error["publish"] = f"on {delivered.subject}: {exc!r}"
+            log.error("router could not publish on %s: %r", delivered.subject, exc)
+            return False
+        self.rate.mark(time.monotonic())
+        return True
+
+    def _drop(self, dropped: Dropped) -> None:
+        self.counters.drop(dropped)
+        log.warning("router dropped an event (%s): %s", dropped.reason, dropped.detail)

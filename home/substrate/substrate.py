@@ -1,0 +1,278 @@
+"""The substrate component: control surface, router, node supervision, event log, status.
+
+It connects to the home's nats-server (the component registered before it),
+makes sure the event-log stream exists, answers ``home.control.<verb>``,
+routes the active schemas' bindings, supervises their nodes, and publishes
+every change of state on ``home.status.<kind>.<name>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
+
+from home.substrate import control
+from home.substrate.component import ComponentInfo, Health
+from home.substrate.config import HomeConfig
+from home.substrate.control import ControlReply, ControlRequest, StatusChange
+from home.substrate.errors import (
+    ComponentError,
+    ControlError,
+    HomeConfigError,
+    SchemaRuntimeError,
+)
+from home.substrate.eventlog import ensure_stream, stream_stats
+from home.substrate.launchers import LAUNCHERS, LaunchContext, Launcher
+from home.substrate.router import Router
+from home.substrate.schema_runtime import SAVED_FILE, SchemaRuntime, SchemaSource
+from shared.errors import SchemaError
+from shared.schema import NodeCatalog, load_node_catalog
+
+log = logging.getLogger(__name__)
+
+LOG_RATE_PERIOD_S = 2.0
+# nats-server is restarted in place by home up; come back soon after it does.
+RECONNECT_WAIT_S = 0.25
+LOG_RATE_SAMPLES = 6
+
+Handler = Callable[[ControlRequest], Awaitable[Any]]
+StatusExtra = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class Substrate:
+    """The substrate; a :class:`~home.substrate.component.Component`."""
+
+    name = "substrate"
+
+    def __init__(
+        self,
+        config: HomeConfig,
+        nats_url: Callable[[], str],
+        launchers: Mapping[str, Launcher] | None = None,
+        status_extra: StatusExtra | None = None,
+        services: Callable[[], Mapping[str, str]] | None = None,
+    ) -> None:
+        self.config = config
+        self._nats_url = nats_url
+        self._launchers = dict(LAUNCHERS if launchers is None else launchers)
+        self._status_extra = status_extra
+        self._services = services or dict
+        self.nc: NatsClient | None = None
+        self.router: Router | None = None
+        self.runtime: SchemaRuntime | None = None
+        self.catalog: NodeCatalog | None = None
+        self._control_subs: list[Subscription] = []
+        self._started_at = time.time()
+        self.last_error: str | None = None
+        # (monotonic time, stream last_seq) samples for the event log's rate.
+        self._log_samples: deque[tuple[float, int]] = deque(maxlen=LOG_RATE_SAMPLES)
+        self._sampler: asyncio.Task[None] | None = None
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the catalog, connect, make the stream, answer control, restore schemas."""
+        try:
+            self.catalog = load_node_catalog(self.config.catalog)
+        except SchemaError as exc:
+            raise HomeConfigError(f"the node catalog is invalid:\n{exc}") from exc
+        try:
+            self.nc = await nats.connect(
+                self._nats_url(),
+                name="home.substrate",
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=RECONNECT_WAIT_S,
+            )
+        except (NatsError, OSError) as exc:
+            raise ComponentError(f"substrate cannot connect to {self._nats_url()}: {exc}") from exc
+        await ensure_stream(self.nc, self.config.event_log)
+        self.router = Router(self.nc, self.config.router_name)
+        await self.router.start()
+        nodes_dir = self.config.data_dir / "nodes"
+        nc = self.nc
+
+        def launch_context(node: str) -> LaunchContext:
+            return LaunchContext(self._nats_url(), nc, nodes_dir / node, dict(self._services()))
+
+        self.runtime = SchemaRuntime(
+            catalog=self.catalog,
+            schema_dir=self.config.schema_dir,
+            launchers=self._launchers,
+            router=self.router,
+            launch_context=launch_context,
+            publish_status=self.publish_status,
+            saved_file=self.config.data_dir / SAVED_FILE,
+            health_interval_s=self.config.health_interval_s,
+        )
+        handlers: dict[str, Handler] = {
+            control.PING: self._ping,
+            control.STATUS: self._status,
+            control.SCHEMA_APPLY: self._apply,
+            control.SCHEMA_UNAPPLY: self._unapply,
+            control.SCHEMA_LIST: self._list,
+        }
+        for verb, handler in handlers.items():
+            self._control_subs.append(
+                await self.nc.subscribe(control.control_subject(verb), cb=self._answer(handler))
+            )
+        await self.nc.flush()
+        self._sampler = asyncio.create_task(self._sample_log(), name="event log rate")
+        if self.config.restore_schemas:
+            await self.runtime.restore_saved()
+        for name in self.config.apply_at_start:
+            if name in self.runtime.active:
+                continue
+            try:
+                await self.runtime.apply(self.runtime.source_by_name(name))
+            except (SchemaError, SchemaRuntimeError) as exc:
+                raise HomeConfigError(f"cannot apply schema {name!r} at start: {exc}") from exc
+
+    async def health(self) -> Health:
+        """Connected to NATS (or reconnecting by itself: restarting would not help)."""
+        if self.nc is None or self.nc.is_closed:
+            return Health(False, "the NATS connection is closed")
+        if not self.nc.is_connected:
+            return Health(True, "reconnecting to nats-server")
+        return Health(True)
+
+    async def stop(self) -> None:
+        """Stop every node, then drop the control surface and the connection."""
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+            self._sampler = None
+        if self.runtime is not None:
+            await self.runtime.close()
+        if self.router is not None:
+            await self.router.close()
+        if self.nc is not None:
+            for sub in self._control_subs:
+                with contextlib.suppress(NatsError):
+                    await sub.unsubscribe()
+            self._control_subs.clear()
+            with contextlib.suppress(NatsError):
+                await self.nc.drain()
+            self.nc = None
+
+    def info(self) -> ComponentInfo:
+        """The control subject tree and our own pid."""
+        return ComponentInfo(f"{control.CONTROL_PREFIX}.>", os.getpid())
+
+    # --- event log rate -----------------------------------------------------------------
+
+    async def _sample_log(self) -> None:
+        while True:
+            if self.nc is not None and self.nc.is_connected:
+                try:
+                    stats = await stream_stats(self.nc, self.config.event_log.stream)
+                except (NatsError, TimeoutError) as exc:
+                    self.last_error = f"event log stats: {exc!r}"
+                else:
+                    self._log_samples.append((time.monotonic(), int(stats["last_seq"])))
+            await asyncio.sleep(LOG_RATE_PERIOD_S)
+
+    def _log_rate(self) -> float:
+        """Events per second recorded over the last samples (about ten seconds)."""
+        if len(self._log_samples) < 2:
+            return 0.0
+        (t0, seq0), (t1, seq1) = self._log_samples[0], self._log_samples[-1]
+        return (seq1 - seq0) / (t1 - t0) if t1 > t0 else 0.0
+
+    # --- status events ----------------------------------------------------------------
+
+    async def publish_status(self, kind: str, name: str, state: str, reason: str) -> None:
+        """Publish one change of state on ``home.status.<kind>.<name>``."""
+        if self.nc is None or self.nc.is_closed:
+            return
+        change = StatusChange(kind, name, state, reason, time.time())
+        with contextlib.suppress(NatsError):
+            await self.nc.publish(change.subject, change.to_json())
+
+    # --- control handlers ---------------------------------------------------------------
+
+    def _answer(self, handler: Handler) -> Callable[[Msg], Awaitable[None]]:
+        async def answer(msg: Msg) -> None:
+            try:
+                reply = ControlReply.success(await handler(ControlRequest.from_json(msg.data)))
+            except ControlError as exc:
+                reply = ControlReply.failure(exc.code, exc.message)
+            except SchemaRuntimeError as exc:
+                reply = ControlReply.failure(exc.code, str(exc))
+            except SchemaError as exc:
+                reply = ControlReply.failure(control.BAD_REQUEST, str(exc))
+            except Exception as exc:
+                log.exception("control request on %s failed", msg.subject)
+                self.last_error = f"{msg.subject}: {exc!r}"
+                reply = ControlReply.failure(control.INTERNAL, repr(exc))
+            if msg.reply:
+                await msg.respond(reply.to_json())
+
+        return answer
+
+    def _runtime(self) -> SchemaRuntime:
+        if self.runtime is None:
+            raise ControlError(control.INTERNAL, "the substrate is not started")
+        return self.runtime
+
+    async def _ping(self, request: ControlRequest) -> Any:
+        return {"pong": True, "pid": os.getpid()}
+
+    async def _apply(self, request: ControlRequest) -> Any:
+        runtime = self._runtime()
+        name = request.text("name", required=False)
+        text = request.text("text", required=False)
+        if text is not None:
+            source = SchemaSource(request.text("file", required=False) or "<request>", text)
+        elif name is not None:
+            source = runtime.source_by_name(name)
+        else:
+            raise ControlError(control.BAD_REQUEST, "give either 'name' or 'text' (+ 'file')")
+        return await runtime.apply(source, request.flag("allow_overlap"))
+
+    async def _unapply(self, request: ControlRequest) -> Any:
+        return await self._runtime().unapply(request.text("name") or "")
+
+    async def _list(self, request: ControlRequest) -> Any:
+        return self._runtime().list()
+
+    async def _status(self, request: ControlRequest) -> Any:
+        runtime = self._runtime()
+        router = runtime.router
+        extra = await self._status_extra() if self._status_extra is not None else {}
+        nc = self.nc
+        log_stats: dict[str, Any] = {}
+        if nc is not None:
+            try:
+                log_stats = await stream_stats(nc, self.config.event_log.stream)
+                log_stats["events_per_s"] = self._log_rate()
+            except NatsError as exc:
+                log_stats = {"error": str(exc)}
+        return {
+            "pid": os.getpid(),
+            "uptime_s": round(time.time() - self._started_at, 3),
+            "data_dir": str(self.config.data_dir),
+            "catalog": str(self.config.catalog),
+            **extra,
+            "nodes": [r.view().to_dict() for r in runtime.runners.values()],
+            "node_refs": {node: sorted(s) for node, s in runtime.refs.items()},
+            "schemas": runtime.list(),
+            "router": {
+                **router.counters.to_dict(),
+                "routed_per_s": router.rate.rate(time.monotonic()),
+                "bindings_remembered": len(router.memory),
+            },
+            "event_log": log_stats,
+            "last_error": self.last_error,
+        }

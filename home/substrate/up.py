@@ -1,0 +1,122 @@
+"""``home up``: lock the data directory, start the components, serve until a signal, stop.
+
+Components are started in registration order and stopped in reverse; the
+state file (``home.json``) exists exactly while everything is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from home.substrate.component import ComponentRegistry, ComponentStatus
+from home.substrate.config import HomeConfig
+from home.substrate.datadir import DataDirLock, HomeState
+from home.substrate.nats_server import NatsServer
+from home.substrate.substrate import Substrate
+
+log = logging.getLogger(__name__)
+
+ReadyCallback = Callable[[HomeState, ComponentRegistry], None]
+
+
+def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, Substrate]:
+    """The components of a home, in start order."""
+    registry = ComponentRegistry()
+    nats_server = NatsServer(config.data_dir / "nats", config.host, config.nats_port)
+
+    async def components_view() -> dict[str, Any]:
+        return {"components": components_table(registry)}
+
+    def services() -> dict[str, str]:
+        return {c.name: c.info().address for c in registry.components}
+
+    substrate = Substrate(
+        config, lambda: nats_server.url, status_extra=components_view, services=services
+    )
+    registry.register(nats_server)
+    registry.register(substrate)
+    return registry, nats_server, substrate
+
+
+def components_table(registry: ComponentRegistry) -> list[dict[str, Any]]:
+    """One row per component: name, address, pid, state, detail, last error."""
+    rows = []
+    for component in registry.components:
+        info = component.info()
+        status = registry.status[component.name]
+        rows.append(
+            {
+                "name": component.name,
+                "address": info.address,
+                "pid": info.pid,
+                "state": status.state,
+                "detail": status.detail,
+                "restarts": status.restarts,
+                "last_error": status.last_error,
+            }
+        )
+    return rows
+
+
+async def run_home(
+    config: HomeConfig,
+    on_ready: ReadyCallback | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run a home until SIGINT, SIGTERM or ``stop`` is set.
+
+    Raises HomeAlreadyRunning or ComponentError when it cannot start.
+    """
+    lock = DataDirLock(config.data_dir)
+    lock.acquire()
+    try:
+        registry, nats_server, substrate = build_registry(config)
+
+        async def report(status: ComponentStatus) -> None:
+            log.info(
+                "component %s: %s%s",
+                status.name,
+                status.state,
+                f" ({status.detail})" if status.detail else "",
+            )
+            await substrate.publish_status("component", status.name, status.state, status.detail)
+
+        registry.on_change(report)
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await registry.start_all()
+            try:
+                state = HomeState(
+                    pid=os.getpid(),
+                    data_dir=str(config.data_dir),
+                    nats_url=nats_server.url,
+                    monitor_url=nats_server.monitor_url,
+                    started_at=datetime.now(UTC).isoformat(),
+                    components={row["name"]: row for row in components_table(registry)},
+                )
+                lock.write_state(state)
+                if on_ready is not None:
+                    on_ready(state, registry)
+                watcher = asyncio.create_task(registry.watch(config.health_interval_s))
+                try:
+                    await stop.wait()
+                    log.info("stopping")
+                finally:
+                    watcher.cancel()
+                    await asyncio.gather(watcher, return_exceptions=True)
+            finally:
+                await registry.stop_all()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+    finally:
+        lock.release()

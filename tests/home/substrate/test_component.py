@@ -1,0 +1,104 @@
+"""The component registry: start in order, stop in reverse, clean up after a failed start."""
+
+from __future__ import annotations
+
+import pytest
+
+from home.substrate.component import (
+    FAILED_CHECKS_TO_RESTART,
+    HEALTHY,
+    STOPPED,
+    UNHEALTHY,
+    ComponentInfo,
+    ComponentRegistry,
+    ComponentStatus,
+    Health,
+)
+from home.substrate.errors import ComponentError
+
+
+class Recorded:
+    """A component that records its lifecycle calls in a shared journal."""
+
+    def __init__(self, name: str, journal: list[str], fail_start: bool = False) -> None:
+        self.name = name
+        self.journal = journal
+        self.fail_start = fail_start
+        self.healthy = True
+
+    async def start(self) -> None:
+        self.journal.append(f"start {self.name}")
+        if self.fail_start:
+            raise ComponentError(f"{self.name} cannot start")
+
+    async def health(self) -> Health:
+        return Health(self.healthy, "" if self.healthy else f"{self.name} is unwell")
+
+    async def stop(self) -> None:
+        self.journal.append(f"stop {self.name}")
+
+    def info(self) -> ComponentInfo:
+        return ComponentInfo(f"test://{self.name}", None)
+
+
+async def test_start_in_order_stop_in_reverse_and_report_changes() -> None:
+    journal: list[str] = []
+    changes: list[tuple[str, str]] = []
+
+    async def record(status: ComponentStatus) -> None:
+        changes.append((status.name, status.state))
+
+    registry = ComponentRegistry()
+    a, b = Recorded("a", journal), Recorded("b", journal)
+    registry.register(a)
+    registry.register(b)
+    registry.on_change(record)
+    await registry.start_all()
+    assert registry.status["b"].state == HEALTHY
+    b.healthy = False
+    await registry.check_all()
+    assert registry.status["b"].state == UNHEALTHY
+    assert registry.status["b"].last_error == "b is unwell"
+    await registry.stop_all()
+    assert journal == ["start a", "start b", "stop b", "stop a"]
+    assert ("b", UNHEALTHY) in changes and changes[-1] == ("a", STOPPED)
+
+
+async def test_a_failed_start_stops_it_and_everything_before_it() -> None:
+    journal: list[str] = []
+    registry = ComponentRegistry()
+    for component in (
+        Recorded("a", journal),
+        Recorded("b", journal, fail_start=True),
+        Recorded("c", journal),
+    ):
+        registry.register(component)
+    with pytest.raises(ComponentError, match="b cannot start"):
+        await registry.start_all()
+    assert journal == ["start a", "start b", "stop b", "stop a"]
+    assert registry.status["b"].last_error == "b cannot start"
+
+
+async def test_three_failed_checks_restart_a_component_in_place() -> None:
+    journal: list[str] = []
+    registry = ComponentRegistry()
+    a, b = Recorded("a", journal), Recorded("b", journal)
+    registry.register(a)
+    registry.register(b)
+    await registry.start_all()
+    a.healthy = False
+    for _ in range(FAILED_CHECKS_TO_RESTART - 1):
+        await registry.check_all()
+    assert journal == ["start a", "start b"]
+    await registry.check_all()
+    assert journal == ["start a", "start b", "stop a", "start a"]
+    assert registry.status["a"].restarts == 1
+    assert registry.status["a"].state == HEALTHY
+    assert registry.status["b"].restarts == 0
+
+
+def test_a_name_registers_once() -> None:
+    registry = ComponentRegistry()
+    registry.register(Recorded("a", []))
+    with pytest.raises(ComponentError, match="registered twice"):
+        registry.register(Recorded("a", []))
