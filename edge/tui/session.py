@@ -47,6 +47,7 @@ TURN_SOURCE = "edge.keyboard"
 ACK_SOURCE = "edge.screen"
 
 Direction = Literal["in", "out"]
+_FIRST_CONNECT_ATTEMPTS = 2
 
 
 class SessionObserver:
@@ -109,7 +110,8 @@ class EdgeSession:
                 name=f"edge-tui-{self.device}",
                 connect_timeout=max(1, round(self._connect_timeout_s)),
                 allow_reconnect=True,
-                max_reconnect_attempts=-1,
+                # A few tries at first, so an unreachable URL is an error and not a hang...
+                max_reconnect_attempts=_FIRST_CONNECT_ATTEMPTS,
                 reconnect_time_wait=0.25,
                 disconnected_cb=self._disconnected,
                 reconnected_cb=self._reconnected,
@@ -117,6 +119,8 @@ class EdgeSession:
             )
         except (NatsError, OSError, TimeoutError) as exc:
             raise TransportError(f"cannot reach NATS at {self.nats_url}: {exc}") from exc
+        # ...then, once connected, never give up: a restarted home or edge NATS comes back.
+        self._nc.options["max_reconnect_attempts"] = -1
         return self
 
     async def __aexit__(
@@ -128,7 +132,11 @@ class EdgeSession:
         await self.close()
 
     async def close(self) -> None:
-        """Stop the RTT probe, unsubscribe and close the connection; idempotent."""
+        """Stop the RTT probe, unsubscribe and close the connection; idempotent.
+
+        The observer hears nothing more once closing starts (its screen may be gone).
+        """
+        self._observer = SessionObserver()
         task, self._rtt_task = self._rtt_task, None
         if task is not None:
             task.cancel()
