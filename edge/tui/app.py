@@ -82,7 +82,7 @@ class TetherTui(App[None]):
     .turn { margin: 0 0 1 0; }
     #raw { height: 12; border-top: solid $accent; display: none; }
     #raw.shown { display: block; }
-    #status { height: 1; background: $boost; color: $text; padding: 0 1; }
+    #status { height: auto; max-height: 3; background: $boost; color: $text; padding: 0 1; }
     #status.down { background: $error; }
     #prompt { dock: bottom; }
     """
@@ -104,10 +104,10 @@ class TetherTui(App[None]):
     def compose(self) -> ComposeResult:
         """Conversation, raw view (hidden), status bar, prompt."""
         yield VerticalScroll(id="conversation")
-        yield RichLog(id="raw", max_lines=RAW_LINES, wrap=True, markup=False)
+        yield RichLog(id="raw", max_lines=RAW_LINES, wrap=False, markup=False)
         yield Static(id="status")
         yield Input(
-            placeholder=f"say something as {self.session.device!r}, Enter sends", id="prompt"
+            placeholder=f"say something as {self.session.device!r}; Enter sends", id="prompt"
         )
 
     async def on_mount(self) -> None:

@@ -65,7 +65,7 @@ def transport_for(
 ) -> tuple[AbstractAsyncContextManager[str], str]:
     """The NATS URL's context and a label for the status bar, from the CLI options."""
     if direct_url is not None:
-        return direct(direct_url), f"direct {direct_url}"
+        return direct(direct_url), "direct"
     return _bridged(data_dir, device), "bridge"
 
 

@@ -79,9 +79,9 @@ class Conversation:
 class StatusLine:
     """The status bar: the link, RTT, queued events, the active agent, the last latency.
 
-    ``transport`` is what the TUI is connected to (``direct nats://...`` or
-    ``bridge``). With a bridge, link, RTT and queue come from its ``bridge.status``
-    events; without one, from the NATS connection itself.
+    ``transport`` says how the TUI reaches home (``direct`` or ``bridge``). With a
+    bridge, link, RTT and queue come from its ``bridge.status`` events; without
+    one, from the NATS connection itself.
     """
 
     device: str
@@ -93,7 +93,7 @@ class StatusLine:
 
     def render(self, conversation: Conversation) -> str:
         """The one line of text the status bar shows."""
-        parts = [f"device {self.device}", self._link(), f"rtt {self._rtt()}"]
+        parts = [self.device, self._link(), f"rtt {self._rtt()}"]
         parts.append(f"queued {self._queued()}")
         parts.append(f"agent {conversation.active_agent or '-'}")
         latency = conversation.last_latency_s

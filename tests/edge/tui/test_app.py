@@ -16,7 +16,7 @@ from tests.edge.tui.conftest import DEVICE, PlayedAgent, until
 
 @asynccontextmanager
 async def running_tui(url: str) -> AsyncIterator[tuple[TetherTui, Pilot[None]]]:
-    app = TetherTui(EdgeSession(url, DEVICE), transport=f"direct {url}")
+    app = TetherTui(EdgeSession(url, DEVICE), transport="direct")
     async with app.run_test(size=(120, 30)) as pilot:
         await until(lambda: app.session.connected and "link up" in app.status_text, "the link")
         yield app, pilot
