@@ -3,71 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from edge.tui.transport import LocalNatsServer
-from tests.edge.tui.conftest import WAIT_S, PlayedAgent
+from tests.edge.tui.conftest import WAIT_S, PlayedAgent, Tmux
 
 EDGE = str(Path(sys.executable).with_name("edge"))
-
-
-class Tmux:
-    """One private tmux server (its own socket), killed when the test ends."""
-
-    def __init__(self, socket: Path) -> None:
-        self.socket = socket
-
-    async def run(self, *args: str) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            "tmux",
-            "-S",
-            str(self.socket),
-            *args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), WAIT_S)
-        if proc.returncode != 0:
-            raise RuntimeError(f"tmux {' '.join(args)} failed: {err.decode().strip()}")
-        return out.decode()
-
-    async def screen(self) -> str:
-        return await self.run("capture-pane", "-p", "-t", "tui")
-
-    async def wait_for_text(self, text: str) -> str:
-        deadline = time.monotonic() + WAIT_S * 2
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = await self.screen()
-            if text in screen:
-                return screen
-            await asyncio.sleep(0.1)
-        pytest.fail(f"{text!r} never appeared on the screen; last screen:\n{screen}")
-
-
-@pytest.fixture
-async def tmux(tmp_path: Path) -> AsyncIterator[Tmux]:
-    if shutil.which("tmux") is None:
-        pytest.fail("tmux is not installed (make test installs it: DEB_PACKAGES in the Makefile)")
-    server = Tmux(tmp_path / "tmux.sock")
-    try:
-        yield server
-    finally:
-        proc = await asyncio.create_subprocess_exec(
-            "tmux",
-            "-S",
-            str(server.socket),
-            "kill-server",
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        await proc.wait()
 
 
 @pytest.mark.slow
