@@ -38,6 +38,8 @@ def render_turn(turn: TurnRecord) -> Text:
         out.append(turn.text)
     else:
         out.append("(unprompted)", style="dim")
+    if turn.sent_while_down and not turn.answers:
+        out.append("\n    home is unreachable: queued until the link returns", style="dim red")
     for answer in turn.answers:
         out.append("\n")
         if isinstance(answer, AgentSpeech):
@@ -141,7 +143,9 @@ class TetherTui(App[None]):
         except TuiError as exc:
             self.notify(str(exc), severity="error")
             return
-        record = self.conversation.start_turn(turn.binding_id, text, time.monotonic())
+        record = self.conversation.start_turn(
+            turn.binding_id, text, time.monotonic(), link_up=self.status.link_up
+        )
         await self._show(record)
         self.refresh_status()
 

@@ -13,13 +13,14 @@ import json
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from edge.tui.errors import NotWired, TuiError, TurnTimeout
+from edge.tui.errors import NotWired, TransportError, TuiError, TurnTimeout
 from edge.tui.say import SayResult, say_once
 from edge.tui.transport import BridgeFactory, direct, through_bridge
 from edge.tui.wire import AgentReply
@@ -42,17 +43,40 @@ def default_data_dir() -> Path:
     return Path(xdg) / "tether" / "home"
 
 
+@dataclass(frozen=True)
+class Pairing:
+    """Where ``bridge pair --device D --out DATA_DIR/bridge`` put the edge's half and key."""
+
+    edge_half: Path
+    client_key: Path
+
+    @classmethod
+    def locate(cls, data_dir: Path, device: str) -> Pairing:
+        """The pairing of ``device`` with the home in ``data_dir``; TransportError if absent."""
+        out = data_dir / "bridge"
+        pairing = cls(out / f"{device}.edge.yaml", out / "secrets" / f"{device}.edge.key")
+        for path in (pairing.edge_half, pairing.client_key):
+            if not path.is_file():
+                raise TransportError(
+                    f"device {device!r} is not paired with the home in {data_dir} ({path} is "
+                    f"missing); pair it once with: bridge pair --device {device} "
+                    f"--home 127.0.0.1:2222 --out {out}"
+                )
+        return pairing
+
+
 def default_bridge_factory(data_dir: Path, device: str) -> BridgeFactory:
     """The edge bridge node paired with the home in ``data_dir``, as a factory.
 
     This is the seam to the bridge package (issue 7): it returns a callable that
     takes the edge's loopback NATS URL and builds the edge bridge node for
-    ``device`` from the pairing kept under ``data_dir``. Until that lands here it
-    refuses, naming the way that works today.
+    ``device`` from its :class:`Pairing` (the edge half and the board's key).
+    Until that lands here it refuses, naming the way that works today.
     """
+    pairing = Pairing.locate(data_dir, device)
     raise NotWired(
-        f"the bridge path for device {device!r} (home data dir {data_dir}) is not wired in "
-        "yet; talk to a home on this machine with --direct NATS_URL"
+        f"the bridge path for device {device!r} ({pairing.edge_half}) is not wired in yet; "
+        "talk to a home on this machine with --direct NATS_URL"
     )
 
 

@@ -26,6 +26,8 @@ class TurnRecord:
     answers: list[Answer] = field(default_factory=list)
     notes: list[MemoryReport] = field(default_factory=list)
     first_answer_at: float | None = None
+    # Typed while home was unreachable: it waits in a queue (NATS's or the bridge's outbox).
+    sent_while_down: bool = False
 
     @property
     def latency_s(self) -> float | None:
@@ -44,9 +46,11 @@ class Conversation:
     last_latency_s: float | None = None
     _by_binding: dict[str, TurnRecord] = field(default_factory=dict)
 
-    def start_turn(self, binding_id: str, text: str, now: float) -> TurnRecord:
-        """Record a typed line that was just published."""
-        turn = TurnRecord(binding_id, text, now)
+    def start_turn(
+        self, binding_id: str, text: str, now: float, *, link_up: bool = True
+    ) -> TurnRecord:
+        """Record a typed line that was just published (``link_up``: could it reach home)."""
+        turn = TurnRecord(binding_id, text, now, sent_while_down=not link_up)
         self.turns.append(turn)
         self._by_binding[binding_id] = turn
         return turn

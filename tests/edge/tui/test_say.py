@@ -108,3 +108,10 @@ async def test_say_refuses_a_bad_device_with_exit_2(nats_server: LocalNatsServer
     )
     assert code == 2
     assert "device must be one lowercase token" in err
+
+
+async def test_say_through_the_bridge_names_the_missing_pairing(tmp_path: Path) -> None:
+    code, _out, err = await finish(await edge_say("hello", "--data-dir", str(tmp_path)))
+    assert code == 1
+    assert "is not paired with the home" in " ".join(err.split())
+    assert "bridge pair --device tui" in " ".join(err.split())
