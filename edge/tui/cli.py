@@ -71,7 +71,12 @@ def default_bridge_factory(data_dir: Path, device: str) -> BridgeFactory:
     This is the seam to the bridge package (issue 7): it returns a callable that
     takes the edge's loopback NATS URL and builds the edge bridge node for
     ``device`` from its :class:`Pairing` (the edge half and the board's key).
-    Until that lands here it refuses, naming the way that works today.
+    Until that lands here it refuses, naming the way that works today. With the
+    bridge branch's ``EdgeBridgeNode`` the body is (checked end to end against
+    its ``HomeBridgeEndpoint`` with ``edge say``)::
+
+        half = load_bridge_half(pairing.edge_half)
+        return lambda url: EdgeBridgeNode(half, client_key=pairing.client_key, nats_url=url)
     """
     pairing = Pairing.locate(data_dir, device)
     raise NotWired(
