@@ -63,6 +63,22 @@ def reply_tag(reply: AgentReply) -> str:
     return f"[not spoken: {reply.reason}]" if reply.reason else "[not spoken]"
 
 
+# Raw lines are cut at the screen's edge: the keys a person looks for come first.
+_RAW_KEY_ORDER = ("event_type", "binding_id", "payload", "source")
+
+
+def raw_body(data: bytes) -> str:
+    """An event as one line of JSON, every key kept, the telling ones first."""
+    try:
+        event = json.loads(data)
+    except ValueError:
+        return data.decode("utf-8", errors="replace")
+    if isinstance(event, dict):
+        first = {k: event[k] for k in _RAW_KEY_ORDER if k in event}
+        event = first | {k: v for k, v in event.items() if k not in first}
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+
+
 class TurnView(Static):
     """One turn of the conversation, redrawn whenever its record changes."""
 
@@ -185,11 +201,7 @@ class TetherTui(App[None]):
     def raw(self, direction: Direction, subject: str, data: bytes) -> None:
         """Append one event to the raw view."""
         arrow = "→" if direction == "out" else "←"
-        try:
-            body = json.dumps(json.loads(data), ensure_ascii=False, separators=(",", ":"))
-        except ValueError:
-            body = data.decode("utf-8", errors="replace")
-        self.query_one("#raw", RichLog).write(Text(f"{arrow} {subject} {body}"))
+        self.query_one("#raw", RichLog).write(Text(f"{arrow} {subject} {raw_body(data)}"))
         self.raw_lines += 1
 
     async def _show(self, record: TurnRecord) -> None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from textual.pilot import Pilot
 
-from edge.tui.app import TetherTui
+from edge.tui.app import TetherTui, raw_body
 from edge.tui.session import EdgeSession
-from edge.tui.transport import LocalNatsServer
+from edge.tui.transport import LocalNatsServer, free_port
+from shared.event import Event
 from shared.subjects import speech_completed_subject
 from tests.edge.tui.conftest import DEVICE, PlayedAgent, until
 
@@ -185,3 +187,21 @@ async def test_ctrl_c_quits(nats_server: LocalNatsServer) -> None:
         await until(lambda: not app.is_running, "the app to exit")
     assert app.return_code == 0
     assert not app.session.connected
+
+
+async def test_an_unreachable_nats_ends_the_app_with_exit_1() -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    app = TetherTui(EdgeSession(url, DEVICE), transport="direct")
+    async with app.run_test() as _pilot:
+        await until(lambda: not app.is_running, "the app to give up")
+    assert app.return_code == 1
+
+
+def test_raw_lines_put_the_telling_keys_first() -> None:
+    event = Event.new(
+        "speak", {"text": "Hi."}, source="agent.x", sequence_number=0, binding_id="b1"
+    )
+    line = raw_body(event.to_json())
+    assert line.startswith('{"event_type":"speak","binding_id":"b1","payload":{"text":"Hi."}')
+    assert json.loads(line) == event.to_dict()
+    assert raw_body(b"\xffnot json") == "\ufffdnot json"
