@@ -5,10 +5,11 @@ PYTHON      ?= python3
 VENV        ?= .venv
 BIN         := $(VENV)/bin
 # Debian packages the tests and the main job need (added by the issues that need them).
-DEB_PACKAGES ?= procps openssh-client chromium
+DEB_PACKAGES ?= procps openssh-client chromium tmux
 STAMP_DEB   := $(VENV)/.deb-stamp
 STAMP_PIP   := $(VENV)/.pip-stamp
 NAME        ?=
+DATA_DIR    ?=
 
 .PHONY: up test lint typecheck bench bootstrap clean
 
@@ -29,8 +30,9 @@ $(STAMP_PIP): pyproject.toml $(STAMP_DEB)
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
 
+# `make up [DATA_DIR=...]`: home with the embedded defaults, then the TUI; quitting it stops home.
 up: bootstrap
-	$(BIN)/home up
+	BIN="$(abspath $(BIN))" scripts/up.sh $(DATA_DIR)
 
 lint: bootstrap
 	$(BIN)/ruff check .

@@ -1,0 +1,259 @@
+"""``edge tui`` and ``edge say``: registered onto the ``edge`` Typer app by :func:`register`.
+
+Both talk to one NATS URL. ``--direct NATS_URL`` is a home's own NATS on this
+machine; without it they go the board's way, through the edge's own loopback
+nats-server and the edge bridge node (:func:`edge.tui.transport.through_bridge`),
+paired with the home found in ``--data-dir``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from edge.tui.errors import NotWired, TransportError, TuiError, TurnTimeout
+from edge.tui.say import SayResult, say_once
+from edge.tui.transport import BridgeFactory, direct, through_bridge
+from edge.tui.wire import AgentReply
+from shared.errors import SubjectError
+from shared.subjects import check_name
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+DEFAULT_DEVICE = "tui"
+
+console = Console()
+err = Console(stderr=True)
+
+
+def default_data_dir() -> Path:
+    """Home's data directory, by the same rule as ``home``: $TETHER_HOME_DIR, else XDG."""
+    explicit = os.environ.get("TETHER_HOME_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "tether" / "home"
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Where ``bridge pair --device D --out DATA_DIR/bridge`` put the edge's half and key."""
+
+    edge_half: Path
+    client_key: Path
+
+    @classmethod
+    def locate(cls, data_dir: Path, device: str) -> Pairing:
+        """The pairing of ``device`` with the home in ``data_dir``; TransportError if absent."""
+        out = data_dir / "bridge"
+        pairing = cls(out / f"{device}.edge.yaml", out / "secrets" / f"{device}.edge.key")
+        for path in (pairing.edge_half, pairing.client_key):
+            if not path.is_file():
+                raise TransportError(
+                    f"device {device!r} is not paired with the home in {data_dir} ({path} is "
+                    f"missing); pair it once with: bridge pair --device {device} "
+                    f"--home 127.0.0.1:2222 --out {out}"
+                )
+        return pairing
+
+
+def default_bridge_factory(data_dir: Path, device: str) -> BridgeFactory:
+    """The edge bridge node paired with the home in ``data_dir``, as a factory.
+
+    This is the seam to the bridge package (issue 7): it returns a callable that
+    takes the edge's loopback NATS URL and builds the edge bridge node for
+    ``device`` from its :class:`Pairing` (the edge half and the board's key).
+    Until that lands here it refuses, naming the way that works today. With the
+    bridge branch's ``EdgeBridgeNode`` the body is (checked end to end against
+    its ``HomeBridgeEndpoint`` with ``edge say``)::
+
+        half = load_bridge_half(pairing.edge_half)
+        return lambda url: EdgeBridgeNode(half, client_key=pairing.client_key, nats_url=url)
+    """
+    pairing = Pairing.locate(data_dir, device)
+    raise NotWired(
+        f"the bridge path for device {device!r} ({pairing.edge_half}) is not wired in yet; "
+        "talk to a home on this machine with --direct NATS_URL"
+    )
+
+
+# The lead (or a test) may point this at another factory builder.
+bridge_factory_for: Callable[[Path, str], BridgeFactory] = default_bridge_factory
+
+
+def transport_for(
+    direct_url: str | None, data_dir: Path, device: str
+) -> tuple[AbstractAsyncContextManager[str], str]:
+    """The NATS URL's context and a label for the status bar, from the CLI options."""
+    if direct_url is not None:
+        return direct(direct_url), "direct"
+    return _bridged(data_dir, device), "bridge"
+
+
+@asynccontextmanager
+async def _bridged(data_dir: Path, device: str) -> AsyncIterator[str]:
+    # The factory is looked up on entry, so a missing pairing is reported as the command runs.
+    async with through_bridge(bridge_factory_for(data_dir, device)) as url:
+        yield url
+
+
+DeviceOpt = Annotated[
+    str, typer.Option("--device", help="The device this keyboard stands in for (one token).")
+]
+DataDirOpt = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir",
+        help="The data directory of a home on this machine (its pairing lives there). "
+        "Default: $TETHER_HOME_DIR, else $XDG_DATA_HOME/tether/home.",
+        default_factory=default_data_dir,
+        show_default=False,
+    ),
+]
+DirectOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--direct",
+        metavar="NATS_URL",
+        help="Skip the bridge: talk straight to a home's NATS (e.g. nats://127.0.0.1:4222).",
+    ),
+]
+
+
+def _check_device(device: str) -> str:
+    try:
+        return check_name(device, "device")
+    except SubjectError as exc:
+        err.print(f"[red]error[/red]: --device: {exc}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def tui(
+    data_dir: DataDirOpt,
+    device: DeviceOpt = DEFAULT_DEVICE,
+    direct_url: DirectOpt = None,
+) -> None:
+    """Talk to home from the keyboard, as the board would with its microphone.
+
+    Each line you type is sent as the device's turn (events.sensation.DEVICE.turn);
+    spoken answers appear as the agent's lines and are acknowledged as played;
+    text the agent would not speak shows in yellow with its reason; memory recalls
+    appear as quiet notes under their turn. The status bar shows the link (up or
+    down, round trip, queued events), the active agent and the last turn's latency.
+
+    Keys: Enter sends, Ctrl-C quits, Ctrl-R (or F2) toggles the raw event view.
+
+    Examples:
+
+        edge tui --data-dir ~/.local/share/tether/home
+
+        edge tui --direct nats://127.0.0.1:4222 --device tui
+    """
+    from edge.tui.app import TetherTui  # noqa: PLC0415 - Textual loads only for the TUI
+    from edge.tui.session import EdgeSession  # noqa: PLC0415
+
+    device = _check_device(device)
+    opened, label = transport_for(direct_url, data_dir, device)
+
+    async def run() -> int:
+        async with opened as url:
+            app = TetherTui(EdgeSession(url, device), transport=label)
+            await app.run_async()
+            return app.return_code or 0
+
+    try:
+        code = asyncio.run(run())
+    except TuiError as exc:
+        err.print(f"[red]error[/red]: {exc}", highlight=False)
+        raise typer.Exit(EXIT_FAILURE) from None
+    raise typer.Exit(code)
+
+
+def say(  # noqa: PLR0917 - Typer maps each option to a parameter
+    text: Annotated[str, typer.Argument(help="What to say, as one turn.")],
+    data_dir: DataDirOpt,
+    device: DeviceOpt = DEFAULT_DEVICE,
+    direct_url: DirectOpt = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the answer.")
+    ] = 60.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+) -> None:
+    """Say one thing to home and print its answer, with timings (for scripts).
+
+    Sends TEXT as the device's turn, waits for the first speak or reply of that
+    turn (acknowledging a speak as played), prints it and exits 0; exits 1 if
+    nothing answers within --timeout seconds or home cannot be reached.
+
+    Example:
+
+        edge say "hello" --direct nats://127.0.0.1:4222 --json
+    """
+    device = _check_device(device)
+    if not text.strip():
+        err.print("[red]error[/red]: TEXT is empty; there is nothing to say", highlight=False)
+        raise typer.Exit(EXIT_USAGE)
+    opened, _ = transport_for(direct_url, data_dir, device)
+
+    async def run() -> SayResult:
+        async with opened as url:
+            return await say_once(url, device, text, timeout_s=timeout)
+
+    try:
+        result = asyncio.run(run())
+    except TurnTimeout as exc:
+        if as_json:
+            print(
+                json.dumps(
+                    {
+                        "error": "timeout",
+                        "binding_id": exc.binding_id,
+                        "timeout_s": exc.timeout_s,
+                        "message": str(exc),
+                    }
+                )
+            )
+        err.print(f"[red]timeout[/red]: {exc}", highlight=False)
+        raise typer.Exit(EXIT_FAILURE) from None
+    except TuiError as exc:
+        if as_json:
+            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+        err.print(f"[red]error[/red]: {exc}", highlight=False)
+        raise typer.Exit(EXIT_FAILURE) from None
+    if as_json:
+        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        _print_result(result)
+    raise typer.Exit(EXIT_OK)
+
+
+def _print_result(result: SayResult) -> None:
+    answer = result.answer
+    color = "green" if result.kind == "speak" else "yellow"
+    console.print(f"[bold {color}]{answer.agent}[/] ({result.kind}): ", end="", highlight=False)
+    console.print(answer.text, markup=False, highlight=False)
+    if isinstance(answer, AgentReply) and not answer.spoken:
+        console.print(f"  not spoken: {answer.reason or 'no reason given'}", highlight=False)
+    for note in result.notes:
+        console.print(f"  · {note.summary}", style="dim", markup=False, highlight=False)
+    sent = result.sent_at.strftime("%H:%M:%S.%f")[:-3]
+    console.print(
+        f"binding {result.binding_id}, sent {sent} UTC, "
+        f"first answer after {result.first_answer_ms:.0f} ms",
+        style="dim",
+        highlight=False,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tui`` and ``say`` to the ``edge`` app."""
+    app.command("tui")(tui)
+    app.command("say")(say)

@@ -1,0 +1,33 @@
+"""The TUI's exceptions.
+
+TuiError
+├── TransportError     the NATS URL cannot be reached, or the bridge path cannot start
+├── NotWired           a path that needs code from another package is not plugged in yet
+└── TurnTimeout        no speak or reply arrived for a binding_id within the timeout
+
+Malformed events are not exceptions here: :mod:`shared.errors` raises
+``EnvelopeError`` while parsing, and the session counts and logs them.
+"""
+
+from __future__ import annotations
+
+
+class TuiError(Exception):
+    """Base of every error raised by :mod:`edge.tui`."""
+
+
+class TransportError(TuiError):
+    """The NATS the TUI talks to cannot be reached, or the bridge path failed to start."""
+
+
+class NotWired(TuiError):
+    """The default (bridge) path needs a bridge-node factory that was not provided."""
+
+
+class TurnTimeout(TuiError):
+    """No answer (speak or reply) for ``binding_id`` arrived within ``timeout_s``."""
+
+    def __init__(self, binding_id: str, timeout_s: float) -> None:
+        self.binding_id = binding_id
+        self.timeout_s = timeout_s
+        super().__init__(f"no speak or reply for binding {binding_id} within {timeout_s:g} s")

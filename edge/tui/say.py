@@ -1,0 +1,142 @@
+"""``edge say``: one typed turn through the same session as the TUI, and its answer.
+
+Sends the line, waits for the first speak or reply carrying its ``binding_id``
+(acking a speak with ``speech.completed`` like the TUI does), and returns it with
+its timings. Memory reports for the turn that arrive before the answer come along.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from edge.tui.errors import TurnTimeout
+from edge.tui.session import EdgeSession, SessionObserver
+from edge.tui.wire import AgentReply, AgentSpeech, Incoming, MemoryReport
+from shared.event import utc_now
+
+
+@dataclass(frozen=True)
+class SayResult:
+    """The answer to one typed turn, and when things happened."""
+
+    device: str
+    binding_id: str
+    text: str
+    answer: AgentSpeech | AgentReply
+    notes: tuple[MemoryReport, ...]
+    sent_at: datetime
+    answered_at: datetime
+    connect_ms: float
+    first_answer_ms: float
+
+    @property
+    def kind(self) -> str:
+        """``speak`` or ``reply``."""
+        return "speak" if isinstance(self.answer, AgentSpeech) else "reply"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` form."""
+        answer: dict[str, Any] = {
+            "kind": self.kind,
+            "agent": self.answer.agent,
+            "text": self.answer.text,
+            "spoken": isinstance(self.answer, AgentSpeech) or self.answer.spoken,
+        }
+        if isinstance(self.answer, AgentReply):
+            answer["reason"] = self.answer.reason
+        return {
+            "device": self.device,
+            "binding_id": self.binding_id,
+            "text": self.text,
+            "answer": answer,
+            "notes": [{"kind": n.kind, "agent": n.agent, "summary": n.summary} for n in self.notes],
+            "timings": {
+                "sent_at": self.sent_at.isoformat(),
+                "answered_at": self.answered_at.isoformat(),
+                "connect_ms": round(self.connect_ms, 1),
+                "first_answer_ms": round(self.first_answer_ms, 1),
+            },
+        }
+
+
+@dataclass
+class _Collector(SessionObserver):
+    """Keeps what arrives for one binding_id.
+
+    ``done`` is set by the first answer: at once for a reply, once its
+    ``speech.completed`` ack is out for a speak (so the speak verb gets it).
+    """
+
+    binding_id: str | None = None
+    answer: AgentSpeech | AgentReply | None = None
+    answered_mono: float | None = None
+    answered_wall: datetime | None = None
+    notes: list[MemoryReport] = field(default_factory=list)
+    early: list[Incoming] = field(default_factory=list)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def on_incoming(self, item: Incoming) -> None:
+        if self.binding_id is None:
+            # The turn is being published right now; an answer cannot be faster, but keep order.
+            self.early.append(item)
+            return
+        self._take(item)
+
+    def watch(self, binding_id: str) -> None:
+        self.binding_id = binding_id
+        for item in self.early:
+            self._take(item)
+        self.early.clear()
+
+    def _take(self, item: Incoming) -> None:
+        if item.binding_id != self.binding_id:
+            return
+        if isinstance(item, MemoryReport):
+            self.notes.append(item)
+        elif self.answer is None:
+            self.answer = item
+            self.answered_mono = time.monotonic()
+            self.answered_wall = utc_now()
+            if isinstance(item, AgentReply):
+                self.done.set()
+
+    def on_acked(self, binding_id: str) -> None:
+        if self.answer is not None and binding_id == self.binding_id:
+            self.done.set()
+
+
+async def say_once(nats_url: str, device: str, text: str, *, timeout_s: float) -> SayResult:
+    """Send ``text`` as one turn from ``device`` and wait for its answer.
+
+    Raises :class:`TurnTimeout` if no speak or reply for the turn arrives within
+    ``timeout_s``, and ``TransportError`` if the NATS URL cannot be reached.
+    """
+    started = time.monotonic()
+    async with EdgeSession(nats_url, device) as session:
+        collector = _Collector()
+        await session.listen(collector)
+        connected = time.monotonic()
+        sent_mono = time.monotonic()
+        turn = await session.send_turn(text)
+        collector.watch(turn.binding_id)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(collector.done.wait(), timeout_s)
+        answer, answered_mono = collector.answer, collector.answered_mono
+        if answer is None or answered_mono is None or collector.answered_wall is None:
+            raise TurnTimeout(turn.binding_id, timeout_s)
+        return SayResult(
+            device=device,
+            binding_id=turn.binding_id,
+            text=text,
+            answer=answer,
+            notes=tuple(collector.notes),
+            sent_at=turn.typed_at,
+            answered_at=collector.answered_wall,
+            connect_ms=(connected - started) * 1000,
+            first_answer_ms=(answered_mono - sent_mono) * 1000,
+        )

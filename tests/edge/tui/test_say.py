@@ -1,0 +1,117 @@
+"""``edge say`` as a real process against a real nats-server, the test playing the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from edge.tui.transport import LocalNatsServer, free_port
+from shared.subjects import speech_completed_subject
+from tests.edge.tui.conftest import WAIT_S, PlayedAgent
+
+EDGE = str(Path(sys.executable).with_name("edge"))
+
+
+async def edge_say(*args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        EDGE,
+        "say",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), WAIT_S * 2)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_say_prints_the_spoken_answer_with_timings_and_acks_it(
+    nats_server: LocalNatsServer, agent: PlayedAgent
+) -> None:
+    proc = await edge_say("hello there", "--direct", nats_server.url, "--json", "--timeout", "20")
+    turn = await agent.next_turn()
+    assert turn.payload["text"] == "hello there" and turn.binding_id is not None
+    await agent.recall(turn.binding_id, query="hello there", hits=[0.8], passed=1)
+    await agent.speak(turn.binding_id, "Hello! How can I help?")
+    subject, ack = await agent.next_ack()
+    code, out, err = await finish(proc)
+    assert code == 0, err
+    assert subject == speech_completed_subject(turn.binding_id)
+    assert ack.payload["ok"] is True
+    result = json.loads(out)
+    assert result["binding_id"] == turn.binding_id
+    assert result["answer"] == {
+        "kind": "speak",
+        "agent": "edge_asr",
+        "text": "Hello! How can I help?",
+        "spoken": True,
+    }
+    assert result["notes"] == [
+        {
+            "kind": "recall",
+            "agent": "edge_asr",
+            "summary": "recall: query 'hello there', 1 of 1 passed",
+        }
+    ]
+    timings = result["timings"]
+    assert timings["first_answer_ms"] >= 0
+    assert timings["answered_at"] >= timings["sent_at"]
+
+
+async def test_say_prints_a_reply_rail_answer_with_its_reason(
+    nats_server: LocalNatsServer, agent: PlayedAgent
+) -> None:
+    proc = await edge_say("list the files", "--direct", nats_server.url, "--device", "tui")
+    turn = await agent.next_turn()
+    assert turn.binding_id is not None
+    await agent.reply(turn.binding_id, "a.txt\nb.txt", reason="a list of file names")
+    code, out, err = await finish(proc)
+    assert code == 0, err
+    assert "edge_asr (reply): a.txt" in out
+    assert "not spoken: a list of file names" in out
+    assert f"binding {turn.binding_id}" in out
+
+
+async def test_say_exits_1_when_nothing_answers(
+    nats_server: LocalNatsServer, agent: PlayedAgent
+) -> None:
+    proc = await edge_say("anyone home", "--direct", nats_server.url, "--timeout", "0.5", "--json")
+    turn = await agent.next_turn()
+    code, out, err = await finish(proc)
+    assert code == 1
+    body = json.loads(out)
+    assert body["error"] == "timeout" and body["binding_id"] == turn.binding_id
+    assert "no speak or reply" in err
+
+
+async def test_say_exits_1_when_nats_is_unreachable() -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    code, _out, err = await finish(await edge_say("hello", "--direct", url))
+    assert code == 1
+    assert f"cannot reach NATS at {url}" in err
+
+
+async def test_say_refuses_a_bad_device_with_exit_2(nats_server: LocalNatsServer) -> None:
+    code, _out, err = await finish(
+        await edge_say("hello", "--direct", nats_server.url, "--device", "Not A Token")
+    )
+    assert code == 2
+    assert "device must be one lowercase token" in err
+
+
+async def test_say_through_the_bridge_names_the_missing_pairing(tmp_path: Path) -> None:
+    code, _out, err = await finish(await edge_say("hello", "--data-dir", str(tmp_path)))
+    assert code == 1
+    assert "is not paired with the home" in " ".join(err.split())
+    assert "bridge pair --device tui" in " ".join(err.split())
