@@ -41,7 +41,7 @@ class _LocatingLoader(yaml.SafeLoader):
         mapping.line = node.start_mark.line + 1
         mapping.key_lines = {}
         for key_node, value_node in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call,unused-ignore]
             if not isinstance(key, str):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"keys must be strings, found {key!r}", key_node.start_mark
@@ -50,13 +50,13 @@ class _LocatingLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark
                 )
-            mapping[key] = self.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+            mapping[key] = self.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call,unused-ignore]
             mapping.key_lines[key] = key_node.start_mark.line + 1
         return mapping
 
     def construct_sequence(self, node: yaml.SequenceNode, deep: bool = False) -> list[Any]:
         seq = LocatedList(
-            self.construct_object(child, deep=True)  # type: ignore[no-untyped-call]
+            self.construct_object(child, deep=True)  # type: ignore[no-untyped-call,unused-ignore]
             for child in node.value
         )
         seq.line = node.start_mark.line + 1
@@ -66,11 +66,11 @@ class _LocatingLoader(yaml.SafeLoader):
 
 _LocatingLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _LocatingLoader.construct_mapping,  # type: ignore[arg-type]
+    _LocatingLoader.construct_mapping,  # type: ignore[arg-type,unused-ignore]
 )
 _LocatingLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
-    _LocatingLoader.construct_sequence,  # type: ignore[arg-type]
+    _LocatingLoader.construct_sequence,  # type: ignore[arg-type,unused-ignore]
 )
 
 
