@@ -91,9 +91,11 @@ class GpioValueButton:
         self.value_path = value_path
         self.active_low = active_low
         self.poll_s = poll_ms / 1000
+        self._state = False
 
     async def __aenter__(self) -> Self:
-        self._read()  # fail at start, naming the file, rather than on the first press
+        # Fail at start, naming the file, rather than on the first press.
+        self._state = self._read()
         return self
 
     async def __aexit__(
@@ -116,13 +118,12 @@ class GpioValueButton:
 
     async def events(self) -> AsyncIterator[ButtonEvent]:
         """Debounced edges: a new state counts once two reads in a row agree."""
-        state = self._read()
-        candidate = state
+        state = candidate = self._state
         while True:
             await asyncio.sleep(self.poll_s)
             now = self._read()
             if now != state and now == candidate:
-                state = now
+                state = self._state = now
                 yield ButtonEvent(state, time.monotonic())
             candidate = now
 
