@@ -12,7 +12,7 @@ import wave
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import BinaryIO, Self
 
 import numpy as np
 
@@ -99,6 +99,7 @@ class WavSink:
         self.path = path
         self.realtime = realtime
         self._wav: wave.Wave_write | None = None
+        self._file: BinaryIO | None = None
         self._rate: int | None = None
         self.samples_written = 0
 
@@ -114,13 +115,18 @@ class WavSink:
         if self._wav is not None:
             self._wav.close()
             self._wav = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def _open(self, sample_rate: int) -> wave.Wave_write:
         if self._wav is None:
             try:
-                wav = wave.open(str(self.path), "wb")  # noqa: SIM115 - open across plays
+                # Opened here, not by wave.open(path): its half-built writer warns on failure.
+                self._file = self.path.open("wb")
             except OSError as exc:
                 raise PlaybackError(f"{self.path}: cannot open for writing: {exc}") from exc
+            wav = wave.open(self._file, "wb")  # noqa: SIM115 - open across plays
             wav.setnchannels(1)
             wav.setsampwidth(SAMPLE_WIDTH)
             wav.setframerate(sample_rate)

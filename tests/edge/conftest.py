@@ -34,8 +34,20 @@ def speak_korean(text: str, out: Path, *, lead_s: float = 0.6, tail_s: float = 1
     raw = out.with_suffix(".raw.wav")
     subprocess.run(["espeak-ng", "-v", "ko", "-w", str(raw), text], check=True, timeout=30)
     subprocess.run(
-        ["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(out),
-         "pad", str(lead_s), str(tail_s)],
+        [
+            "sox",
+            str(raw),
+            "-r",
+            "16000",
+            "-c",
+            "1",
+            "-b",
+            "16",
+            str(out),
+            "pad",
+            str(lead_s),
+            str(tail_s),
+        ],
         check=True,
         timeout=30,
     )
@@ -140,7 +152,11 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulse]:
         deadline = time.monotonic() + WAIT_S
         while True:
             ready = subprocess.run(
-                ["pactl", "info"], env={**os.environ, **env}, capture_output=True, timeout=10
+                ["pactl", "info"],
+                check=False,
+                env={**os.environ, **env},
+                capture_output=True,
+                timeout=10,
             )
             if ready.returncode == 0:
                 break
@@ -166,14 +182,13 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulse]:
             proc.stderr.close()
 
 
-async def wait_for(condition: Callable[[], object], what: str, timeout: float = WAIT_S) -> None:
-    """Poll ``condition()`` until true; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+async def wait_for(condition: Callable[[], object], what: str, limit_s: float = WAIT_S) -> None:
+    """Poll ``condition()`` until true; fail naming ``what`` after ``limit_s`` seconds."""
+    deadline = time.monotonic() + limit_s
     while not condition():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+            pytest.fail(f"timed out after {limit_s} s waiting for {what}")
         await asyncio.sleep(0.02)
-
 
 
 class Collector:
