@@ -156,3 +156,13 @@ class SoundDeviceSink:
             stream.write(np.ascontiguousarray(piece, dtype=np.int16).tobytes())
         except sd.PortAudioError as exc:
             raise PlaybackError(f"playback device {self.device or 'default'!r}: {exc}") from exc
+
+
+def rescan_devices() -> None:
+    """Re-enumerate sound devices (PortAudio lists them once, at initialization).
+
+    Call with no stream open: after a sound server starts, or a USB device is
+    plugged in. sounddevice documents this terminate/initialize pair for it.
+    """
+    sd._terminate()
+    sd._initialize()

@@ -18,6 +18,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from edge.asr import VoskRecognizer
+from edge.audio.device import rescan_devices
 from edge.config import AsrConfig, EdgeConfig, RunConfig, WavInput, WavOutput
 from edge.models import resolve_piper_voice, resolve_vosk_model
 from edge.runtime import Models
@@ -165,6 +166,7 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulse]:
                 pytest.fail(f"pulseaudio did not start: {stderr[-800:]}")
             time.sleep(0.1)
         os.environ.update(env)
+        rescan_devices()  # PortAudio listed devices before this server existed
         yield Pulse(env, sink)
     finally:
         for key, value in saved.items():
@@ -173,6 +175,7 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulse]:
             else:
                 os.environ[key] = value
         proc.terminate()
+        rescan_devices()
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
