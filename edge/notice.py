@@ -63,6 +63,11 @@ class NoticeNode:
         return None
 
     @property
+    def samples(self) -> int:
+        """Length of the rendered notice in samples at the voice's rate (0 before start)."""
+        return 0 if self._pcm is None else len(self._pcm)
+
+    @property
     def home_reachable(self) -> bool:
         """False while any bridge reports its peer unreachable."""
         return all(status.reachable for status in self._links.values())

@@ -46,6 +46,8 @@ class SystemdNotifier:
             return
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                # Never block the event loop on a manager that is not reading.
+                sock.setblocking(False)
                 sock.connect(self.address)
                 sock.sendall(message.encode())
         except OSError as exc:
