@@ -1,0 +1,1 @@
+"""Board image build, flash and verify (built by another issue)."""

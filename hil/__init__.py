@@ -1,0 +1,1 @@
+"""Hardware-in-the-loop harness (built by another issue)."""

@@ -1,0 +1,1 @@
+"""Home: substrate, agents, JMFTS, LLM server (built by other issues)."""
