@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -115,8 +115,8 @@ class AsrStats:
     partials: int = 0
     audio_s: float = 0.0
     decode_s: float = 0.0
-    last_speech_end_to_turn_s: float | None = None
-    last_decision_to_turn_s: float | None = None
+    # Per turn: (end of speech -> turn published, endpoint decision -> turn published), seconds.
+    latencies: list[tuple[float, float]] = field(default_factory=list)
 
 
 class AsrNode:
@@ -228,8 +228,7 @@ class AsrNode:
         )
         now = time.monotonic()
         self.stats.turns += 1
-        self.stats.last_speech_end_to_turn_s = now - end.speech_ended_at
-        self.stats.last_decision_to_turn_s = now - end.at
+        self.stats.latencies.append((now - end.speech_ended_at, now - end.at))
         self.turn_published.append(turn)
         log.info("turn %s: %r (confidence %.2f)", binding_id, turn.text, turn.confidence)
 

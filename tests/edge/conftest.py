@@ -4,12 +4,10 @@ real-time PulseAudio null sink, and a running edge on its own loopback NATS."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import nats
@@ -18,13 +16,13 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from edge.asr import VoskRecognizer
-from edge.audio.device import rescan_devices
 from edge.config import AsrConfig, EdgeConfig, RunConfig, WavInput, WavOutput
 from edge.models import resolve_piper_voice, resolve_vosk_model
 from edge.runtime import Models
 from edge.tts import PiperSynthesizer
 from shared.event import Event
 from shared.subjects import matches
+from tests.edge.pulse import Pulse, PulseError, pulse_daemon
 
 GRAMMAR = ("안녕하세요", "감사합니다")
 WAIT_S = 30.0
@@ -106,83 +104,14 @@ async def connect(url: str) -> Client:
     return await nats.connect(url, connect_timeout=5, max_reconnect_attempts=0)
 
 
-@dataclass(frozen=True)
-class Pulse:
-    """A user PulseAudio daemon with a real-time null sink; its monitor is the default source."""
-
-    env: dict[str, str]
-    sink: str
-
-
 @pytest.fixture(scope="session")
 def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulse]:
-    """Start ``pulseaudio`` (as root: --system=false) with a null sink; stop it afterwards."""
-    if shutil.which("pulseaudio") is None:
-        pytest.fail("pulseaudio is not installed (make bootstrap installs DEB_PACKAGES)")
-    root = tmp_path_factory.mktemp("pulse")
-    runtime, home, config = root / "run", root / "home", root / "config"
-    for folder in (runtime, home, config):
-        folder.mkdir(mode=0o700)
-    socket_path = runtime / "native"
-    env = {
-        "XDG_RUNTIME_DIR": str(runtime),
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(config),
-        "PULSE_SERVER": f"unix:{socket_path}",
-    }
-    sink = "tether_null"
-    proc = subprocess.Popen(
-        [
-            "pulseaudio",
-            "--daemonize=no",
-            "--system=false",
-            "--exit-idle-time=-1",
-            "--disallow-exit",
-            "--use-pid-file=false",
-            "--disable-shm=true",
-            "-n",
-            f"--load=module-native-protocol-unix socket={socket_path} auth-anonymous=1",
-            f"--load=module-null-sink sink_name={sink} rate=16000 channels=1",
-        ],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    saved = {key: os.environ.get(key) for key in env}
+    """A real-time PulseAudio null sink for the whole session, stopped afterwards."""
     try:
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            ready = subprocess.run(
-                ["pactl", "info"],
-                check=False,
-                env={**os.environ, **env},
-                capture_output=True,
-                timeout=10,
-            )
-            if ready.returncode == 0:
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                pytest.fail(f"pulseaudio did not start: {stderr[-800:]}")
-            time.sleep(0.1)
-        os.environ.update(env)
-        rescan_devices()  # PortAudio listed devices before this server existed
-        yield Pulse(env, sink)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        proc.terminate()
-        rescan_devices()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        with pulse_daemon(tmp_path_factory.mktemp("pulse")) as daemon:
+            yield daemon
+    except PulseError as exc:
+        pytest.fail(str(exc))
 
 
 async def wait_for(condition: Callable[[], object], what: str, limit_s: float = WAIT_S) -> None:
