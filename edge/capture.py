@@ -7,7 +7,6 @@ barge-in (playback stops, the queue is dropped, the microphone opens at once).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from types import TracebackType
@@ -18,6 +17,7 @@ from edge.audio.base import AudioSource
 from edge.echo_gate import EchoGate
 from edge.endpoint.buttons import Button
 from edge.endpoint.segmenter import Endpointer
+from edge.errors import EdgeError
 from edge.tts import Speaker
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ class CaptureNode:
         self.speaker = speaker
         self.button = button
         self.exhausted = asyncio.Event()
+        self.error: BaseException | None = None
         self.barge_ins = 0
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -63,6 +64,11 @@ class CaptureNode:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
 
+    @property
+    def running(self) -> bool:
+        """True while frames are still being read from the source."""
+        return not self.exhausted.is_set()
+
     async def _capture(self) -> None:
         try:
             async for frame in self.source.frames():
@@ -71,6 +77,9 @@ class CaptureNode:
                 elif self.endpointer.is_open and not self.endpointer.held:
                     # The board started speaking mid-utterance: what was heard so far stands.
                     self.asr.feed(self.endpointer.cut(frame.captured_at, "echo_gate"))
+        except Exception as exc:
+            self.error = exc
+            log.error("capture failed: %s", exc)
         finally:
             self.asr.feed(self.endpointer.cut(time.monotonic(), "end_of_input"))
             self.exhausted.set()
@@ -81,7 +90,7 @@ class CaptureNode:
             )
 
     async def _buttons(self, button: Button) -> None:
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             async for event in button.events():
                 if event.pressed and (self.speaker.speaking or self.gate.speaking):
                     self.barge_ins += 1
@@ -89,3 +98,6 @@ class CaptureNode:
                     # The speaker stops within one slice; the person wants the microphone now.
                     self.gate.speaking_ended(event.at, barge_in=True)
                 self.asr.feed(self.endpointer.on_button(event.pressed, event.at))
+        except EdgeError as exc:
+            # Voice activity (if configured) still works; say loudly that the button does not.
+            log.error("push-to-talk stopped: %s", exc)

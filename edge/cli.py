@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from edge.config import EdgeConfig, load_edge_config
-from edge.errors import EdgeError
+from edge.errors import CaptureFailed, EdgeError
 from edge.runtime import EdgeRuntime, RunSummary, with_audio_files
 from shared.errors import SchemaError
 
@@ -122,6 +122,10 @@ async def _run(config: EdgeConfig, *, finite: bool) -> RunSummary:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+            if edge.capture.error is not None:
+                raise CaptureFailed(f"capture failed: {edge.capture.error}")
+            if not finite and edge.capture.exhausted.is_set():
+                raise CaptureFailed("the capture device stopped delivering audio")
             summary = edge.summary()
             # Only a run that finished its input is judged by unanswered turns.
             finished = finite and done.done() and not done.cancelled()

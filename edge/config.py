@@ -311,16 +311,14 @@ class _ConfigReader(Reader):
         kind = self.get(data, "kind", path, str, "sounddevice", check=_one_of("sounddevice", "wav"))
         file = self.path(data, "path", path)
         realtime = self.get(data, "realtime", path, bool, True, required=False)
-        device: str | int | None = self.get(
-            data, "device", path, (str, int, type(None)), None, required=False
-        )
+        device: str | None = self.get(data, "device", path, (str, type(None)), None, required=False)
         if kind == "wav" and file is None:
             self.issue(data, None, f"{path}.path", "is required when kind is wav")
         if kind == "wav" and "device" in data:
             self.issue(data, "device", f"{path}.device", "applies to kind sounddevice only")
         if kind == "sounddevice" and "path" in data:
             self.issue(data, "path", f"{path}.path", "applies to kind wav only")
-        return kind, file, realtime, None if device is None else str(device)
+        return kind, file, realtime, device
 
     def _audio_input(self, data: LocatedDict | None) -> AudioInput:
         if data is None:

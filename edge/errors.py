@@ -4,6 +4,7 @@
     ├── ModelError          a Vosk model or Piper voice is missing or will not load
     ├── SynthesisFailed     Piper raised while synthesizing (acked as ``ok: false``)
     ├── AudioError          an audio device or file failed
+    │   ├── CaptureFailed   the microphone (or input file) failed during a run
     │   └── PlaybackError   playback to the sink failed (acked as ``ok: false``)
     ├── ButtonError         a push-to-talk source (key, GPIO) cannot be read
     ├── NatsServerError     the loopback nats-server did not start
@@ -30,6 +31,10 @@ class SynthesisFailed(EdgeError):
 
 class AudioError(EdgeError):
     """An audio device or audio file failed; the message names which."""
+
+
+class CaptureFailed(AudioError):
+    """The microphone (or the input file) failed during a run; ``edge run`` exits 1."""
 
 
 class PlaybackError(AudioError):

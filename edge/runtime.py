@@ -236,6 +236,8 @@ class EdgeRuntime:
             "capture",
             CaptureNode(source, self.gate, endpointer, self.asr, self.speaker, button=button),
         )
+        finite = isinstance(config.audio.input, WavInput) and self._source is None
+        self.notifier.healthy = lambda: finite or self.capture.running
         await self._enter("systemd", self.notifier)
         self.notifier.notify(f"READY=1\nSTATUS=listening as {device} on {self.nats.url}")
 

@@ -3,8 +3,9 @@
 Under a ``Type=notify`` unit systemd sets ``NOTIFY_SOCKET``; with
 ``WatchdogSec=`` it also sets ``WATCHDOG_USEC`` (and ``WATCHDOG_PID``). We send
 ``READY=1`` once every node is up, ``WATCHDOG=1`` at half the interval from a
-task on the event loop (so a stuck loop stops the pings and systemd restarts
-the edge), and ``STOPPING=1`` on shutdown. Outside systemd every call is a no-op.
+task on the event loop, only while the edge is healthy (so a stuck loop or a
+dead microphone stops the pings and systemd restarts the edge), and
+``STOPPING=1`` on shutdown. Outside systemd every call is a no-op.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Self
 
@@ -24,7 +25,11 @@ log = logging.getLogger(__name__)
 class SystemdNotifier:
     """Sends sd_notify datagrams to ``NOTIFY_SOCKET``; pings the watchdog while open."""
 
-    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        environ: Mapping[str, str] | None = None,
+        healthy: Callable[[], bool] = lambda: True,
+    ) -> None:
         env = os.environ if environ is None else environ
         raw = env.get("NOTIFY_SOCKET", "")
         # A leading '@' names a socket in the abstract namespace.
@@ -33,6 +38,7 @@ class SystemdNotifier:
         usec, pid = env.get("WATCHDOG_USEC"), env.get("WATCHDOG_PID")
         if usec and usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
             self.watchdog_s = int(usec) / 1_000_000
+        self.healthy = healthy
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -73,5 +79,7 @@ class SystemdNotifier:
 
     async def _watchdog(self, every_s: float) -> None:
         while True:
-            self.notify("WATCHDOG=1")
+            # Unhealthy (the microphone died): stop pinging and let systemd restart us.
+            if self.healthy():
+                self.notify("WATCHDOG=1")
             await asyncio.sleep(every_s)

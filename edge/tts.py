@@ -65,6 +65,7 @@ class _Item:
     request: SpeakRequest | None  # None: a local notice, nobody waits for an ack
     pcm: Pcm | None = None  # already rendered (notices)
     received_at: float = field(default_factory=time.monotonic)
+    dropped: bool = False  # a barge-in came while it waited: acked, never played
 
 
 @dataclass
@@ -104,6 +105,7 @@ class Speaker:
         self.acks: list[SpeechCompleted] = []
         self._on_settled = on_settled
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._pending: list[_Item] = []  # queued, not yet taken by the worker
         self._stop = asyncio.Event()
         self._busy = False
         self._idle = asyncio.Event()
@@ -159,22 +161,30 @@ class Speaker:
 
     def _enqueue(self, item: _Item) -> None:
         self._idle.clear()
+        self._pending.append(item)
         self._queue.put_nowait(item)
 
     def barge_in(self) -> None:
         """Stop what is playing and drop what is queued; each is acked ``interrupted``."""
         if self._busy:
             self._stop.set()
-        while not self._queue.empty():
-            item = self._queue.get_nowait()
-            asyncio.get_running_loop().create_task(self._settle(item, interrupted=True))
+        for item in self._pending:
+            item.dropped = True
 
     async def _run(self) -> None:
         while True:
             item = await self._queue.get()
+            self._pending.remove(item)
             self._busy = True
             try:
-                await self._speak(item)
+                if item.dropped:
+                    await self._settle(item, interrupted=True)
+                else:
+                    await self._speak(item)
+            except Exception:
+                # One bad item (a failed ack publish, say) must not silence the board.
+                self.stats.failed += 1
+                log.exception("speaker failed on %r", item.text[:60])
             finally:
                 self._busy = False
                 if self._queue.empty():
