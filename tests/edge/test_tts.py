@@ -144,7 +144,9 @@ async def test_a_speak_without_text_is_refused_and_acked_as_failed(
                 "speak", {"txt": "typo"}, source="agent.x", sequence_number=0, binding_id=binding_id
             )
             await acks.publish(speak_subject("edge_asr", "board"), bad)
+            await client.publish(speak_subject("edge_asr", "board"), b"{not json")
             await wait_for(lambda: acks.on(ACKS), "the refusal ack")
+            await wait_for(lambda: edge.bus.malformed == 1, "the garbage to be counted")
         finally:
             await client.close()
         assert edge.speaker.stats.malformed == 1

@@ -1,0 +1,45 @@
+"""Push-to-talk end to end: a GPIO button (its value file) cuts the utterance, not the VAD."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from edge.config import EndpointingConfig, PushToTalkConfig
+from edge.endpoint import GpioValueButton
+from edge.errors import AudioError
+from edge.runtime import EdgeRuntime, Models
+from tests.edge.conftest import file_config, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+async def test_a_gpio_press_and_release_make_one_turn(
+    models: Models, annyeong_wav: Path, tmp_path: Path
+) -> None:
+    value = tmp_path / "gpio17-value"
+    value.write_text("1\n")  # active low: released
+    base = file_config(annyeong_wav, tmp_path / "out.wav", realtime=True)
+    ptt = PushToTalkConfig(source="gpio", value_path=value, poll_ms=5)
+    config = replace(base, endpointing=EndpointingConfig(mode="push_to_talk", push_to_talk=ptt))
+    async with EdgeRuntime(config, models=models, button=GpioValueButton(value, poll_ms=5)) as edge:
+        value.write_text("0\n")
+        # Hold the button until the phrase (0.6 s of lead, ~1.3 s of speech) has been heard.
+        await wait_for(lambda: edge.gate.admitted >= 22, "2.2 s of audio")
+        value.write_text("1\n")
+        await wait_for(lambda: edge.asr.turn_published, "the turn")
+        await edge.drain()
+    (turn,) = edge.asr.turn_published
+    assert turn.text == "안녕하세요"
+    assert turn.endpoint == "push_to_talk"
+
+
+async def test_an_unreadable_input_file_fails_at_start(models: Models, tmp_path: Path) -> None:
+    not_audio = tmp_path / "turn.wav"
+    not_audio.write_text("this is not a WAV file")
+    config = file_config(not_audio, tmp_path / "out.wav")
+    with pytest.raises(AudioError, match=r"turn\.wav: cannot read as WAV"):
+        async with EdgeRuntime(config, models=models):
+            pass
