@@ -198,14 +198,14 @@ class Speaker:
         try:
             result = await self.sink.play(chunks, self.synth.sample_rate, self._stop)
         except (EdgeError, OSError) as exc:
-            self.gate.speaking_ended()
             self.stats.failed += 1
             log.error("speech failed (%r): %s", item.text[:60], exc)
             await self._settle(item, error=str(exc))
             return
         finally:
+            # Whatever happened, the microphone must open again.
+            self.gate.speaking_ended(barge_in=result is not None and result.interrupted)
             await chunks.aclose()
-        self.gate.speaking_ended(barge_in=result.interrupted)
         self.stats.last_playback = result
         if result.first_audio_at is not None:
             self.stats.last_time_to_first_audio_s = result.first_audio_at - item.received_at

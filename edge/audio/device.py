@@ -54,7 +54,9 @@ class SoundDeviceSource:
             )
             self._stream.start()
         except (sd.PortAudioError, ValueError) as exc:
-            raise AudioError(f"capture device {self.device or 'default'!r}: {exc}") from exc
+            raise AudioError(
+                f"capture device {self.device or 'default'!r}: {exc}; {_known('input')}"
+            ) from exc
         return self
 
     async def __aexit__(
@@ -87,6 +89,18 @@ class SoundDeviceSource:
         """Captured frames until the source is closed."""
         while (frame := await self._queue.get()) is not None:
             yield frame
+
+
+def _known(kind: str) -> str:
+    """The devices PortAudio offers for ``kind`` (input/output), to put in an error."""
+    try:
+        devices = sd.query_devices()
+    except sd.PortAudioError:
+        return "PortAudio lists no devices"
+    names = [d["name"] for d in devices if d[f"max_{kind}_channels"] > 0]
+    if not names:
+        return f"there is no {kind} device at all (no sound card or sound server?)"
+    return f"{kind} devices: {', '.join(repr(n) for n in names)}"
 
 
 def _close_stream(stream: Any) -> None:
@@ -148,7 +162,9 @@ class SoundDeviceSink:
             )
             stream.start()
         except (sd.PortAudioError, ValueError) as exc:
-            raise PlaybackError(f"playback device {self.device or 'default'!r}: {exc}") from exc
+            raise PlaybackError(
+                f"playback device {self.device or 'default'!r}: {exc}; {_known('output')}"
+            ) from exc
         return stream
 
     def _write(self, stream: Any, piece: Pcm) -> None:

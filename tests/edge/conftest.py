@@ -104,9 +104,9 @@ async def connect(url: str) -> Client:
     return await nats.connect(url, connect_timeout=5, max_reconnect_attempts=0)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulse]:
-    """A real-time PulseAudio null sink for the whole session, stopped afterwards."""
+    """A real-time PulseAudio null sink for one test module, stopped afterwards."""
     try:
         with pulse_daemon(tmp_path_factory.mktemp("pulse")) as daemon:
             yield daemon

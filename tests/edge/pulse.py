@@ -27,7 +27,7 @@ class PulseError(RuntimeError):
 
 @dataclass(frozen=True)
 class Pulse:
-    """A running daemon: the environment that reaches it, and its null sink's name."""
+    """A running daemon: the daemon's environment (for subprocesses), and its null sink."""
 
     env: dict[str, str]
     sink: str
@@ -65,10 +65,12 @@ def pulse_daemon(root: Path, sink: str = "tether_null") -> Iterator[Pulse]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    saved = {key: os.environ.get(key) for key in env}
+    # Clients need only the server's address; HOME and XDG_* stay the test run's own.
+    client_env = {"PULSE_SERVER": env["PULSE_SERVER"]}
+    saved = {key: os.environ.get(key) for key in client_env}
     try:
         _wait_ready(proc, env)
-        os.environ.update(env)
+        os.environ.update(client_env)
         rescan_devices()  # PortAudio listed devices before this server existed
         yield Pulse(env, sink)
     finally:
