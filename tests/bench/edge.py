@@ -226,39 +226,34 @@ async def time_to_first_audio(models: Models, tmp: Path) -> list[Result]:
     )
     ttfa: list[float] = []
     whole: list[float] = []
-    for text, sink_rt in ((SHORT_SENTENCE, False),):
-        async with EdgeRuntime(
-            config, models=models, sink=WavSink(tmp / "ttfa.wav", realtime=sink_rt)
-        ) as edge:
-            client = await nats.connect(edge.nats.url)
-            for _ in range(11):
-                binding_id = new_binding_id()
-                done = asyncio.get_running_loop().create_future()
+    sink = WavSink(tmp / "ttfa.wav", realtime=False)
+    async with EdgeRuntime(config, models=models, sink=sink) as edge:
+        client = await nats.connect(edge.nats.url)
+        for _ in range(11):
+            binding_id = new_binding_id()
+            acked = asyncio.Event()
 
-                async def on_ack(msg: nats.aio.msg.Msg, done: asyncio.Future[None] = done) -> None:
-                    if not done.done():
-                        done.set_result(None)
+            async def on_ack(msg: nats.aio.msg.Msg, acked: asyncio.Event = acked) -> None:
+                acked.set()
 
-                sub = await client.subscribe(
-                    f"events.action.speech.completed.{binding_id}", cb=on_ack
-                )
-                event = Event.new(
-                    "speak",
-                    {"text": text},
-                    source="bench",
-                    sequence_number=0,
-                    binding_id=binding_id,
-                )
-                await client.publish(speak_subject("edge_asr", "board"), event.to_json())
-                await asyncio.wait_for(done, 30)
-                await sub.unsubscribe()
-                value = edge.speaker.stats.last_time_to_first_audio_s
-                if value is not None:
-                    ttfa.append(value)
-                began = time.perf_counter()
-                models.synth.render(text)
-                whole.append(time.perf_counter() - began)
-            await client.close()
+            sub = await client.subscribe(f"events.action.speech.completed.{binding_id}", cb=on_ack)
+            event = Event.new(
+                "speak",
+                {"text": SHORT_SENTENCE},
+                source="bench",
+                sequence_number=0,
+                binding_id=binding_id,
+            )
+            await client.publish(speak_subject("edge_asr", "board"), event.to_json())
+            await asyncio.wait_for(acked.wait(), 30)
+            await sub.unsubscribe()
+            value = edge.speaker.stats.last_time_to_first_audio_s
+            if value is not None:
+                ttfa.append(value)
+            began = time.perf_counter()
+            models.synth.render(SHORT_SENTENCE)
+            whole.append(time.perf_counter() - began)
+        await client.close()
     ttfa, whole = ttfa[1:], whole[1:]  # the first run warms ONNX up
     return [
         Result(

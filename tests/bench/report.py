@@ -69,6 +69,8 @@ def write_report(name: str, results: list[Result], out_dir: Path = Path("bench-r
             "cpu_count": os.cpu_count(),
             "cpu_model": _cpu_model(),
             "python": platform.python_version(),
+            # Other work on a shared machine moves absolute figures; ratios less so.
+            "load_average_1m": os.getloadavg()[0],
         },
         "results": [{**asdict(r), "ratio": r.ratio} for r in results],
     }
