@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import termios
 import time
@@ -129,21 +130,26 @@ class GpioValueButton:
 
 
 class TerminalKeyButton:
-    """A key on the controlling terminal; each press toggles talking on and off."""
+    """A key on a terminal (stdin by default); each press toggles talking on and off."""
 
-    def __init__(self, key: str = " ") -> None:
+    def __init__(self, key: str = " ", fd: int | None = None) -> None:
         self.key = key
+        self._fd = fd
         self._saved: list[Any] | None = None
         self._queue: asyncio.Queue[ButtonEvent | None] = asyncio.Queue()
         self._pressed = False
 
+    @property
+    def fd(self) -> int:
+        """The terminal's file descriptor."""
+        return sys.stdin.fileno() if self._fd is None else self._fd
+
     async def __aenter__(self) -> Self:
-        if not sys.stdin.isatty():
+        if not os.isatty(self.fd):
             raise ButtonError("push-to-talk source 'key' needs a terminal on stdin")
-        fd = sys.stdin.fileno()
-        self._saved = termios.tcgetattr(fd)
-        tty.setcbreak(fd)
-        asyncio.get_running_loop().add_reader(fd, self._on_key)
+        self._saved = termios.tcgetattr(self.fd)
+        tty.setcbreak(self.fd)
+        asyncio.get_running_loop().add_reader(self.fd, self._on_key)
         return self
 
     async def __aexit__(
@@ -152,15 +158,15 @@ class TerminalKeyButton:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        fd = sys.stdin.fileno()
         with contextlib.suppress(ValueError, OSError):
-            asyncio.get_running_loop().remove_reader(fd)
+            asyncio.get_running_loop().remove_reader(self.fd)
         if self._saved is not None:
-            termios.tcsetattr(fd, termios.TCSADRAIN, self._saved)
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
         self._queue.put_nowait(None)
 
     def _on_key(self) -> None:
-        if sys.stdin.read(1) == self.key:
+        typed = os.read(self.fd, 64).decode(errors="replace")
+        for _ in range(typed.count(self.key)):
             self._pressed = not self._pressed
             self._queue.put_nowait(ButtonEvent(self._pressed, time.monotonic()))
 

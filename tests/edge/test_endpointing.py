@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from edge.echo_gate import EchoGate
 from edge.endpoint import (
     Endpointer,
     GpioValueButton,
+    TerminalKeyButton,
     UtteranceAudio,
     UtteranceEnd,
     UtteranceStart,
@@ -152,4 +154,26 @@ async def test_gpio_button_names_a_bad_value_file(tmp_path: Path) -> None:
     bad.write_text("high")
     with pytest.raises(ButtonError, match="expected 0 or 1"):
         async with GpioValueButton(bad):
+            pass
+
+
+async def test_a_terminal_key_toggles_talking(tmp_path: Path) -> None:
+    leader, follower = os.openpty()
+    try:
+        async with TerminalKeyButton(" ", fd=follower) as button:
+            events = button.events()
+            os.write(leader, b"x ")
+            pressed = await asyncio.wait_for(anext(events), 5)
+            os.write(leader, b" ")
+            released = await asyncio.wait_for(anext(events), 5)
+            await events.aclose()  # type: ignore[attr-defined]
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert (pressed.pressed, released.pressed) == (True, False)
+
+
+async def test_a_terminal_key_needs_a_terminal(tmp_path: Path) -> None:
+    with (tmp_path / "file").open("w") as not_a_tty, pytest.raises(ButtonError, match="terminal"):
+        async with TerminalKeyButton(" ", fd=not_a_tty.fileno()):
             pass
