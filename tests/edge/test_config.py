@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import jsonschema
 import pytest
+import yaml
 
 from edge.config import (
     DeviceInput,
@@ -118,3 +121,38 @@ endpointing:
 def test_invalid_yaml_names_the_line() -> None:
     with pytest.raises(SchemaError, match=r"edge\.yaml:3: invalid YAML: expected .,. or .\]."):
         parse_edge_config("device: board\naudio: [unclosed\n", "edge.yaml")
+
+
+SCHEMA = Path(__file__).parents[2] / "schemas" / "json" / "edge-config.schema.json"
+EXAMPLE = Path(__file__).parents[2] / "edge" / "board.example.yaml"
+
+
+def _schema_errors(doc: object) -> list[str]:
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    return [e.message for e in validator.iter_errors(doc)]
+
+
+def test_the_board_example_passes_the_loader_and_the_json_schema() -> None:
+    config = load_edge_config(EXAMPLE)
+    assert config.endpointing.push_to_talk.source == "gpio"
+    assert _schema_errors(yaml.safe_load(EXAMPLE.read_text())) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "device: Big Board\n",
+        "audio: {input: {kind: wav}}\n",
+        "audio: {output: {kind: sounddevice, path: x.wav}}\n",
+        "endpointing: {mode: push_to_talk}\n",
+        "endpointing: {push_to_talk: {source: gpio}}\n",
+        "asr: {grammar: []}\n",
+        "echo_gate: {tail_ms: -1}\n",
+        "tts: {length_scale: 0}\n",
+        "volume: 3\n",
+    ],
+)
+def test_the_loader_and_the_json_schema_refuse_the_same_documents(text: str) -> None:
+    with pytest.raises(SchemaError):
+        parse_edge_config(text, "edge.yaml")
+    assert _schema_errors(yaml.safe_load(text)) != []
