@@ -4,6 +4,7 @@
     2. bus       the edge's NATS client
     3. speaker   TTS node: subscribes to the device's speak subject, plays, acks
     4. notice    the unreachable-home notice (synthesized once) and bridge status
+       replies   the reply rail (text not to be spoken) into the log
     5. asr       Vosk node: segment events in, partials and turns out
     6. bridge    the edge bridge node (:mod:`edge.seam`), only with ``bridge.half``
     7. capture   microphone -> echo gate -> endpointer -> asr; push-to-talk
@@ -45,6 +46,7 @@ from edge.endpoint.segmenter import Endpointer
 from edge.models import resolve_piper_voice, resolve_vosk_model
 from edge.natsd import LocalNatsServer
 from edge.notice import NoticeNode
+from edge.replies import ReplyLog
 from edge.seam import EdgeBridgeFactory, load_bridge_factory
 from edge.systemd import SystemdNotifier
 from edge.tts import PiperSynthesizer, Speaker
@@ -160,6 +162,7 @@ class EdgeRuntime:
         self.bus: Bus
         self.speaker: Speaker
         self.notice: NoticeNode
+        self.replies: ReplyLog
         self.asr: AsrNode
         self.capture: CaptureNode
 
@@ -214,6 +217,7 @@ class EdgeRuntime:
                 on_settled=self._settle,
             ),
         )
+        self.replies = await self._enter("replies", ReplyLog(self.bus, device=device))
         self.asr = await self._enter(
             "asr", AsrNode(self.bus, models.recognizer, device=device, partials=config.asr.partials)
         )

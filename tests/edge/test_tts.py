@@ -13,7 +13,7 @@ from edge.endpoint import ManualButton
 from edge.runtime import EdgeRuntime, Models
 from edge.wire import SpeechCompleted
 from shared.event import Event, new_binding_id
-from shared.subjects import speak_subject, speech_completed_subject
+from shared.subjects import reply_subject, speak_subject, speech_completed_subject
 from tests.edge.conftest import Collector, connect, file_config, wait_for
 
 pytestmark = pytest.mark.slow
@@ -132,7 +132,7 @@ async def test_barge_in_stops_playback_and_acks_interrupted(
     assert 0 < sink.samples_written < full / 2
 
 
-async def test_a_speak_without_text_is_refused_and_acked_as_failed(
+async def test_bad_speak_events_are_refused_and_replies_are_logged(
     models: Models, silence: Path, tmp_path: Path
 ) -> None:
     binding_id = new_binding_id()
@@ -145,10 +145,18 @@ async def test_a_speak_without_text_is_refused_and_acked_as_failed(
             )
             await acks.publish(speak_subject("edge_asr", "board"), bad)
             await client.publish(speak_subject("edge_asr", "board"), b"{not json")
+            status = Event.new(
+                "reply",
+                {"text": "thinking", "spoken": False, "reason": "status line"},
+                source="agent.x",
+                sequence_number=1,
+            )
+            await acks.publish(reply_subject("edge_asr", "board"), status)
             await wait_for(lambda: acks.on(ACKS), "the refusal ack")
             await wait_for(lambda: edge.bus.malformed == 1, "the garbage to be counted")
         finally:
             await client.close()
+            await wait_for(lambda: edge.replies.replies == 1, "the reply to be logged")
         assert edge.speaker.stats.malformed == 1
     (ack,) = [SpeechCompleted.from_event(e) for e in acks.on(ACKS)]
     assert ack.ok is False and ack.error is not None and "payload.text" in ack.error
