@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import IO, Self
 
 from edge.errors import NatsServerError
 
@@ -44,7 +44,7 @@ class LocalNatsServer:
         self.host = host
         self.port = port or free_port(host)
         self._proc: asyncio.subprocess.Process | None = None
-        self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
+        self._log: IO[bytes] | None = None
 
     @property
     def url(self) -> str:
