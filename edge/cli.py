@@ -111,6 +111,11 @@ async def _run(config: EdgeConfig, *, finite: bool) -> RunSummary:
         loop.add_signal_handler(sig, stop.set)
     try:
         async with EdgeRuntime(config) as edge:
+            bridge = config.bridge.half or "none (local only)"
+            err.print(
+                f"edge [bold]{config.device}[/bold] listening on {edge.nats.url}; bridge: {bridge}",
+                highlight=False,
+            )
             signalled = asyncio.create_task(stop.wait(), name="signal")
             done: asyncio.Task[Any] = asyncio.create_task(
                 edge.drain() if finite else edge.capture.exhausted.wait(), name="done"

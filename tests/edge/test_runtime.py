@@ -1,4 +1,4 @@
-"""Push-to-talk end to end: a GPIO button (its value file) cuts the utterance, not the VAD."""
+"""Start-up paths of the runtime: push-to-talk through a GPIO value file, bad inputs, the seam."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from edge.config import EndpointingConfig, PushToTalkConfig
+from edge.config import BridgeConfig, EndpointingConfig, PushToTalkConfig
 from edge.endpoint import GpioValueButton
-from edge.errors import AudioError
+from edge.errors import AudioError, BridgeUnavailable
 from edge.runtime import EdgeRuntime, Models
 from tests.edge.conftest import file_config, wait_for
 
@@ -41,5 +41,15 @@ async def test_an_unreadable_input_file_fails_at_start(models: Models, tmp_path:
     not_audio.write_text("this is not a WAV file")
     config = file_config(not_audio, tmp_path / "out.wav")
     with pytest.raises(AudioError, match=r"turn\.wav: cannot read as WAV"):
+        async with EdgeRuntime(config, models=models):
+            pass
+
+
+async def test_a_configured_bridge_half_without_a_bridge_node_is_refused_early(
+    models: Models, annyeong_wav: Path, tmp_path: Path
+) -> None:
+    base = file_config(annyeong_wav, tmp_path / "out.wav")
+    config = replace(base, bridge=BridgeConfig(half=tmp_path / "board.edge.yaml"))
+    with pytest.raises(BridgeUnavailable, match=r"bridge\.edge_node"):
         async with EdgeRuntime(config, models=models):
             pass
