@@ -5,6 +5,7 @@
     ├── SynthesisFailed     Piper raised while synthesizing (acked as ``ok: false``)
     ├── AudioError          an audio device or file failed
     │   ├── CaptureFailed   the microphone (or input file) failed during a run
+    │   ├── PulseError      the private PulseAudio null-sink server would not start
     │   └── PlaybackError   playback to the sink failed (acked as ``ok: false``)
     ├── ButtonError         a push-to-talk source (key, GPIO) cannot be read
     ├── NatsServerError     the loopback nats-server did not start
@@ -35,6 +36,10 @@ class AudioError(EdgeError):
 
 class CaptureFailed(AudioError):
     """The microphone (or the input file) failed during a run; ``edge run`` exits 1."""
+
+
+class PulseError(AudioError):
+    """The private PulseAudio null-sink server is missing or would not start."""
 
 
 class PlaybackError(AudioError):

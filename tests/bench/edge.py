@@ -34,6 +34,7 @@ import vosk
 
 from edge.asr import VoskRecognizer
 from edge.audio import WavSink
+from edge.audio.null_server import pulse_daemon
 from edge.audio.wavfile import read_wav_mono16
 from edge.config import AsrConfig, EdgeConfig, VadConfig, WavInput, WavOutput
 from edge.models import resolve_piper_voice, resolve_vosk_model
@@ -42,7 +43,6 @@ from edge.tts import PiperSynthesizer
 from shared.event import Event, new_binding_id
 from shared.subjects import sensation_turn_subject, speak_subject
 from tests.bench.report import Result, write_report
-from tests.edge.pulse import pulse_daemon
 
 PHRASES = (
     "안녕하세요",

@@ -16,13 +16,14 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from edge.asr import VoskRecognizer
+from edge.audio.null_server import Pulse, pulse_daemon
 from edge.config import AsrConfig, EdgeConfig, RunConfig, WavInput, WavOutput
+from edge.errors import PulseError
 from edge.models import resolve_piper_voice, resolve_vosk_model
 from edge.runtime import Models
 from edge.tts import PiperSynthesizer
 from shared.event import Event
 from shared.subjects import matches
-from tests.edge.pulse import Pulse, PulseError, pulse_daemon
 
 GRAMMAR = ("안녕하세요", "감사합니다")
 WAIT_S = 30.0

@@ -39,7 +39,9 @@ async def test_a_spoken_phrase_arrives_as_a_turn_with_a_binding_id(
     assert turn.payload["endpoint"] == "vad"
     partials = seen.on(sensation_partial_subject("board"))
     # Partials share the binding id the turn carries, and stay on the board's own rail.
+    assert partials, "no partial transcript was published while the phrase was heard"
     assert all(p.binding_id == turn.binding_id for p in partials)
+    assert partials[-1].payload["text"] == "안녕하세요"
 
 
 async def test_two_utterances_reuse_the_recognizer_and_get_fresh_binding_ids(

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from edge.audio import SoundDeviceSink, SoundDeviceSource
+from edge.audio.null_server import Pulse
 from edge.audio.wavfile import read_wav_mono16
 from edge.runtime import EdgeRuntime, Models
 from shared.event import Event, new_binding_id
 from shared.subjects import sensation_turn_subject, speak_subject
-from tests.edge.conftest import Collector, Pulse, connect, file_config, wait_for
+from tests.edge.conftest import Collector, connect, file_config, wait_for
 
 pytestmark = pytest.mark.slow
 

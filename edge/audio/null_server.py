@@ -1,4 +1,8 @@
-"""A user PulseAudio daemon with a real-time null sink, for tests and benchmarks.
+"""A private PulseAudio daemon with a real-time null sink: a sound card for machines with none.
+
+Used by the tests, the benchmark and HIL's virtual target: the same edge code
+runs against it through sounddevice, paced in real time like real hardware
+(unlike ALSA's null device, which is not paced).
 
 As root, ``--system=false`` keeps it a per-user daemon; everything it needs
 (runtime dir, home, cookie) lives in a temporary folder. The null sink's
@@ -17,12 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge.audio.device import rescan_devices
+from edge.errors import PulseError
 
 READY_S = 30.0
-
-
-class PulseError(RuntimeError):
-    """The PulseAudio daemon is missing or would not start."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,12 @@ class Pulse:
 
 @contextmanager
 def pulse_daemon(root: Path, sink: str = "tether_null") -> Iterator[Pulse]:
-    """Run pulseaudio under ``root`` with a 16 kHz mono null sink; this process uses it."""
+    """Run pulseaudio under ``root`` with a 16 kHz mono null sink; this process uses it.
+
+    While open, ``PULSE_SERVER`` points this process (and the subprocesses it
+    starts) at the daemon; sounddevice's device ``"pulse"`` plays into the
+    sink and records from its monitor. Subprocesses may take ``Pulse.env``.
+    """
     if shutil.which("pulseaudio") is None:
         raise PulseError("pulseaudio is not installed (make bootstrap installs DEB_PACKAGES)")
     runtime, home, config = root / "run", root / "home", root / "config"
