@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from edge.audio import WavSink
 from edge.config import BridgeConfig, EndpointingConfig, PushToTalkConfig
 from edge.endpoint import GpioValueButton
 from edge.errors import AudioError, BridgeUnavailable
 from edge.runtime import EdgeRuntime, Models
-from tests.edge.conftest import file_config, wait_for
+from shared.event import Event, new_binding_id
+from shared.subjects import sensation_partial_subject, speak_subject
+from tests.edge.conftest import Collector, connect, file_config, speak_korean, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -53,3 +56,32 @@ async def test_a_configured_bridge_half_without_a_bridge_node_is_refused_early(
     with pytest.raises(BridgeUnavailable, match=r"bridge\.edge_node"):
         async with EdgeRuntime(config, models=models):
             pass
+
+
+async def test_speech_starting_mid_utterance_closes_it_with_what_was_heard(
+    models: Models, speech_dir: Path, tmp_path: Path
+) -> None:
+    # One long utterance: the phrase twice with no pause the endpointer would take for an end.
+    long_wav = speak_korean("안녕하세요 안녕하세요 안녕하세요", speech_dir / "long.wav")
+    config = file_config(long_wav, tmp_path / "out.wav", realtime=True)
+    sink = WavSink(tmp_path / "out.wav", realtime=True)
+    async with EdgeRuntime(config, models=models, sink=sink) as edge:
+        client = await connect(edge.nats.url)
+        try:
+            bus = await Collector(client).watch(sensation_partial_subject("board"))
+            await wait_for(lambda: bus.on(sensation_partial_subject("board")), "a partial")
+            speak = Event.new(
+                "speak",
+                {"text": "One moment."},
+                source="agent.edge_asr",
+                sequence_number=0,
+                binding_id=new_binding_id(),
+            )
+            await bus.publish(speak_subject("edge_asr", "board"), speak)
+            await edge.drain()
+        finally:
+            await client.close()
+    first = edge.asr.turn_published[0]
+    assert first.endpoint == "echo_gate"
+    assert first.text.startswith("안녕하세요")
+    assert edge.gate.dropped > 0
