@@ -174,3 +174,48 @@ async def test_sigterm_stops_every_node_and_the_nats_server(
     with pytest.raises(OSError):
         _, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.close()
+
+
+@pytest.mark.slow
+async def test_the_nats_server_does_not_outlive_a_killed_edge(
+    tmp_path: Path, notify_socket: socket.socket
+) -> None:
+    quiet = tmp_path / "silence.wav"
+    with wave.open(str(quiet), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(16000)
+        wav.writeframes(b"\0\0" * 16000 * 120)
+    port = free_port("127.0.0.1")
+    config = write_config(tmp_path / "edge.yaml", port=port, answer_timeout_s=0)
+    proc = await asyncio.create_subprocess_exec(
+        EDGE,
+        "run",
+        "-c",
+        str(config),
+        "--audio-in",
+        str(quiet),
+        "--audio-out",
+        str(tmp_path / "out.wav"),
+        env={**os.environ, "NOTIFY_SOCKET": notify_socket.getsockname()},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await next_notification(notify_socket, "READY=1")
+    finally:
+        proc.kill()
+        await proc.wait()
+
+    async def port_closed() -> None:
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                return
+            writer.close()
+            await writer.wait_closed()
+            await asyncio.sleep(0.05)
+
+    async with asyncio.timeout(LIMIT_S):
+        await port_closed()
