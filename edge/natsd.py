@@ -25,7 +25,11 @@ _libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
 
 def _die_with_parent() -> None:
-    """In the child, before exec: have the kernel stop it if the edge dies (even by kill -9)."""
+    """In the child, before exec: have the kernel stop it if the edge dies (even by kill -9).
+
+    Linux ties this to the thread that forked, here the event loop's, which
+    lives as long as the edge does.
+    """
     if _libc is not None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
