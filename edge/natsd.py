@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import shutil
-import signal
 import socket
 import sys
 import tempfile
@@ -16,22 +14,9 @@ from types import TracebackType
 from typing import IO, Self
 
 from edge.errors import NatsServerError
+from edge.orphans import die_with_parent
 
 _READY_TIMEOUT_S = 10.0
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-# Resolved once, before any fork: the child only makes one plain system call.
-_libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: have the kernel stop it if the edge dies (even by kill -9).
-
-    Linux ties this to the thread that forked, here the event loop's, which
-    lives as long as the edge does.
-    """
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def nats_server_binary() -> Path:
@@ -78,7 +63,7 @@ class LocalNatsServer:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         try:
             await self._wait_ready()

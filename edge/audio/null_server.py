@@ -22,6 +22,7 @@ from pathlib import Path
 
 from edge.audio.device import rescan_devices
 from edge.errors import PulseError
+from edge.orphans import die_with_parent
 
 READY_S = 30.0
 
@@ -70,6 +71,7 @@ def pulse_daemon(root: Path, sink: str = "tether_null") -> Iterator[Pulse]:
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=die_with_parent,  # noqa: PLW1509 - one async-signal-safe system call
     )
     # Clients need only the server's address; HOME and XDG_* stay the test run's own.
     client_env = {"PULSE_SERVER": env["PULSE_SERVER"]}
