@@ -1,1 +1,5 @@
-"""The board runtime: audio I/O, ASR, TTS, echo gate, push-to-talk/VAD, and the keyboard TUI."""
+"""The board runtime: microphone, endpointing, Vosk ASR, Piper TTS, echo gate, notices.
+
+``edge run`` starts a loopback nats-server and the edge nodes on it; see
+:mod:`edge.runtime` for the component list and where the bridge plugs in.
+"""

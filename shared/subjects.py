@@ -103,6 +103,13 @@ def speak_pattern(device: str) -> str:
     return f"events.workspace.*.out.speak.{check_name(device, 'device')}"
 
 
+def device_rail_pattern(rail: str, device: str) -> str:
+    """``events.workspace.*.out.<rail>.<device>``: one device rail from every agent."""
+    if rail not in DEVICE_RAILS:
+        raise SubjectError(f"unknown device rail {rail!r}; known: {', '.join(DEVICE_RAILS)}")
+    return f"events.workspace.*.out.{rail}.{check_name(device, 'device')}"
+
+
 def bridge_status_subject(bridge: str) -> str:
     """``events.bridge.<bridge>.status``: a bridge half's link state, local to its own side.
 
@@ -284,7 +291,7 @@ def overlaps(a: str, b: str) -> bool:
         tok_a, tok_b = ta[i], tb[i]
         if tok_a == ">" or tok_b == ">":
             return True
-        if tok_a == "*" or tok_b == "*" or tok_a == tok_b:
+        if tok_a == "*" or tok_b in ("*", tok_a):
             continue
         return False
     return True

@@ -7,7 +7,13 @@ import pytest
 from shared.bridge_status import BridgeStatus
 from shared.errors import EnvelopeError, SubjectError
 from shared.event import Event
-from shared.subjects import BRIDGE_STATUS_PATTERN, bridge_status_subject, matches, speak_pattern
+from shared.subjects import (
+    BRIDGE_STATUS_PATTERN,
+    bridge_status_subject,
+    device_rail_pattern,
+    matches,
+    speak_pattern,
+)
 
 
 def test_round_trip_through_json() -> None:
@@ -38,3 +44,7 @@ def test_subject_builders_check_their_tokens() -> None:
     assert not matches(speak_pattern("board"), "events.workspace.edge_asr.out.speak.tui")
     with pytest.raises(SubjectError):
         speak_pattern("Bad Device")
+    assert device_rail_pattern("reply", "board") == "events.workspace.*.out.reply.board"
+    assert device_rail_pattern("speak", "tui") == speak_pattern("tui")
+    with pytest.raises(SubjectError, match="unknown device rail"):
+        device_rail_pattern("shout", "board")

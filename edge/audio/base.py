@@ -1,0 +1,102 @@
+"""The audio interface: what every source and sink of the edge provides."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, Self
+
+import numpy as np
+import numpy.typing as npt
+
+Pcm = npt.NDArray[np.int16]
+
+SAMPLE_WIDTH = 2  # bytes per sample: 16-bit PCM everywhere
+
+
+@dataclass(frozen=True)
+class AudioFrame:
+    """One block of captured mono 16-bit PCM and when its first sample was heard."""
+
+    pcm: bytes
+    sample_rate: int
+    captured_at: float  # time.monotonic() of the first sample
+
+    @property
+    def samples(self) -> int:
+        """Number of samples in the frame."""
+        return len(self.pcm) // SAMPLE_WIDTH
+
+    @property
+    def duration_s(self) -> float:
+        """Length of the frame in seconds."""
+        return self.samples / self.sample_rate
+
+    @property
+    def ends_at(self) -> float:
+        """Monotonic time just after the frame's last sample."""
+        return self.captured_at + self.duration_s
+
+
+@dataclass(frozen=True)
+class PlaybackResult:
+    """What one :meth:`AudioSink.play` did."""
+
+    samples_played: int
+    sample_rate: int
+    interrupted: bool
+    first_audio_at: float | None  # monotonic time the first chunk reached the device
+    ended_at: float
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds of audio that reached the sink."""
+        return self.samples_played / self.sample_rate if self.sample_rate else 0.0
+
+
+class AudioSource(Protocol):
+    """A microphone (or a stand-in): an async context manager that yields frames."""
+
+    sample_rate: int
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def frames(self) -> AsyncIterator[AudioFrame]:
+        """Captured frames in order; ends when the source is exhausted or closed."""
+        ...
+
+
+class AudioSink(Protocol):
+    """A speaker (or a stand-in): an async context manager that plays streams of chunks."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def play(
+        self, chunks: AsyncIterator[Pcm], sample_rate: int, stop: asyncio.Event
+    ) -> PlaybackResult:
+        """Play every chunk in order until done or ``stop`` is set.
+
+        Raises :class:`edge.errors.PlaybackError` if the device or file fails.
+        """
+        ...
+
+
+def slices(pcm: Pcm, size: int) -> list[Pcm]:
+    """``pcm`` cut into pieces of at most ``size`` samples (how often stop is checked)."""
+    return [pcm[i : i + size] for i in range(0, len(pcm), size)]

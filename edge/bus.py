@@ -1,0 +1,90 @@
+"""The edge's connection to its loopback NATS: publish envelopes, subscribe with parsing.
+
+Messages that fail to parse are counted and logged with their subject, never
+passed on and never allowed to stop a node.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Self
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from shared.errors import ContractError
+from shared.event import EnvelopeLimits, Event
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[str, Event], Awaitable[None]]
+
+
+class Bus:
+    """One NATS client shared by the edge nodes, with per-source sequence numbers."""
+
+    def __init__(self, url: str, *, limits: EnvelopeLimits | None = None) -> None:
+        self.url = url
+        self.limits = limits or EnvelopeLimits()
+        self.malformed = 0
+        self.handler_errors = 0
+        self._nc: Client | None = None
+        self._sequences: dict[str, itertools.count[int]] = {}
+        self._subs: list[Any] = []
+
+    async def __aenter__(self) -> Self:
+        self._nc = await nats.connect(
+            self.url, name="edge", connect_timeout=5, max_reconnect_attempts=-1
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        nc, self._nc = self._nc, None
+        if nc is not None and not nc.is_closed:
+            await nc.drain()
+
+    @property
+    def client(self) -> Client:
+        """The raw NATS client (for the bridge seam); only inside ``async with``."""
+        if self._nc is None:
+            raise RuntimeError("Bus used outside its 'async with'")
+        return self._nc
+
+    def next_sequence(self, source: str) -> int:
+        """The next sequence number for events published by ``source``."""
+        return next(self._sequences.setdefault(source, itertools.count()))
+
+    async def publish(self, subject: str, event: Event) -> None:
+        """Publish one envelope (limits enforced: text only, size)."""
+        await self.client.publish(subject, event.to_json(self.limits))
+
+    async def subscribe(self, pattern: str, handler: Handler) -> None:
+        """Call ``handler(subject, event)`` for every well-formed envelope on ``pattern``."""
+
+        async def on_message(msg: Msg) -> None:
+            try:
+                event = Event.from_json(msg.data, self.limits)
+            except ContractError as exc:
+                self.malformed += 1
+                log.warning("refused a malformed event on %s: %s", msg.subject, exc)
+                return
+            try:
+                await handler(msg.subject, event)
+            except Exception:
+                self.handler_errors += 1
+                log.exception("handler for %s failed on event %s", msg.subject, event.event_id)
+
+        self._subs.append(await self.client.subscribe(pattern, cb=on_message))
+
+    async def flush(self) -> None:
+        """Wait until the server has everything published so far."""
+        await self.client.flush(timeout=5)

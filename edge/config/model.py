@@ -1,0 +1,158 @@
+"""The typed shape of ``edge.yaml``: one frozen dataclass per section, defaults that work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from edge.models import DEFAULT_PIPER_VOICE, DEFAULT_VOSK_MODEL
+
+EndpointMode = Literal["vad", "push_to_talk", "both"]
+ButtonKind = Literal["none", "key", "gpio"]
+
+DEFAULT_NOTICE = "I can't reach home right now. Please try again in a little while."
+
+
+@dataclass(frozen=True)
+class WavInput:
+    """A WAV file standing in for the microphone (16 kHz mono 16-bit, or converted)."""
+
+    path: Path
+    realtime: bool = True
+
+
+@dataclass(frozen=True)
+class DeviceInput:
+    """A sounddevice (PortAudio) capture device; ``None`` is the system default."""
+
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class WavOutput:
+    """A WAV file standing in for the speaker; every utterance is appended in order."""
+
+    path: Path
+    realtime: bool = True
+
+
+@dataclass(frozen=True)
+class DeviceOutput:
+    """A sounddevice (PortAudio) playback device; ``None`` is the system default."""
+
+    device: str | None = None
+
+
+AudioInput = WavInput | DeviceInput
+AudioOutput = WavOutput | DeviceOutput
+
+
+@dataclass(frozen=True)
+class AudioConfig:
+    """Where sound comes from and goes to, and the capture block size."""
+
+    input: AudioInput = field(default_factory=DeviceInput)
+    output: AudioOutput = field(default_factory=DeviceOutput)
+    block_ms: int = 100
+
+
+@dataclass(frozen=True)
+class VadConfig:
+    """Energy voice-activity endpointing: speech is a frame louder than ``threshold_db``."""
+
+    threshold_db: float = -40.0
+    start_ms: int = 100
+    end_silence_ms: int = 600
+    pre_roll_ms: int = 300
+    max_utterance_s: float = 15.0
+
+
+@dataclass(frozen=True)
+class PushToTalkConfig:
+    """The push-to-talk button: none, a terminal key (toggles), or a GPIO line's value file."""
+
+    source: ButtonKind = "none"
+    key: str = " "
+    value_path: Path | None = None
+    active_low: bool = True
+    poll_ms: int = 10
+
+
+@dataclass(frozen=True)
+class EndpointingConfig:
+    """How utterances are cut: by voice activity, by the button, or both."""
+
+    mode: EndpointMode = "vad"
+    vad: VadConfig = field(default_factory=VadConfig)
+    push_to_talk: PushToTalkConfig = field(default_factory=PushToTalkConfig)
+
+
+@dataclass(frozen=True)
+class AsrConfig:
+    """The Vosk model (path or ``package:NAME``) and an optional phrase grammar."""
+
+    model: str = DEFAULT_VOSK_MODEL
+    grammar: tuple[str, ...] | None = None
+    partials: bool = True
+
+
+@dataclass(frozen=True)
+class TtsConfig:
+    """The Piper voice (``.onnx`` path or ``package:NAME``) and its speaking rate."""
+
+    voice: str = DEFAULT_PIPER_VOICE
+    length_scale: float | None = None
+
+
+@dataclass(frozen=True)
+class EchoGateConfig:
+    """How long after playback ends the microphone stays shut (room echo)."""
+
+    tail_ms: int = 300
+
+
+@dataclass(frozen=True)
+class NoticeConfig:
+    """What the board says, locally, when a turn is made while home is unreachable."""
+
+    text: str = DEFAULT_NOTICE
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """The edge bridge half and where its keys live; no half means a local-only edge."""
+
+    half: Path | None = None
+    secrets: Path | None = None
+
+
+@dataclass(frozen=True)
+class NatsConfig:
+    """The loopback nats-server of the edge; port 0 picks a free one."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How long a file-driven run waits for home's answers after the input ends."""
+
+    answer_timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class EdgeConfig:
+    """The whole of ``edge.yaml``."""
+
+    device: str = "board"
+    nats: NatsConfig = field(default_factory=NatsConfig)
+    audio: AudioConfig = field(default_factory=AudioConfig)
+    endpointing: EndpointingConfig = field(default_factory=EndpointingConfig)
+    asr: AsrConfig = field(default_factory=AsrConfig)
+    tts: TtsConfig = field(default_factory=TtsConfig)
+    echo_gate: EchoGateConfig = field(default_factory=EchoGateConfig)
+    notice: NoticeConfig = field(default_factory=NoticeConfig)
+    bridge: BridgeConfig = field(default_factory=BridgeConfig)
+    run: RunConfig = field(default_factory=RunConfig)

@@ -1,0 +1,172 @@
+"""The endpointer: a pure state machine from frames and button presses to utterances.
+
+Voice activity is frame energy against a threshold in dBFS, with hysteresis:
+speech starts after ``start_ms`` of loud frames (a pre-roll of earlier frames is
+kept so the first syllable is not lost) and ends after ``end_silence_ms`` of
+quiet ones, or at ``max_utterance_s``. While the push-to-talk button is held,
+the button alone decides: press opens an utterance (or takes over an open one),
+release closes it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from edge.audio.base import AudioFrame
+from edge.config import EndpointMode, VadConfig
+
+EndReason = Literal["vad", "max_length", "push_to_talk", "end_of_input", "echo_gate"]
+StartReason = Literal["vad", "push_to_talk"]
+
+_SILENT_DB = -120.0
+
+
+@dataclass(frozen=True)
+class UtteranceStart:
+    """An utterance opens; ``at`` is the monotonic time of its first sample."""
+
+    at: float
+    reason: StartReason
+
+
+@dataclass(frozen=True)
+class UtteranceAudio:
+    """One frame of an open utterance."""
+
+    frame: AudioFrame
+
+
+@dataclass(frozen=True)
+class UtteranceEnd:
+    """The utterance closes; ``speech_ended_at`` is when the voice stopped, ``at`` the decision."""
+
+    at: float
+    speech_ended_at: float
+    reason: EndReason
+
+
+SegmentEvent = UtteranceStart | UtteranceAudio | UtteranceEnd
+
+
+def frame_level_db(pcm: bytes) -> float:
+    """RMS level of 16-bit PCM in dB relative to full scale (-120 for digital silence)."""
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    if not len(samples):
+        return _SILENT_DB
+    rms = math.sqrt(float(np.mean(samples * samples))) / 32768.0
+    return max(_SILENT_DB, 20.0 * math.log10(rms)) if rms > 0 else _SILENT_DB
+
+
+class Endpointer:
+    """Turns frames and button presses into :data:`SegmentEvent` s."""
+
+    def __init__(self, mode: EndpointMode, vad: VadConfig) -> None:
+        self.mode = mode
+        self.vad = vad
+        self._use_vad = mode in ("vad", "both")
+        self._open = False
+        self._held = False
+        self._started_at = 0.0
+        self._loud_s = 0.0
+        self._quiet_s = 0.0
+        self._last_voice_end = 0.0
+        self._pre_roll: deque[AudioFrame] = deque()
+        self._pending: list[AudioFrame] = []  # loud frames before the start is confirmed
+
+    @property
+    def is_open(self) -> bool:
+        """True while an utterance is open."""
+        return self._open
+
+    @property
+    def held(self) -> bool:
+        """True while the push-to-talk button is down."""
+        return self._held
+
+    def on_frame(self, frame: AudioFrame) -> list[SegmentEvent]:
+        """Feed one admitted frame."""
+        if self._open:
+            return self._in_utterance(frame)
+        if self._use_vad and not self._held:
+            return self._listening(frame)
+        return []
+
+    def on_button(self, pressed: bool, at: float) -> list[SegmentEvent]:
+        """The push-to-talk button went down (``pressed``) or up at monotonic time ``at``."""
+        if self.mode == "vad":
+            return []
+        self._held = pressed
+        if pressed:
+            if self._open:
+                return []  # the button takes over the utterance VAD opened
+            self._reset_listening()
+            self._open, self._started_at = True, at
+            self._last_voice_end = at
+            return [UtteranceStart(at, "push_to_talk")]
+        if self._open:
+            return self._close(at, at, "push_to_talk")
+        return []
+
+    def cut(self, at: float, reason: EndReason) -> list[SegmentEvent]:
+        """Close an open utterance now (end of input, or the echo gate shut the microphone)."""
+        if not self._open:
+            self._reset_listening()
+            return []
+        return self._close(at, self._last_voice_end if not self._held else at, reason)
+
+    def _listening(self, frame: AudioFrame) -> list[SegmentEvent]:
+        loud = frame_level_db(frame.pcm) >= self.vad.threshold_db
+        if not loud:
+            self._loud_s = 0.0
+            self._pre_roll.extend(self._pending)
+            self._pending.clear()
+            self._remember(frame)
+            return []
+        self._loud_s += frame.duration_s
+        self._pending.append(frame)
+        if self._loud_s * 1000 < self.vad.start_ms:
+            return []
+        frames = [*self._pre_roll, *self._pending]
+        self._reset_listening()
+        self._open, self._started_at = True, frames[0].captured_at
+        self._last_voice_end = frame.ends_at
+        return [UtteranceStart(self._started_at, "vad"), *(UtteranceAudio(f) for f in frames)]
+
+    def _remember(self, frame: AudioFrame) -> None:
+        self._pre_roll.append(frame)
+        while self._pre_roll and (
+            frame.ends_at - self._pre_roll[0].captured_at > self.vad.pre_roll_ms / 1000
+        ):
+            self._pre_roll.popleft()
+
+    def _in_utterance(self, frame: AudioFrame) -> list[SegmentEvent]:
+        events: list[SegmentEvent] = [UtteranceAudio(frame)]
+        if self._held:
+            self._last_voice_end = frame.ends_at
+            return events
+        if frame_level_db(frame.pcm) >= self.vad.threshold_db:
+            self._quiet_s = 0.0
+            self._last_voice_end = frame.ends_at
+        else:
+            self._quiet_s += frame.duration_s
+        if self._quiet_s * 1000 >= self.vad.end_silence_ms:
+            events += self._close(frame.ends_at, self._last_voice_end, "vad")
+        elif frame.ends_at - self._started_at >= self.vad.max_utterance_s:
+            events += self._close(frame.ends_at, self._last_voice_end, "max_length")
+        return events
+
+    def _close(self, at: float, speech_ended_at: float, reason: EndReason) -> list[SegmentEvent]:
+        self._open = False
+        self._quiet_s = 0.0
+        self._reset_listening()
+        return [UtteranceEnd(at, speech_ended_at, reason)]
+
+    def _reset_listening(self) -> None:
+        self._loud_s = 0.0
+        self._pre_roll.clear()
+        self._pending.clear()

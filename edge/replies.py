@@ -1,0 +1,51 @@
+"""The reply rail on a board with no screen: text not to be spoken goes to the log.
+
+Agents publish status lines and unspeakable answers (``spoken: false`` with a
+``reason``) on ``events.workspace.<agent>.out.reply.<device>``. The TUI shows
+them; the board writes them to its journal, so they are never silently lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import Self
+
+from edge.bus import Bus
+from shared.event import Event
+from shared.subjects import device_rail_pattern
+
+log = logging.getLogger(__name__)
+
+
+class ReplyLog:
+    """Logs every reply for this device, with the agent's reason when it was not spoken."""
+
+    def __init__(self, bus: Bus, *, device: str) -> None:
+        self.bus = bus
+        self.device = device
+        self.replies = 0
+
+    async def __aenter__(self) -> Self:
+        await self.bus.subscribe(device_rail_pattern("reply", self.device), self._on_reply)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    async def _on_reply(self, subject: str, event: Event) -> None:
+        self.replies += 1
+        text = event.payload.get("text")
+        reason = event.payload.get("reason")
+        log.warning(
+            "reply (not spoken%s) on %s [%s]: %s",
+            f": {reason}" if isinstance(reason, str) else "",
+            subject,
+            event.binding_id or "-",
+            text if isinstance(text, str) else f"<no text: {sorted(event.payload)}>",
+        )

@@ -1,0 +1,295 @@
+"""``edge run``: the component list, started in order and stopped in reverse.
+
+    1. nats      the loopback nats-server of the board
+    2. bus       the edge's NATS client
+    3. speaker   TTS node: subscribes to the device's speak subject, plays, acks
+    4. notice    the unreachable-home notice (synthesized once) and bridge status
+       replies   the reply rail (text not to be spoken) into the log
+    5. asr       Vosk node: segment events in, partials and turns out
+    6. bridge    the edge bridge node (:mod:`edge.seam`), only with ``bridge.half``
+    7. capture   microphone -> echo gate -> endpointer -> asr; push-to-talk
+    8. systemd   READY=1, then watchdog pings (no-op outside systemd)
+
+Everything that listens is up before the bridge opens, and the bridge is up
+before the microphone, so nothing is said into a board that cannot yet carry it.
+Models load once, in parallel threads, before any component starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from edge.asr import AsrNode, VoskRecognizer
+from edge.audio import SoundDeviceSink, SoundDeviceSource, WavSink, WavSource
+from edge.audio.base import AudioSink, AudioSource
+from edge.bus import Bus
+from edge.capture import CaptureNode
+from edge.config import (
+    AudioConfig,
+    DeviceInput,
+    DeviceOutput,
+    EdgeConfig,
+    PushToTalkConfig,
+    WavInput,
+    WavOutput,
+)
+from edge.echo_gate import EchoGate
+from edge.endpoint.buttons import Button, GpioValueButton, TerminalKeyButton
+from edge.endpoint.segmenter import Endpointer
+from edge.models import resolve_piper_voice, resolve_vosk_model
+from edge.natsd import LocalNatsServer
+from edge.notice import NoticeNode
+from edge.replies import ReplyLog
+from edge.seam import EdgeBridgeFactory, load_bridge_factory
+from edge.systemd import SystemdNotifier
+from edge.tts import PiperSynthesizer, Speaker
+
+log = logging.getLogger(__name__)
+
+ASR_SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class Models:
+    """The loaded speech models, shared by every run in one process (loaded once)."""
+
+    recognizer: VoskRecognizer
+    synth: PiperSynthesizer
+
+    @classmethod
+    async def load(cls, config: EdgeConfig) -> Models:
+        """Load the Vosk model and the Piper voice in parallel threads."""
+        model_dir = resolve_vosk_model(config.asr.model)
+        voice = resolve_piper_voice(config.tts.voice)
+        recognizer, synth = await asyncio.gather(
+            asyncio.to_thread(
+                VoskRecognizer, model_dir, sample_rate=ASR_SAMPLE_RATE, grammar=config.asr.grammar
+            ),
+            asyncio.to_thread(PiperSynthesizer, voice, length_scale=config.tts.length_scale),
+        )
+        return cls(recognizer, synth)
+
+
+def with_audio_files(
+    config: EdgeConfig, audio_in: Path | None, audio_out: Path | None
+) -> EdgeConfig:
+    """``config`` with ``--audio-in`` / ``--audio-out`` files in place of its devices."""
+    audio = config.audio
+    if audio_in is not None:
+        audio = replace(audio, input=WavInput(audio_in, realtime=True))
+    if audio_out is not None:
+        audio = replace(audio, output=WavOutput(audio_out, realtime=True))
+    return replace(config, audio=audio)
+
+
+def open_source(audio: AudioConfig) -> AudioSource:
+    """The configured microphone (or file)."""
+    match audio.input:
+        case WavInput(path=path, realtime=realtime):
+            return WavSource(
+                path, sample_rate=ASR_SAMPLE_RATE, block_ms=audio.block_ms, realtime=realtime
+            )
+        case DeviceInput(device=device):
+            return SoundDeviceSource(device, sample_rate=ASR_SAMPLE_RATE, block_ms=audio.block_ms)
+    raise TypeError(f"unknown audio input {audio.input!r}")
+
+
+def open_sink(audio: AudioConfig) -> AudioSink:
+    """The configured speaker (or file)."""
+    match audio.output:
+        case WavOutput(path=path, realtime=realtime):
+            return WavSink(path, realtime=realtime)
+        case DeviceOutput(device=device):
+            return SoundDeviceSink(device)
+    raise TypeError(f"unknown audio output {audio.output!r}")
+
+
+def open_button(ptt: PushToTalkConfig) -> Button | None:
+    """The configured push-to-talk source, if any."""
+    if ptt.source == "gpio" and ptt.value_path is not None:
+        return GpioValueButton(ptt.value_path, active_low=ptt.active_low, poll_ms=ptt.poll_ms)
+    if ptt.source == "key":
+        return TerminalKeyButton(ptt.key)
+    return None
+
+
+@dataclass
+class RunSummary:
+    """What one run did, for ``--json`` and the exit code."""
+
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    acks: list[dict[str, Any]] = field(default_factory=list)
+    unanswered: list[str] = field(default_factory=list)
+    notices: int = 0
+    barge_ins: int = 0
+    echo_gate_dropped: int = 0
+    malformed_events: int = 0
+
+
+class EdgeRuntime:
+    """The running edge: enter to start every component, exit to stop them in reverse."""
+
+    def __init__(
+        self,
+        config: EdgeConfig,
+        *,
+        models: Models | None = None,
+        source: AudioSource | None = None,
+        sink: AudioSink | None = None,
+        button: Button | None = None,
+        bridge_factory: EdgeBridgeFactory | None = None,
+        notifier: SystemdNotifier | None = None,
+    ) -> None:
+        self.config = config
+        self.models = models
+        self._source = source
+        self._sink = sink
+        self._button = button
+        self._bridge_factory = bridge_factory
+        self.notifier = notifier or SystemdNotifier()
+        self.gate = EchoGate(config.echo_gate.tail_ms / 1000)
+        self._settled: set[str] = set()
+        self._settled_changed = asyncio.Event()
+        self._stack = AsyncExitStack()
+        self.nats: LocalNatsServer
+        self.bus: Bus
+        self.speaker: Speaker
+        self.notice: NoticeNode
+        self.replies: ReplyLog
+        self.asr: AsrNode
+        self.capture: CaptureNode
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.aclose()
+
+    async def _enter(self, name: str, component: AbstractAsyncContextManager[Any]) -> Any:
+        began = time.monotonic()
+        entered = await self._stack.enter_async_context(component)
+        log.info("started %s (%.2f s)", name, time.monotonic() - began)
+        return entered
+
+    async def _start(self) -> None:
+        config = self.config
+        bridge_factory = self._bridge_factory
+        if config.bridge.half is not None and bridge_factory is None:
+            bridge_factory = load_bridge_factory()  # fail before loading models
+        if self.models is None:
+            self.models = await Models.load(config)
+        models = self.models
+        device = config.device
+        self.nats = await self._enter("nats", LocalNatsServer(config.nats.host, config.nats.port))
+        self.bus = await self._enter("bus", Bus(self.nats.url))
+        sink = await self._enter("sink", self._sink or open_sink(config.audio))
+        self.speaker = await self._enter(
+            "speaker",
+            Speaker(
+                self.bus, models.synth, sink, self.gate, device=device, on_settled=self._settle
+            ),
+        )
+        self.notice = await self._enter(
+            "notice",
+            NoticeNode(
+                self.bus,
+                self.speaker,
+                models.synth,
+                device=device,
+                text=config.notice.text,
+                on_settled=self._settle,
+            ),
+        )
+        self.replies = await self._enter("replies", ReplyLog(self.bus, device=device))
+        self.asr = await self._enter(
+            "asr", AsrNode(self.bus, models.recognizer, device=device, partials=config.asr.partials)
+        )
+        if config.bridge.half is not None and bridge_factory is not None:
+            await self._enter(
+                "bridge",
+                bridge_factory(
+                    half=config.bridge.half,
+                    secrets=config.bridge.secrets,
+                    nats_url=self.nats.url,
+                    device=device,
+                ),
+            )
+        source = await self._enter("source", self._source or open_source(config.audio))
+        button = self._button or open_button(config.endpointing.push_to_talk)
+        if button is not None:
+            button = await self._enter("button", button)
+        endpointer = Endpointer(config.endpointing.mode, config.endpointing.vad)
+        self.capture = await self._enter(
+            "capture",
+            CaptureNode(source, self.gate, endpointer, self.asr, self.speaker, button=button),
+        )
+        finite = isinstance(config.audio.input, WavInput) and self._source is None
+        self.notifier.healthy = lambda: finite or self.capture.running
+        await self._enter("systemd", self.notifier)
+        self.notifier.notify(f"READY=1\nSTATUS=listening as {device} on {self.nats.url}")
+
+    def _settle(self, binding_id: str) -> None:
+        self._settled.add(binding_id)
+        self._settled_changed.set()
+
+    def unanswered(self) -> list[str]:
+        """Binding ids of turns that have had neither an answer played nor a notice."""
+        return [t.binding_id for t in self.asr.turn_published if t.binding_id not in self._settled]
+
+    async def drain(self, answer_timeout_s: float | None = None) -> list[str]:
+        """After the input ends: wait for answers to every turn, then for queued speech.
+
+        Returns the binding ids still unanswered when ``answer_timeout_s`` ran out.
+        """
+        timeout = self.config.run.answer_timeout_s if answer_timeout_s is None else answer_timeout_s
+        await self.capture.exhausted.wait()
+        await self.asr.wait_idle()
+        deadline = time.monotonic() + timeout
+        while self.unanswered() and (left := deadline - time.monotonic()) > 0:
+            self._settled_changed.clear()
+            try:
+                await asyncio.wait_for(self._settled_changed.wait(), left)
+            except TimeoutError:
+                break
+        await self.speaker.wait_idle()
+        return self.unanswered() if timeout > 0 else []
+
+    def summary(self) -> RunSummary:
+        """Counters and events of this run."""
+        return RunSummary(
+            turns=[
+                {"binding_id": t.binding_id, "text": t.text, "confidence": round(t.confidence, 3)}
+                for t in self.asr.turn_published
+            ],
+            acks=[
+                {
+                    "binding_id": a.binding_id,
+                    "ok": a.ok,
+                    "interrupted": a.interrupted,
+                    "error": a.error,
+                }
+                for a in self.speaker.acks
+            ],
+            unanswered=self.unanswered(),
+            notices=self.notice.notices_played,
+            barge_ins=self.capture.barge_ins,
+            echo_gate_dropped=self.gate.dropped,
+            malformed_events=self.bus.malformed + self.speaker.stats.malformed,
+        )

@@ -1,0 +1,287 @@
+"""Speech synthesis with Piper, and the speaker node: speak requests in, audio out, acks back.
+
+The voice is loaded once. Synthesis runs sentence by sentence on one worker
+thread and playback starts with the first sentence, so the time to first audio
+is one sentence's synthesis, not the whole reply's. Requests play strictly in
+arrival order. Every request with a ``binding_id`` is acked on
+``events.action.speech.completed.<binding_id>`` after playback: ``ok: true``;
+``interrupted: true`` when a barge-in cut it off (or dropped it from the queue);
+``ok: false`` with ``error`` when synthesis or the sink failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncGenerator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
+
+import numpy as np
+from piper import PiperVoice, SynthesisConfig
+
+from edge.audio.base import AudioSink, Pcm, PlaybackResult
+from edge.bus import Bus
+from edge.echo_gate import EchoGate
+from edge.errors import EdgeError, ModelError, SynthesisFailed
+from edge.models import PiperVoiceFiles
+from edge.wire import SpeakRequest, SpeechCompleted
+from shared.errors import ContractError
+from shared.event import Event
+from shared.subjects import speak_pattern
+
+log = logging.getLogger(__name__)
+
+
+class PiperSynthesizer:
+    """One Piper voice, loaded once; blocking synthesis, sentence by sentence."""
+
+    def __init__(self, voice: PiperVoiceFiles, *, length_scale: float | None = None) -> None:
+        try:
+            self.voice = PiperVoice.load(voice.model, config_path=voice.config)
+        except Exception as exc:  # onnxruntime and json raise many kinds; name the file
+            raise ModelError(f"{voice.model}: Piper could not load the voice: {exc}") from exc
+        self.sample_rate: int = self.voice.config.sample_rate
+        self._config = SynthesisConfig(length_scale=length_scale)
+
+    def sentences(self, text: str) -> Iterator[Pcm]:
+        """Int16 audio, one chunk per sentence, as each is synthesized."""
+        for chunk in self.voice.synthesize(text, syn_config=self._config):
+            yield np.asarray(chunk.audio_int16_array, dtype=np.int16).reshape(-1)
+
+    def render(self, text: str) -> Pcm:
+        """The whole text as one int16 array (for notices synthesized once at start)."""
+        parts = list(self.sentences(text))
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+
+
+@dataclass
+class _Item:
+    text: str
+    request: SpeakRequest | None  # None: a local notice, nobody waits for an ack
+    pcm: Pcm | None = None  # already rendered (notices)
+    received_at: float = field(default_factory=time.monotonic)
+    dropped: bool = False  # a barge-in came while it waited: acked, never played
+
+
+@dataclass
+class SpeakerStats:
+    """Counters and the last timings, for logs and benchmarks."""
+
+    spoken: int = 0
+    failed: int = 0
+    interrupted: int = 0
+    malformed: int = 0
+    unackable: int = 0
+    notices: int = 0
+    last_time_to_first_audio_s: float | None = None
+    last_playback: PlaybackResult | None = None
+
+
+class Speaker:
+    """The TTS node: subscribes to the device's speak subject and plays in order."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        synth: PiperSynthesizer,
+        sink: AudioSink,
+        gate: EchoGate,
+        *,
+        device: str,
+        on_settled: Callable[[str], None] | None = None,
+    ) -> None:
+        self.bus = bus
+        self.synth = synth
+        self.sink = sink
+        self.gate = gate
+        self.device = device
+        self.source = f"edge.audio.{device}"
+        self.stats = SpeakerStats()
+        self.acks: list[SpeechCompleted] = []
+        self._on_settled = on_settled
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._pending: list[_Item] = []  # queued, not yet taken by the worker
+        self._stop = asyncio.Event()
+        self._busy = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="piper")
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        await self.bus.subscribe(speak_pattern(self.device), self._on_speak)
+        self._task = asyncio.create_task(self._run(), name="speaker")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def speaking(self) -> bool:
+        """True while an item is being synthesized or played."""
+        return self._busy
+
+    async def wait_idle(self) -> None:
+        """Return once the queue is empty and nothing is playing."""
+        await self._idle.wait()
+
+    async def _on_speak(self, subject: str, event: Event) -> None:
+        try:
+            request = SpeakRequest.from_event(subject, event)
+        except ContractError as exc:
+            self.stats.malformed += 1
+            log.warning("refused a speak event %s on %s: %s", event.event_id, subject, exc)
+            if event.binding_id is not None:
+                await self._ack(event.binding_id, ok=False, error=f"refused: {exc}")
+            return
+        self.say(request)
+
+    def say(self, request: SpeakRequest) -> None:
+        """Queue a speak request behind everything already queued."""
+        self._enqueue(_Item(request.text, request))
+
+    def say_local(self, pcm: Pcm, text: str) -> None:
+        """Queue already-rendered audio that nobody acks (the unreachable-home notice)."""
+        self._enqueue(_Item(text, None, pcm))
+
+    def _enqueue(self, item: _Item) -> None:
+        self._idle.clear()
+        self._pending.append(item)
+        self._queue.put_nowait(item)
+
+    def barge_in(self) -> None:
+        """Stop what is playing and drop what is queued; each is acked ``interrupted``."""
+        if self._busy:
+            self._stop.set()
+        for item in self._pending:
+            item.dropped = True
+
+    async def _run(self) -> None:
+        while True:
+            item = await self._queue.get()
+            self._pending.remove(item)
+            self._busy = True
+            try:
+                if item.dropped:
+                    await self._settle(item, interrupted=True)
+                else:
+                    await self._speak(item)
+            except Exception:
+                # One bad item (a failed ack publish, say) must not silence the board.
+                self.stats.failed += 1
+                log.exception("speaker failed on %r", item.text[:60])
+            finally:
+                self._busy = False
+                if self._queue.empty():
+                    self._idle.set()
+
+    async def _speak(self, item: _Item) -> None:
+        self._stop.clear()
+        chunks = self._prerendered(item.pcm) if item.pcm is not None else self._stream(item.text)
+        self.gate.speaking_started()
+        result: PlaybackResult | None = None
+        try:
+            result = await self.sink.play(chunks, self.synth.sample_rate, self._stop)
+        except (EdgeError, OSError) as exc:
+            self.stats.failed += 1
+            log.error("speech failed (%r): %s", item.text[:60], exc)
+            await self._settle(item, error=str(exc))
+            return
+        finally:
+            # Whatever happened, the microphone must open again.
+            self.gate.speaking_ended(barge_in=result is not None and result.interrupted)
+            await chunks.aclose()
+        self.stats.last_playback = result
+        if result.first_audio_at is not None:
+            self.stats.last_time_to_first_audio_s = result.first_audio_at - item.received_at
+        await self._settle(item, interrupted=result.interrupted, duration_s=result.duration_s)
+
+    async def _settle(
+        self,
+        item: _Item,
+        *,
+        interrupted: bool = False,
+        error: str | None = None,
+        duration_s: float = 0.0,
+    ) -> None:
+        if interrupted:
+            self.stats.interrupted += 1
+        elif error is None:
+            self.stats.spoken += 1
+        if item.request is None:
+            self.stats.notices += 1
+            return
+        binding_id = item.request.binding_id
+        if binding_id is None:
+            self.stats.unackable += 1
+            log.warning("spoke %r with no binding_id: nobody can be acked", item.text[:60])
+            return
+        await self._ack(
+            binding_id,
+            ok=error is None,
+            interrupted=interrupted,
+            error=error,
+            duration_s=duration_s,
+        )
+        if self._on_settled is not None:
+            self._on_settled(binding_id)
+
+    async def _ack(
+        self,
+        binding_id: str,
+        *,
+        ok: bool,
+        interrupted: bool = False,
+        error: str | None = None,
+        duration_s: float = 0.0,
+    ) -> None:
+        ack = SpeechCompleted(binding_id, self.device, ok, interrupted, error, duration_s)
+        self.acks.append(ack)
+        event = ack.to_event(
+            source=self.source, sequence_number=self.bus.next_sequence(self.source)
+        )
+        await self.bus.publish(ack.subject, event)
+
+    async def _prerendered(self, pcm: Pcm) -> AsyncGenerator[Pcm, None]:
+        yield pcm
+
+    async def _stream(self, text: str) -> AsyncGenerator[Pcm, None]:
+        """Sentences from the synthesis thread as they are ready; stops it when closed early."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Pcm | BaseException | None] = asyncio.Queue()
+        cancelled = threading.Event()
+
+        def produce() -> None:
+            try:
+                for pcm in self.synth.sentences(text):
+                    if cancelled.is_set():
+                        break
+                    loop.call_soon_threadsafe(queue.put_nowait, pcm)
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+            except Exception as exc:  # reported to the consumer, which acks the failure
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+
+        future = loop.run_in_executor(self._executor, produce)
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise SynthesisFailed(f"Piper failed on {text[:60]!r}: {item}") from item
+                yield item
+        finally:
+            cancelled.set()
+            await asyncio.shield(future)

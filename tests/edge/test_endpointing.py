@@ -1,0 +1,179 @@
+"""The endpointer and the echo gate as pure state machines, on synthetic frames."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge.audio.base import AudioFrame
+from edge.config import VadConfig
+from edge.echo_gate import EchoGate
+from edge.endpoint import (
+    Endpointer,
+    GpioValueButton,
+    TerminalKeyButton,
+    UtteranceAudio,
+    UtteranceEnd,
+    UtteranceStart,
+    frame_level_db,
+)
+from edge.errors import ButtonError
+
+RATE = 16000
+BLOCK = 1600  # 100 ms
+
+
+def frame(at: float, *, loud: bool) -> AudioFrame:
+    t = np.arange(BLOCK) / RATE
+    amplitude = 8000 if loud else 30
+    pcm = (amplitude * np.sin(2 * np.pi * 440 * t)).astype("<i2").tobytes()
+    return AudioFrame(pcm, RATE, at)
+
+
+def feed(endpointer: Endpointer, pattern: str, start: float = 0.0) -> list[object]:
+    """Feed one 100 ms frame per character: '#' loud, '.' quiet."""
+    events: list[object] = []
+    for i, c in enumerate(pattern):
+        events += endpointer.on_frame(frame(start + i * 0.1, loud=c == "#"))
+    return events
+
+
+VAD = VadConfig(threshold_db=-40, start_ms=200, end_silence_ms=300, pre_roll_ms=200)
+
+
+def test_levels() -> None:
+    assert frame_level_db(frame(0, loud=True).pcm) > -20
+    assert frame_level_db(frame(0, loud=False).pcm) < -60
+    assert frame_level_db(b"\0\0" * 100) == -120.0
+
+
+def test_vad_opens_with_pre_roll_and_closes_after_silence() -> None:
+    ep = Endpointer("vad", VAD)
+    events = feed(ep, "....####....")
+    starts = [e for e in events if isinstance(e, UtteranceStart)]
+    ends = [e for e in events if isinstance(e, UtteranceEnd)]
+    audio = [e for e in events if isinstance(e, UtteranceAudio)]
+    assert len(starts) == 1 and len(ends) == 1
+    # Two frames of pre-roll (200 ms) before the first loud frame at 0.4 s.
+    assert starts[0].at == pytest.approx(0.2)
+    assert ends[0].reason == "vad"
+    assert ends[0].speech_ended_at == pytest.approx(0.8)
+    assert ends[0].at == pytest.approx(1.1)
+    assert len(audio) == 2 + 4 + 3
+    assert not ep.is_open
+
+
+def test_a_click_shorter_than_start_ms_opens_nothing() -> None:
+    ep = Endpointer("vad", VAD)
+    assert feed(ep, "..#..#..") == []
+
+
+def test_max_length_closes_a_long_utterance() -> None:
+    ep = Endpointer("vad", VadConfig(threshold_db=-40, start_ms=100, max_utterance_s=1.0))
+    ends = [e for e in feed(ep, "#" * 15) if isinstance(e, UtteranceEnd)]
+    assert [e.reason for e in ends] == ["max_length"]
+
+
+def test_push_to_talk_is_press_to_release_whatever_the_level() -> None:
+    ep = Endpointer("push_to_talk", VAD)
+    assert feed(ep, "####") == []  # VAD is off in this mode
+    assert ep.on_button(True, 1.0) == [UtteranceStart(1.0, "push_to_talk")]
+    audio = feed(ep, "..#..", start=1.0)
+    assert all(isinstance(e, UtteranceAudio) for e in audio) and len(audio) == 5
+    end = ep.on_button(False, 1.5)
+    assert end == [UtteranceEnd(1.5, 1.5, "push_to_talk")]
+
+
+def test_in_both_mode_the_button_takes_over_an_utterance_vad_opened() -> None:
+    ep = Endpointer("both", VAD)
+    feed(ep, "###")
+    assert ep.is_open
+    assert ep.on_button(True, 0.3) == []
+    # Silence would close a VAD utterance; while held it does not.
+    assert not [e for e in feed(ep, "......", start=0.3) if isinstance(e, UtteranceEnd)]
+    assert [e.reason for e in ep.on_button(False, 1.0) if isinstance(e, UtteranceEnd)] == [
+        "push_to_talk"
+    ]
+
+
+def test_cut_closes_an_open_utterance_only() -> None:
+    ep = Endpointer("vad", VAD)
+    assert ep.cut(0.0, "end_of_input") == []
+    feed(ep, "###")
+    (end,) = ep.cut(0.35, "end_of_input")
+    assert isinstance(end, UtteranceEnd) and end.reason == "end_of_input"
+
+
+def test_echo_gate_refuses_frames_while_speaking_and_in_the_tail() -> None:
+    now = [10.0]
+    gate = EchoGate(0.3, clock=lambda: now[0])
+    assert gate.admits(frame(9.8, loud=True))
+    gate.speaking_started()
+    assert not gate.admits(frame(9.95, loud=True))  # overlaps the start
+    assert not gate.admits(frame(11.0, loud=True))
+    now[0] = 12.0
+    gate.speaking_ended()
+    assert not gate.admits(frame(12.1, loud=True))  # in the tail
+    assert not gate.admits(frame(12.25, loud=True))  # ends in the tail... and past it
+    assert gate.admits(frame(12.3, loud=True))
+    assert (gate.admitted, gate.dropped) == (2, 4)
+
+
+def test_a_barge_in_reopens_the_gate_without_a_tail() -> None:
+    now = [5.0]
+    gate = EchoGate(0.5, clock=lambda: now[0])
+    gate.speaking_started()
+    gate.speaking_ended(6.0, barge_in=True)
+    assert gate.admits(frame(6.0, loud=True))
+    assert not gate.admits(frame(5.95, loud=True))
+
+
+async def test_gpio_button_reports_debounced_presses(tmp_path: Path) -> None:
+    value = tmp_path / "value"
+    value.write_text("1\n")  # active low: 1 is released
+    async with GpioValueButton(value, poll_ms=2) as button:
+        events = button.events()
+        value.write_text("0\n")
+        pressed = await asyncio.wait_for(anext(events), 5)
+        value.write_text("1\n")
+        released = await asyncio.wait_for(anext(events), 5)
+        await events.aclose()  # type: ignore[attr-defined]
+    assert (pressed.pressed, released.pressed) == (True, False)
+    assert released.at >= pressed.at
+
+
+async def test_gpio_button_names_a_bad_value_file(tmp_path: Path) -> None:
+    with pytest.raises(ButtonError, match="cannot read"):
+        async with GpioValueButton(tmp_path / "missing"):
+            pass
+    bad = tmp_path / "value"
+    bad.write_text("high")
+    with pytest.raises(ButtonError, match="expected 0 or 1"):
+        async with GpioValueButton(bad):
+            pass
+
+
+async def test_a_terminal_key_toggles_talking(tmp_path: Path) -> None:
+    leader, follower = os.openpty()
+    try:
+        async with TerminalKeyButton(" ", fd=follower) as button:
+            events = button.events()
+            os.write(leader, b"x ")
+            pressed = await asyncio.wait_for(anext(events), 5)
+            os.write(leader, b" ")
+            released = await asyncio.wait_for(anext(events), 5)
+            await events.aclose()  # type: ignore[attr-defined]
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert (pressed.pressed, released.pressed) == (True, False)
+
+
+async def test_a_terminal_key_needs_a_terminal(tmp_path: Path) -> None:
+    with (tmp_path / "file").open("w") as not_a_tty, pytest.raises(ButtonError, match="terminal"):
+        async with TerminalKeyButton(" ", fd=not_a_tty.fileno()):
+            pass

@@ -1,0 +1,90 @@
+"""Never silently deaf: bridge down -> the local notice for a turn; bridge back -> normal turns."""
+
+from __future__ import annotations
+
+import wave
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from edge.audio import WavSink
+from edge.runtime import EdgeRuntime, Models
+from edge.wire import Turn
+from shared.bridge_status import BridgeStatus
+from shared.event import Event, new_binding_id
+from shared.subjects import speak_subject
+from tests.edge.conftest import Collector, connect, file_config, wait_for
+
+pytestmark = pytest.mark.slow
+
+ACKS = "events.action.speech.completed.*"
+
+
+def status(reachable: bool) -> tuple[str, Event]:
+    s = BridgeStatus("board", reachable=reachable, reason=None if reachable else "link down")
+    return s.subject, s.to_event(source="bridge.board", sequence_number=0)
+
+
+def turn_event(text: str) -> tuple[str, Event]:
+    now = datetime.now(UTC)
+    turn = Turn("board", new_binding_id(), text, 1.0, (), now, now, "push_to_talk")
+    return turn.subject, turn.to_event(source="edge.audio.board", sequence_number=0)
+
+
+async def test_a_spoken_turn_while_home_is_unreachable_gets_the_notice(
+    models: Models, annyeong_wav: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.wav"
+    sink = WavSink(out, realtime=False)
+    # Real time, so the bridge's status is in before the phrase ends.
+    config = file_config(annyeong_wav, out, realtime=True, answer_timeout_s=20)
+    async with EdgeRuntime(config, models=models, sink=sink) as edge:
+        client = await connect(edge.nats.url)
+        try:
+            bus = await Collector(client).watch(ACKS)
+            await bus.publish(*status(reachable=False))
+            await wait_for(lambda: not edge.notice.home_reachable, "the status to land")
+            assert await edge.drain() == []  # the notice settles the turn
+        finally:
+            await client.close()
+        assert len(edge.asr.turn_published) == 1
+        assert edge.notice.notices_played == 1
+        assert edge.speaker.stats.notices == 1
+        notice_samples = edge.notice.samples
+    assert bus.on(ACKS) == []  # a local notice acks nobody
+    with wave.open(str(out), "rb") as wav:
+        assert wav.getnframes() == notice_samples
+
+
+async def test_when_home_returns_turns_carry_on_without_a_notice(
+    models: Models, annyeong_wav: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.wav"
+    sink = WavSink(out, realtime=False)
+    async with EdgeRuntime(file_config(annyeong_wav, out), models=models, sink=sink) as edge:
+        await edge.drain(answer_timeout_s=0)
+        client = await connect(edge.nats.url)
+        try:
+            bus = await Collector(client).watch(ACKS)
+            await bus.publish(*status(reachable=False))
+            await bus.publish(*turn_event("첫번째"))
+            await wait_for(lambda: edge.speaker.stats.notices == 1, "the notice")
+            await bus.publish(*status(reachable=True))
+            await wait_for(lambda: edge.notice.home_reachable, "home to return")
+            subject, second = turn_event("두번째")
+            await bus.publish(subject, second)
+            answer = Event.new(
+                "speak",
+                {"text": "Welcome back."},
+                source="agent.edge_asr",
+                sequence_number=0,
+                binding_id=second.binding_id,
+            )
+            await bus.publish(speak_subject("edge_asr", "board"), answer)
+            await wait_for(lambda: bus.on(ACKS), "home's answer to play")
+        finally:
+            await client.close()
+        assert edge.notice.notices_played == 1  # nothing said on return, none for turn two
+    (ack,) = bus.on(ACKS)
+    assert ack.binding_id == second.binding_id and ack.payload["ok"] is True
