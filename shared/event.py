@@ -236,7 +236,11 @@ class Event:
     def from_json(cls, raw: bytes | str, limits: EnvelopeLimits | None = None) -> Event:
         """Parse UTF-8 JSON bytes (or text); with ``limits``, enforce them first."""
         if limits is not None:
-            size = len(raw.encode("utf-8", errors="surrogatepass")) if isinstance(raw, str) else len(raw)
+            size = (
+                len(raw.encode("utf-8", errors="surrogatepass"))
+                if isinstance(raw, str)
+                else len(raw)
+            )
             if size > limits.max_event_bytes:
                 raise EnvelopeTooLarge(size, limits.max_event_bytes)
         try:

@@ -266,7 +266,7 @@ def overlaps(a: str, b: str) -> bool:
         tok_a, tok_b = ta[i], tb[i]
         if tok_a == ">" or tok_b == ">":
             return True
-        if tok_a == "*" or tok_b == "*" or tok_a == tok_b:
+        if tok_a == "*" or tok_b in ("*", tok_a):
             continue
         return False
     return True
