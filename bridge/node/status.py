@@ -41,8 +41,11 @@ def status_event(
         STATUS_EVENT_TYPE,
         {
             "text": status_text(side, state, detail),
-            "state": state,
+            # bridge/reachable/reason: the shape the edge reads (shared.bridge_status on main)
             "bridge": bridge,
+            "reachable": state == LINK_UP,
+            "reason": None if state == LINK_UP else (detail or state),
+            "state": state,
             "side": side,
             "device": device,
             "detail": detail,

@@ -166,7 +166,7 @@ def parse_bridge_half(doc: Any, file: str) -> BridgeHalf:
     endpoint = Endpoint(host="127.0.0.1", port=DEFAULT_PORT)
     if side:
         ep = r.mapping(top.get(endpoint_key), endpoint_key, top, endpoint_key)
-        endpoint = _parse_endpoint(r, ep, endpoint_key, side)
+        endpoint = _parse_endpoint(r, ep, endpoint_key, side, top.key_lines.get(endpoint_key))
     exports = r.str_list(top, "exports", "", check=fields.subject_pattern)
     imports = r.str_list(top, "imports", "", check=fields.subject_pattern)
     limits = HalfLimits()
@@ -216,7 +216,7 @@ def parse_bridge_half(doc: Any, file: str) -> BridgeHalf:
     )
 
 
-def _parse_endpoint(r: Reader, ep: LocatedDict, path: str, side: str) -> Endpoint:
+def _parse_endpoint(r: Reader, ep: LocatedDict, path: str, side: str, line: int | None) -> Endpoint:
     if side == "edge":
         r.allow_keys(ep, path, ("host", "port", "user", "host_key", "client_key"))
     else:
@@ -228,6 +228,6 @@ def _parse_endpoint(r: Reader, ep: LocatedDict, path: str, side: str) -> Endpoin
         user=r.get(ep, "user", path, str, None, required=False),
         host_key=r.get(ep, "host_key", path, str, None, required=False, check=_key_check),
         client_key=r.get(ep, client_field, path, str, None, required=False, check=_key_check),
-        line=ep.line or None,
+        line=line,
         lines=tuple(ep.key_lines.items()),
     )
