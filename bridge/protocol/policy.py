@@ -55,14 +55,18 @@ class HalfPolicy:
             check_publish_subject(subject)
         except SubjectError as exc:
             raise Refused(MALFORMED, str(exc)) from exc
-        if not any(matches(p, subject) for p in declared):
-            raise Refused(NOT_DECLARED, f"{subject!r} is not in the {what} of {self.half.file}")
         named = device_of(subject)
         if named is not None and named != self.device:
             raise Refused(
                 FOREIGN_DEVICE,
                 f"{subject!r} names device {named!r} but this link is device {self.device!r}",
             )
+        if not any(matches(p, subject) for p in declared):
+            raise Refused(NOT_DECLARED, f"{subject!r} is not in the {what} of {self.half.file}")
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Refused(NOT_TEXT, f"{subject!r}: the message is not UTF-8 text: {exc}") from exc
         try:
             event = Event.from_json(data, self.limits)
         except EnvelopeTooLarge as exc:
