@@ -85,7 +85,6 @@ class BridgeCore:
         self._link: _Link | None = None
         self._link_task: asyncio.Task[Any] | None = None
         self._link_lock = asyncio.Lock()
-        self._sent_high = 0
         self._status_seq = 0
         self.label = f"{half.bridge}@{half.side}"
 
@@ -253,10 +252,8 @@ class BridgeCore:
     def note_sent(self, entry: OutboxEntry) -> None:
         """Count one transmitted record (a resend if it had been sent before)."""
         self.counters.sent += 1
-        if entry.seq <= self._sent_high:
+        if self.outbox.mark_sent(entry):
             self.counters.resent += 1
-        else:
-            self._sent_high = entry.seq
 
 
 class _Link:
@@ -340,6 +337,10 @@ class _Link:
             raise HelloRefused(reason) from exc
         if hello.received.stream == core.outbox.stream:
             core.outbox.ack(hello.received.seq)
+        unseen = core.outbox.resolve_in_doubt()
+        if unseen:
+            core.counters.expired += len(unseen)
+            log.info("%s: %d sent event(s) expired unacked", core.label, len(unseen))
         core.receive.attach(hello.stream)
         self.queue.extend(core.outbox.pending())
 
@@ -414,7 +415,7 @@ class _Link:
             entry = self.queue.popleft()
             if not core.outbox.contains(entry.seq):
                 continue  # acked (resend raced an ack) or expired by the sweep
-            if entry.expires_at < now:
+            if entry.expires_at < now:  # never reached the peer: this link resends only that
                 core.outbox.remove(entry.seq)
                 core.counters.expired += 1
                 continue

@@ -41,8 +41,12 @@ class Outbox:
         self.capacity = capacity
         self.stream = stream or new_stream_id()
         self._entries: OrderedDict[int, OutboxEntry] = OrderedDict()
+        # Expired after being sent but before any ack: the peer may have handled (and
+        # counted) them, so they are only counted here once the next hello says it did not.
+        self._in_doubt: dict[int, OutboxEntry] = {}
         self._next_seq = 1
         self.acked_seq = 0
+        self.sent_high = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -66,7 +70,25 @@ class Outbox:
             del self._entries[first]
             removed += 1
         self.acked_seq = max(self.acked_seq, min(seq, self._next_seq - 1))
+        for doubtful in [s for s in self._in_doubt if s <= seq]:
+            del self._in_doubt[doubtful]
         return removed
+
+    def mark_sent(self, entry: OutboxEntry) -> bool:
+        """Note that ``entry`` went out on a link; True if it had gone out before (a resend)."""
+        if entry.seq <= self.sent_high:
+            return True
+        self.sent_high = entry.seq
+        return False
+
+    def resolve_in_doubt(self) -> list[OutboxEntry]:
+        """After the peer's hello was applied with :meth:`ack`: what it never received.
+
+        Those expired unseen by the peer and are this side's to count.
+        """
+        lost = list(self._in_doubt.values())
+        self._in_doubt.clear()
+        return lost
 
     def contains(self, seq: int) -> bool:
         """True while ``seq`` is unacknowledged and not expired out."""
@@ -81,11 +103,20 @@ class Outbox:
         self._entries.pop(seq, None)
 
     def drop_expired(self, now: float) -> list[OutboxEntry]:
-        """Remove and return every entry past its expiry."""
+        """Remove every entry past its expiry; return those never sent (certainly undelivered).
+
+        Expired entries that were sent are set aside until the peer's next ack or
+        hello says whether it handled them (see :meth:`resolve_in_doubt`).
+        """
         gone = [e for e in self._entries.values() if e.expires_at < now]
+        never_sent = []
         for entry in gone:
             del self._entries[entry.seq]
-        return gone
+            if entry.seq <= self.sent_high:
+                self._in_doubt[entry.seq] = entry
+            else:
+                never_sent.append(entry)
+        return never_sent
 
 
 class ReceiveState:

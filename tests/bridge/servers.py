@@ -22,6 +22,7 @@ from bridge.pair import PairResult, pair
 from bridge.transport import Backoff
 from shared.event import Event
 from shared.schema import BridgeHalf, load_bridge_half
+from tests.bridge.faulty_proxy import FaultyProxy
 from tests.shared.conftest import nats_server_binary
 
 
@@ -96,6 +97,7 @@ class Rig:
     home_url: str
     edge_url: str
     port: int
+    proxy: FaultyProxy | None = None
 
 
 @contextlib.asynccontextmanager
@@ -104,12 +106,12 @@ async def running_bridge(
     home_url: str,
     edge_url: str,
     *,
-    edge_port: int | None = None,
+    proxy: bool = False,
     heartbeat_s: float = 0.5,
     backoff: Backoff | None = None,
     edge_half: BridgeHalf | None = None,
 ) -> AsyncIterator[Rig]:
-    """Start the home endpoint (port 0) and the edge node; ``edge_port`` routes via a proxy."""
+    """Start the home endpoint (port 0) and the edge node; ``proxy`` puts a FaultyProxy between."""
     home = HomeBridgeEndpoint(
         [paired.home],
         host_key=paired.result.host_key,
@@ -119,10 +121,15 @@ async def running_bridge(
     )
     await home.start()
     edge: EdgeBridgeNode | None = None
+    faults: FaultyProxy | None = None
     home_nc = await nats.connect(home_url)
     edge_nc = await nats.connect(edge_url)
     try:
-        port = edge_port if edge_port is not None else home.port
+        port = home.port
+        if proxy:
+            faults = FaultyProxy(home.port)
+            await faults.start()
+            port = faults.port
         edge = EdgeBridgeNode(
             with_port(edge_half or paired.edge, port),
             client_key=paired.result.client_key,
@@ -132,10 +139,12 @@ async def running_bridge(
             status_interval_s=0.5,
         )
         await edge.start()
-        yield Rig(home, edge, home_nc, edge_nc, home_url, edge_url, home.port)
+        yield Rig(home, edge, home_nc, edge_nc, home_url, edge_url, home.port, faults)
     finally:
         if edge is not None:
             await edge.stop()
+        if faults is not None:
+            await faults.stop()
         await home.stop()
         await home_nc.close()
         await edge_nc.close()
