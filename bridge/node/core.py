@@ -335,9 +335,8 @@ class _Link:
             if isinstance(exc, HelloRefused):
                 raise
             raise HelloRefused(reason) from exc
-        if hello.received.stream == core.outbox.stream:
-            core.outbox.ack(hello.received.seq)
-        unseen = core.outbox.resolve_in_doubt()
+        known = hello.received.stream == core.outbox.stream
+        unseen = core.outbox.restart(hello.received.seq if known else None)
         if unseen:
             core.counters.expired += len(unseen)
             log.info("%s: %d sent event(s) expired unacked", core.label, len(unseen))
@@ -366,7 +365,9 @@ class _Link:
         core = self.core
         match frame:
             case Events(records):
-                await core.deliver(records)
+                # Shielded: a batch is handled whole even if the link dies meanwhile, so no
+                # record is marked received without having been published.
+                await asyncio.shield(core.deliver(records))
                 self.ack_due = True
                 self.wake.set()
             case Ack(seq):

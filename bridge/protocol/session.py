@@ -46,7 +46,10 @@ class Outbox:
         self._in_doubt: dict[int, OutboxEntry] = {}
         self._next_seq = 1
         self.acked_seq = 0
+        # Highest sequence sent on the current link (reset at each hello to what the peer
+        # says it has), and highest ever sent (to tell resends from first sends).
         self.sent_high = 0
+        self.ever_sent_high = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -75,17 +78,23 @@ class Outbox:
         return removed
 
     def mark_sent(self, entry: OutboxEntry) -> bool:
-        """Note that ``entry`` went out on a link; True if it had gone out before (a resend)."""
-        if entry.seq <= self.sent_high:
+        """Note that ``entry`` went out on the link; True if it had gone out before (a resend)."""
+        self.sent_high = max(self.sent_high, entry.seq)
+        if entry.seq <= self.ever_sent_high:
             return True
-        self.sent_high = entry.seq
+        self.ever_sent_high = entry.seq
         return False
 
-    def resolve_in_doubt(self) -> list[OutboxEntry]:
-        """After the peer's hello was applied with :meth:`ack`: what it never received.
+    def restart(self, peer_seq: int | None) -> list[OutboxEntry]:
+        """A new link: the peer's hello says it handled up to ``peer_seq`` of this stream.
 
-        Those expired unseen by the peer and are this side's to count.
+        ``None`` means the peer has no record of this stream (it restarted): all is resent.
+        Everything still pending counts as never sent on this link; expired entries the
+        peer never received are returned, for this side to count.
         """
+        if peer_seq is not None:
+            self.ack(peer_seq)
+        self.sent_high = peer_seq or 0
         lost = list(self._in_doubt.values())
         self._in_doubt.clear()
         return lost
