@@ -22,6 +22,8 @@ class FaultyProxy:
         self.refusing = False
         self.blackhole = False
         self.cuts = 0
+        self.bytes_up = 0  # client -> target, as TCP payload
+        self.bytes_down = 0
         self._server: asyncio.Server | None = None
         self._conns: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -80,8 +82,8 @@ class FaultyProxy:
             return
         pair = (writer, up_writer)
         self._conns.add(pair)
-        for src, dst in ((reader, up_writer), (up_reader, writer)):
-            task = asyncio.create_task(self._pipe(src, dst, pair))
+        for src, dst, up in ((reader, up_writer, True), (up_reader, writer, False)):
+            task = asyncio.create_task(self._pipe(src, dst, pair, up))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -90,6 +92,7 @@ class FaultyProxy:
         src: asyncio.StreamReader,
         dst: asyncio.StreamWriter,
         pair: tuple[asyncio.StreamWriter, asyncio.StreamWriter],
+        up: bool,
     ) -> None:
         try:
             while True:
@@ -98,6 +101,10 @@ class FaultyProxy:
                     break
                 if self.blackhole:
                     continue
+                if up:
+                    self.bytes_up += len(data)
+                else:
+                    self.bytes_down += len(data)
                 dst.write(data)
                 await dst.drain()
         except (ConnectionError, OSError):

@@ -177,3 +177,18 @@ class Collector:
     def events(self) -> list[Event]:
         """Envelopes received so far, in order."""
         return [Event.from_json(m.data) for m in self.msgs]
+
+
+async def await_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+    """:func:`wait_for_port` without blocking the event loop (a proxy on it may be in the path)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server on port {port} did not start") from None
+            await asyncio.sleep(0.05)
