@@ -291,7 +291,7 @@ def check_text_only(data: Any, limits: EnvelopeLimits) -> None:
 
 
 def _check_node(value: Any, key: str | None, path: str, limits: EnvelopeLimits) -> None:
-    # A plain recursive walk, pre-order like _walk, without generator overhead: every
+    # A plain recursive walk in pre-order, without generator overhead: every
     # event crossing a bridge passes through here twice.
     if key is not None and key.lower() in AUDIO_KEYS:
         raise NotTextOnly(
