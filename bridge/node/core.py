@@ -218,7 +218,6 @@ class BridgeCore:
     async def deliver(self, records: tuple[EventRecord, ...]) -> None:
         """Handle records from the peer: enforce the half, dedupe, publish locally."""
         now = time.time()
-        published = False
         for rec in records:
             self.counters.received += 1
             if not self.receive.accept(rec.seq):
@@ -242,12 +241,15 @@ class BridgeCore:
             except NatsError as exc:
                 raise LinkError(f"local NATS refused a publish: {exc}") from exc
             self.counters.delivered += 1
-            published = True
-        if published:
-            try:
-                await self._nc.flush(timeout=10)
-            except (NatsError, TimeoutError) as exc:
-                raise LinkError(f"local NATS did not confirm the publishes: {exc}") from exc
+
+    async def flush_local(self) -> None:
+        """Wait until local NATS has everything published so far (before acknowledging it)."""
+        try:
+            # Never cancel a nats-py flush: its PONG would later land on a cancelled
+            # future and kill the client's read loop (InvalidStateError in _process_pong).
+            await asyncio.shield(self._nc.flush(timeout=10))
+        except (NatsError, TimeoutError) as exc:
+            raise LinkError(f"local NATS did not confirm the publishes: {exc}") from exc
 
     def note_sent(self, entry: OutboxEntry) -> None:
         """Count one transmitted record (a resend if it had been sent before)."""
@@ -268,6 +270,8 @@ class _Link:
         self.queue: deque[OutboxEntry] = deque()
         self.wake = asyncio.Event()
         self.ack_due = False
+        self.ack_seq = 0
+        self.flush_wanted = asyncio.Event()
         self.control: list[Frame] = []
         self.early: list[Frame] = []
         self.last_rx = time.monotonic()
@@ -348,6 +352,7 @@ class _Link:
             asyncio.create_task(self._reader_loop(), name=f"bridge-read-{self.core.label}"),
             asyncio.create_task(self._writer_loop(), name=f"bridge-write-{self.core.label}"),
             asyncio.create_task(self._heartbeat_loop(), name=f"bridge-beat-{self.core.label}"),
+            asyncio.create_task(self._ack_loop(), name=f"bridge-ack-{self.core.label}"),
         ]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -368,8 +373,7 @@ class _Link:
                 # Shielded: a batch is handled whole even if the link dies meanwhile, so no
                 # record is marked received without having been published.
                 await asyncio.shield(core.deliver(records))
-                self.ack_due = True
-                self.wake.set()
+                self.flush_wanted.set()
             case Ack(seq):
                 core.outbox.ack(seq)
             case Ping(nonce):
@@ -390,14 +394,13 @@ class _Link:
                 await self._handle(frame)
 
     async def _writer_loop(self) -> None:
-        core = self.core
         while True:
             await self.wake.wait()
             self.wake.clear()
             frames: list[Frame] = list(self.control)
             self.control.clear()
             if self.ack_due:
-                frames.append(Ack(core.receive.seq))
+                frames.append(Ack(self.ack_seq))
                 self.ack_due = False
             batch = self._next_batch()
             if batch:
@@ -424,6 +427,18 @@ class _Link:
             size += len(entry.data)
             core.note_sent(entry)
         return batch
+
+    async def _ack_loop(self) -> None:
+        # Acks trail a flush of local NATS, in their own task so the reader keeps
+        # delivering meanwhile: an ack means the events reached the local server.
+        while True:
+            await self.flush_wanted.wait()
+            self.flush_wanted.clear()
+            seq = self.core.receive.seq
+            await self.core.flush_local()
+            self.ack_seq = seq
+            self.ack_due = True
+            self.wake.set()
 
     async def _heartbeat_loop(self) -> None:
         interval = self.core._heartbeat_s

@@ -22,6 +22,10 @@ OVERSIZE = "oversize"
 MALFORMED = "malformed"
 LOOP = "loop"
 FOREIGN_DEVICE = "foreign_device"
+# Verdicts on subjects are cached: a link carries few distinct subjects, many times over.
+_SUBJECT_CACHE = 4096
+_PASS = ("", "")
+
 REASONS = (NOT_DECLARED, NOT_TEXT, OVERSIZE, MALFORMED, LOOP, FOREIGN_DEVICE, "outbox_full")
 
 
@@ -37,6 +41,7 @@ class HalfPolicy:
         self.half = half
         self.device = device or half.device
         self.hop = hop_name(half)
+        self._subjects: dict[tuple[str, str], tuple[str, str]] = {}
         self.limits = EnvelopeLimits(
             max_event_bytes=half.limits.max_event_bytes,
             max_string_bytes=half.limits.max_string_bytes,
@@ -51,18 +56,15 @@ class HalfPolicy:
         return self._check(subject, data, self.half.import_patterns, "imports")
 
     def _check(self, subject: str, data: bytes, declared: tuple[str, ...], what: str) -> Event:
-        try:
-            check_publish_subject(subject)
-        except SubjectError as exc:
-            raise Refused(MALFORMED, str(exc)) from exc
-        named = device_of(subject)
-        if named is not None and named != self.device:
-            raise Refused(
-                FOREIGN_DEVICE,
-                f"{subject!r} names device {named!r} but this link is device {self.device!r}",
-            )
-        if not any(matches(p, subject) for p in declared):
-            raise Refused(NOT_DECLARED, f"{subject!r} is not in the {what} of {self.half.file}")
+        key = (what, subject)
+        verdict = self._subjects.get(key)
+        if verdict is None:
+            verdict = self._subject_verdict(subject, declared, what)
+            if len(self._subjects) >= _SUBJECT_CACHE:
+                self._subjects.clear()
+            self._subjects[key] = verdict
+        if verdict is not _PASS:
+            raise Refused(*verdict)
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -80,3 +82,20 @@ class HalfPolicy:
                 LOOP, f"{subject!r}: event {event.event_id} already crossed as {self.hop}"
             )
         return event.with_hop(self.hop)
+
+    def _subject_verdict(
+        self, subject: str, declared: tuple[str, ...], what: str
+    ) -> tuple[str, str]:
+        try:
+            check_publish_subject(subject)
+        except SubjectError as exc:
+            return (MALFORMED, str(exc))
+        named = device_of(subject)
+        if named is not None and named != self.device:
+            return (
+                FOREIGN_DEVICE,
+                f"{subject!r} names device {named!r} but this link is device {self.device!r}",
+            )
+        if not any(matches(p, subject) for p in declared):
+            return (NOT_DECLARED, f"{subject!r} is not in the {what} of {self.half.file}")
+        return _PASS
