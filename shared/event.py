@@ -290,6 +290,9 @@ def check_text_only(data: Any, limits: EnvelopeLimits) -> None:
     _check_node(data, None, "", limits)
 
 
+_SCALARS = (int, float, bool)
+
+
 def _check_node(value: Any, key: str | None, path: str, limits: EnvelopeLimits) -> None:
     # A plain recursive walk in pre-order, without generator overhead: every
     # event crossing a bridge passes through here twice.
@@ -313,16 +316,26 @@ def _check_node(value: Any, key: str | None, path: str, limits: EnvelopeLimits) 
     elif isinstance(value, dict):
         for k, v in value.items():
             k_str = str(k)
+            if v is None or type(v) in _SCALARS:
+                # A leaf that cannot carry sound: only its key needs checking.
+                if k_str.lower() in AUDIO_KEYS:
+                    raise NotTextOnly(
+                        f"{path}.{k_str}" if path else k_str,
+                        "audio never travels in an event (key names sound data)",
+                    )
+                continue
             _check_node(v, k_str, f"{path}.{k_str}" if path else k_str, limits)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
+            if item is None or type(item) in _SCALARS:
+                continue
             _check_node(item, None, f"{path}[{i}]", limits)
     elif isinstance(value, bytes | bytearray | memoryview):
         raise NotTextOnly(path or "<event>", "raw bytes are not text")
 
 
 def _looks_like_blob(text: str) -> bool:
-    if _DATA_URL.match(text):
+    if text[:5].lower() == "data:" and _DATA_URL.match(text):
         return True
     if len(text) < _BLOB_MIN_CHARS or not _BASE64_RUN.match(text):
         return False
