@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -57,10 +58,11 @@ console = Console()
 @contextlib.contextmanager
 def process(*args: str) -> Iterator[subprocess.Popen[bytes]]:
     """A side in its own process, terminated on exit."""
+    verbose = bool(os.environ.get("BENCH_VERBOSE"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.bridge.sides", *args],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=None if verbose else subprocess.DEVNULL,
     )
     try:
         yield proc
@@ -277,9 +279,9 @@ async def voice_turns(path: Path_, turns: int = 20) -> tuple[float, float, int]:
     """
     assert path.proxy is not None
     proxy = path.proxy
-    speak_rx, done_rx, turn_rx = Receiver(), Receiver(), Receiver()
+    turn_rx = await _subscribe(path)  # probes until the link carries events
+    speak_rx, done_rx = Receiver(), Receiver()
     await path.pub.subscribe("events.workspace.main.out.speak.board", cb=speak_rx.cb)
-    await path.sub.subscribe(UP, cb=turn_rx.cb)
     await path.sub.subscribe("events.action.speech.completed.*", cb=done_rx.cb)
     await path.pub.flush()
     await path.sub.flush()
@@ -297,12 +299,12 @@ async def voice_turns(path: Path_, turns: int = 20) -> tuple[float, float, int]:
             binding_id=binding,
         )
         await path.pub.publish(UP, sensation.to_json())
-        await _until(lambda s=sensation: s.event_id in turn_rx.arrived)
+        await _until(lambda s=sensation: s.event_id in turn_rx.arrived, "sensation")
         speak = Event.new(
             "speak", {"text": TURN[1]}, source="agent.main", sequence_number=n, binding_id=binding
         )
         await path.sub.publish("events.workspace.main.out.speak.board", speak.to_json())
-        await _until(lambda s=speak: s.event_id in speak_rx.arrived)
+        await _until(lambda s=speak: s.event_id in speak_rx.arrived, "speak")
         ack = Event.new(
             "speech.completed",
             {"ok": True, "text": "spoken"},
@@ -311,19 +313,19 @@ async def voice_turns(path: Path_, turns: int = 20) -> tuple[float, float, int]:
             binding_id=binding,
         )
         await path.pub.publish(f"events.action.speech.completed.{binding}", ack.to_json())
-        await _until(lambda s=ack: s.event_id in done_rx.arrived)
+        await _until(lambda s=ack: s.event_id in done_rx.arrived, "speech ack")
         await asyncio.sleep(0.15)  # let the protocol acks for this turn cross too
         per_turn.append(proxy.bytes_up + proxy.bytes_down - before)
         envelope = sum(len(e.to_json()) for e in (sensation, speak, ack))
     return statistics.mean(per_turn[1:]), per_turn[0], envelope
 
 
-async def _until(predicate: object, timeout_s: float = 10.0) -> None:
+async def _until(predicate: object, what: str, timeout_s: float = 10.0) -> None:
     assert callable(predicate)
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
-            raise TimeoutError("a voice-turn event did not arrive")
+            raise TimeoutError(f"the voice turn's {what} event did not arrive")
         await asyncio.sleep(0.002)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -140,4 +141,8 @@ async def sshfwd(
 COMMANDS = {"home": home, "edge": edge, "sshd": sshd, "sshfwd": sshfwd}
 
 if __name__ == "__main__":
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format=f"{sys.argv[1]}: %(name)s %(message)s"
+    )
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
     asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))  # type: ignore[operator]
