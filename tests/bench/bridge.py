@@ -123,7 +123,8 @@ async def leaf(paired: Paired, tmp: Path, via_proxy: bool) -> AsyncIterator[Path
     """Leaf nats-server -> SSH local forward -> hub nats-server's leafnode port."""
     hub_leaf, ssh_port, fwd_port = free_port(), free_port(), free_port()
     hub_conf = tmp / "hub.conf"
-    hub_conf.write_text(f"leafnodes {{ listen: 127.0.0.1:{hub_leaf} }}\n")
+    # no_advertise: the board must not learn (and bypass the tunnel to) the hub's real port
+    hub_conf.write_text(f"leafnodes {{ listen: 127.0.0.1:{hub_leaf}, no_advertise: true }}\n")
     leaf_conf = tmp / "leaf.conf"
     leaf_conf.write_text(
         f'leafnodes {{ reconnect: 1, remotes [ {{ url: "nats-leaf://127.0.0.1:{fwd_port}" }} ] }}\n'
