@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections import deque
@@ -211,7 +212,12 @@ class BridgeCore:
                 self._link = None
                 self.counters.link_downs += 1
                 self._link_task = None
-                log.info("%s: link with %s down", self.label, peer)
+                log.info(
+                    "%s: link with %s down; counters %s",
+                    self.label,
+                    peer,
+                    json.dumps(self.counters.snapshot(), separators=(",", ":")),
+                )
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.publish_status(LINK_DOWN, "link lost"))
 
