@@ -44,8 +44,9 @@ from tests.bridge.servers import (
 )
 
 UP = "events.sensation.board.turn"
-LATENCY_SECONDS = 5.0
-THROUGHPUT_EVENTS = 40_000
+LATENCY_SECONDS = 2.0
+LATENCY_ROUNDS = 3
+THROUGHPUT_EVENTS = 30_000
 WINDOW = 4_000  # in flight at most: the outbox holds 10,000 by default
 OUTAGE_S = 10.0
 OUTAGE_RATE = 100
@@ -371,11 +372,17 @@ async def run() -> list[Result]:
         paired = make_pair(tmp / "pair")
         task = progress.add_task("bridge benchmark", total=6)
         async with direct() as bare, ours(paired, False) as us, leaf(paired, tmp, False) as lf:
+            paths = (bare, us, lf)
             for rate in (100, 1000):
-                base = await latency(bare, rate)
-                mine = await latency(us, rate)
-                theirs = await latency(lf, rate)
+                # Interleaved rounds, pooled: load from anything else on the machine then
+                # falls on all three transports alike.
+                samples: dict[str, list[float]] = {p.name: [] for p in paths}
+                for _ in range(LATENCY_ROUNDS):
+                    for path in paths:
+                        samples[path.name] += await latency(path, rate)
                 progress.advance(task)
+                base, mine, theirs = (samples[p.name] for p in paths)
+                expected = int(rate * LATENCY_SECONDS) * LATENCY_ROUNDS
                 for q, label in ((0.5, "p50"), (0.99, "p99")):
                     b, m, t = _pct(base, q), _pct(mine, q), _pct(theirs, q)
                     results.append(
@@ -387,14 +394,17 @@ async def run() -> list[Result]:
                             "NATS leaf node over SSH (added)",
                             t - b,
                             f"bare NATS {label} {b:.3f} ms; ours {m:.3f} ms; leaf {t:.3f} ms "
-                            f"(lost: ours {len(base) and int(rate * LATENCY_SECONDS) - len(mine)}, "
-                            f"leaf {int(rate * LATENCY_SECONDS) - len(theirs)})",
+                            f"(lost: ours {expected - len(mine)}, leaf {expected - len(theirs)})",
                         )
                     )
-            mine_tp, mine_lost = await throughput(us)
-            progress.advance(task)
-            leaf_tp, leaf_lost = await throughput(lf)
-            progress.advance(task)
+            best: dict[str, tuple[float, int]] = {}
+            for _ in range(2):  # the ceiling is the best of two runs each, alternated
+                for path in (us, lf):
+                    rate, lost = await throughput(path)
+                    if rate > best.get(path.name, (0.0, 0))[0]:
+                        best[path.name] = (rate, lost)
+                progress.advance(task)
+            (mine_tp, mine_lost), (leaf_tp, leaf_lost) = best[us.name], best[lf.name]
             results.append(
                 Result(
                     "throughput ceiling, one tunnel",
@@ -403,7 +413,8 @@ async def run() -> list[Result]:
                     THROUGHPUT_EVENTS,
                     "NATS leaf node over SSH",
                     leaf_tp,
-                    f"at most {WINDOW} in flight; undelivered: ours {mine_lost}, leaf {leaf_lost}",
+                    f"best of 2; at most {WINDOW} in flight; undelivered: ours {mine_lost}, "
+                    f"leaf {leaf_lost}",
                 )
             )
         async with ours(paired, True) as us:
