@@ -78,8 +78,8 @@ class BridgeCore:
         self.detail = "not connected yet"
         self.peer: str | None = None
         self._nc = nc
-        self._heartbeat_s = heartbeat_s
-        self._hello_timeout_s = hello_timeout_s
+        self.heartbeat_s = heartbeat_s
+        self.hello_timeout_s = hello_timeout_s
         self._sweep_interval_s = sweep_interval_s
         self._subs: list[Subscription] = []
         self._sweeper: asyncio.Task[None] | None = None
@@ -322,12 +322,12 @@ class _Link:
         )
         await self._write([HelloFrame(mine.to_body())])
         try:
-            async with asyncio.timeout(core._hello_timeout_s):
+            async with asyncio.timeout(core.hello_timeout_s):
                 frames: list[Frame] = []
                 while not frames:
                     frames = await self._read_frames()
         except TimeoutError:
-            raise LinkError(f"no hello from the peer within {core._hello_timeout_s} s") from None
+            raise LinkError(f"no hello from the peer within {core.hello_timeout_s} s") from None
         first, self.early = frames[0], frames[1:]
         if isinstance(first, Refuse):
             raise HelloRefused(f"the peer refused this half: {first.reason}", first.findings)
@@ -447,7 +447,7 @@ class _Link:
             self.wake.set()
 
     async def _heartbeat_loop(self) -> None:
-        interval = self.core._heartbeat_s
+        interval = self.core.heartbeat_s
         while True:
             await asyncio.sleep(interval)
             silent = time.monotonic() - self.last_rx
