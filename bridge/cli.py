@@ -130,6 +130,14 @@ def pair(  # noqa: PLR0917 (Typer options are parameters)
         Path | None,
         typer.Option("--secrets", help="Where private keys go (default OUT/secrets, mode 0700)."),
     ] = None,
+    listen: Annotated[
+        str,
+        typer.Option(
+            "--listen",
+            help="Where home's endpoint listens (its half's listen.host); 0.0.0.0 for a real "
+            "board on the network, loopback for the TUI.",
+        ),
+    ] = "127.0.0.1",
     force: Annotated[bool, typer.Option("--force", help="Pair an already paired device again.")] = (
         False
     ),
@@ -150,7 +158,7 @@ def pair(  # noqa: PLR0917 (Typer options are parameters)
         bridge pair --device board --home 192.0.2.10:2222 --out /etc/tether
     """
     try:
-        result = pair_device(device, home, out, secrets=secrets, force=force)
+        result = pair_device(device, home, out, secrets=secrets, listen_host=listen, force=force)
     except PairError as exc:
         Console(stderr=True).print(f"[red]error[/red]: {exc}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None

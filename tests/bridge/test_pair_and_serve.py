@@ -80,10 +80,23 @@ def test_parse_home_refuses(value: str) -> None:
 def test_pair_cli(tmp_path: Path) -> None:
     runner = CliRunner()
     ok = runner.invoke(
-        app, ["pair", "--device", "board", "--home", "h:2222", "--out", str(tmp_path), "--json"]
+        app,
+        [
+            "pair",
+            "--device",
+            "board",
+            "--home",
+            "h:2222",
+            "--out",
+            str(tmp_path),
+            "--json",
+            "--listen",
+            "0.0.0.0",
+        ],
     )
     assert ok.exit_code == 0, ok.output
     written = json.loads(ok.output)
+    assert load_bridge_half(written["home_half"]).endpoint.host == "0.0.0.0"
     check = runner.invoke(app, ["check", written["edge_half"], written["home_half"]])
     assert check.exit_code == 0, check.output
     bad = runner.invoke(app, ["pair", "--device", "Board!", "--home", "h", "--out", str(tmp_path)])
