@@ -104,11 +104,11 @@ class EdgeBridgeNode:
         where = f"{endpoint.host}:{endpoint.port}"
         while True:
             state, detail = LINK_DOWN, ""
+            ups = core.counters.link_ups
             try:
                 async with open_bridge_channel(
                     endpoint, self._client_key, connect_timeout_s=self._connect_timeout_s
                 ) as channel:
-                    self._backoff.reset()
                     await core.run_link(channel.reader, channel.writer, peer=where)
             except HelloRefused as exc:
                 state, detail = LINK_REFUSED, exc.message
@@ -119,6 +119,10 @@ class EdgeBridgeNode:
             except BridgeError as exc:
                 detail = str(exc)
                 log.warning("bridge link to %s down: %s", where, exc)
+            if core.counters.link_ups > ups:
+                # The link was up (hello accepted): start over from the base delay. A link
+                # refused at hello keeps backing off, so a mispaired board does not hammer home.
+                self._backoff.reset()
             delay = self._backoff.next_delay()
             await core.publish_status(state, detail)
             await self._sleep_reporting(delay, state, detail)
