@@ -194,8 +194,9 @@ def serve(
 ) -> None:
     """Serve one bridge link on stdin/stdout: the OpenSSH forced-command path.
 
-    Put the board's key in the bridge user's authorized_keys with a forced
-    command, so OpenSSH authenticates it and this command carries the frames:
+    Declare `Subsystem tether-bridge /bin/false` in sshd_config, and put the
+    board's key in the bridge user's authorized_keys with a forced command, so
+    OpenSSH authenticates it and this command carries the frames:
 
         command="bridge serve --device board --half /etc/tether/board.home.yaml",restrict
         ssh-ed25519 AAAA... tether-board     (all on one line)
