@@ -5,7 +5,8 @@ OpenSSH authenticates the board and runs, per its ``authorized_keys`` line::
     command="bridge serve --device board --half /etc/tether/board.home.yaml",restrict \\
         ssh-ed25519 AAAA...   (one line in the file)
 
-so the key decides the device exactly as in the embedded endpoint. The frames
+(with ``Subsystem tether-bridge /bin/false`` in ``sshd_config``, since the edge asks for
+that subsystem), so the key decides the device exactly as in the embedded endpoint. The frames
 travel on stdin/stdout; logs go to stderr. Delivery state lives in this process:
 it lasts as long as one SSH connection (see PROTOCOL.md, "OpenSSH forced command").
 """
