@@ -318,3 +318,33 @@ async def test_edge_reports_home_unreachable_on_status(
     finally:
         await node.stop()
         await nc.close()
+
+
+async def test_full_outbox_and_expired_events_are_counted(paired: Paired, edge_nats: str) -> None:
+    small = dataclasses.replace(
+        paired.edge, limits=dataclasses.replace(paired.edge.limits, outbox_events=2)
+    )
+    nc = await nats.connect(edge_nats)
+    node = EdgeBridgeNode(
+        with_port(small, free_port()),  # home unreachable: everything waits in the outbox
+        client_key=paired.result.client_key,
+        nats_url=edge_nats,
+        backoff=Backoff(base_s=0.05, cap_s=0.2),
+    )
+    await node.start()
+    try:
+        short = Event.new(
+            "sensation.turn", {"text": "soon stale"}, source="t", sequence_number=1, ttl_ms=200
+        )
+        await nc.publish("events.sensation.board.turn", short.to_json())
+        await nc.publish("events.sensation.board.turn", turn(2))
+        await nc.publish("events.sensation.board.turn", turn(3))
+        await wait_until(
+            lambda: node.health()["counters"]["refused"].get("outbox_full") == 1,
+            what="the third event refused",
+        )
+        await wait_until(lambda: node.health()["counters"]["expired"] == 1, what="expiry")
+        assert node.health()["outbox"] == 1
+    finally:
+        await node.stop()
+        await nc.close()
