@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -96,8 +97,24 @@ async def open_bridge_channel(
             raise TransportRefused(f"{where} refused the bridge channel: {exc.reason}") from exc
         except (OSError, asyncssh.Error) as exc:
             raise LinkError(f"lost {where} while opening the bridge channel: {exc}") from exc
-        yield BridgeChannel(reader=reader, writer=writer)
+        # Under OpenSSH, `bridge serve` logs to stderr, which arrives here: read it, or an
+        # unread backlog would eventually stall the channel's flow control for the frames.
+        drain = asyncio.create_task(_log_remote_stderr(_stderr, where))
+        try:
+            yield BridgeChannel(reader=reader, writer=writer)
+        finally:
+            drain.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drain
     finally:
         conn.close()
         with contextlib.suppress(Exception):
             await conn.wait_closed()
+
+
+async def _log_remote_stderr(stderr: asyncssh.SSHReader[bytes], where: str) -> None:
+    try:
+        while line := await stderr.readline():
+            log.info("%s: %s", where, line.decode("utf-8", "replace").rstrip())
+    except (asyncssh.Error, OSError):
+        return
