@@ -10,8 +10,10 @@ import stat
 import sys
 from pathlib import Path
 
+import jsonschema
 import nats
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from bridge.check import check_pair as run_check
@@ -33,8 +35,10 @@ def test_pair_writes_halves_that_pass_check(paired: Paired) -> None:
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
         assert "PRIVATE KEY" in key.read_text()
     assert stat.S_IMODE(paired.result.client_key.parent.stat().st_mode) == 0o700
+    schema = json.loads(Path("schemas/json/bridge-half.schema.json").read_text())
     for half in (paired.result.edge_half, paired.result.home_half):
         assert "PRIVATE" not in half.read_text()
+        jsonschema.Draft202012Validator(schema).validate(yaml.safe_load(half.read_text()))
 
 
 def test_pair_reuses_the_host_key_and_refuses_to_overwrite(tmp_path: Path) -> None:
