@@ -98,6 +98,24 @@ def verb_subject(agent: str, verb: str) -> str:
     return f"{agent_out_prefix(agent)}.{verb}"
 
 
+def speak_pattern(device: str) -> str:
+    """``events.workspace.*.out.speak.<device>``: every agent's speech for one device."""
+    return f"events.workspace.*.out.speak.{check_name(device, 'device')}"
+
+
+def bridge_status_subject(bridge: str) -> str:
+    """``events.bridge.<bridge>.status``: a bridge half's link state, local to its own side.
+
+    No half imports or exports it; each side's own nodes read it (the edge says
+    aloud that home is unreachable).
+    """
+    return f"events.bridge.{check_name(bridge, 'bridge')}.status"
+
+
+BRIDGE_STATUS_PATTERN = "events.bridge.*.status"
+BRIDGE_STATUS_EVENT_TYPE = "bridge.status"
+
+
 def speech_completed_subject(binding_id: str) -> str:
     """``events.action.speech.completed.<binding_id>``: the TTS ack after playback."""
     return f"events.action.speech.completed.{check_binding_id(binding_id)}"
@@ -266,7 +284,7 @@ def overlaps(a: str, b: str) -> bool:
         tok_a, tok_b = ta[i], tb[i]
         if tok_a == ">" or tok_b == ">":
             return True
-        if tok_a == "*" or tok_b in ("*", tok_a):
+        if tok_a == "*" or tok_b == "*" or tok_a == tok_b:
             continue
         return False
     return True
