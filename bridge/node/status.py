@@ -1,19 +1,24 @@
-"""The local ``bridge.status`` event: link state and counters, on each side's own NATS."""
+"""The local ``bridge.status`` event: link state and counters, on each side's own NATS.
+
+The payload is a superset of :class:`shared.bridge_status.BridgeStatus` (``bridge``,
+``reachable``, ``reason``), which is what the edge reads; the rest (a sentence to say,
+the state, the counters) is for people and monitors.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from shared.event import Event
-from shared.subjects import check_name
+from shared.subjects import BRIDGE_STATUS_EVENT_TYPE, bridge_status_subject
 
-STATUS_EVENT_TYPE = "bridge.status"
+STATUS_EVENT_TYPE = BRIDGE_STATUS_EVENT_TYPE
 LINK_UP, LINK_DOWN, LINK_REFUSED = "up", "down", "refused"
 
 
 def status_subject(bridge: str) -> str:
     """``events.bridge.<bridge>.status``: never exported, so it stays on its side."""
-    return f"events.bridge.{check_name(bridge, 'bridge')}.status"
+    return bridge_status_subject(bridge)
 
 
 def status_text(side: str, state: str, detail: str) -> str:
@@ -41,7 +46,7 @@ def status_event(
         STATUS_EVENT_TYPE,
         {
             "text": status_text(side, state, detail),
-            # bridge/reachable/reason: the shape the edge reads (shared.bridge_status on main)
+            # bridge/reachable/reason: shared.bridge_status.BridgeStatus, what the edge reads
             "bridge": bridge,
             "reachable": state == LINK_UP,
             "reason": None if state == LINK_UP else (detail or state),

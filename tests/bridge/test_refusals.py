@@ -27,6 +27,7 @@ from bridge.protocol import (
     Resume,
 )
 from bridge.transport import BRIDGE_SUBSYSTEM, Backoff, open_bridge_channel
+from shared.bridge_status import BridgeStatus
 from shared.event import Event
 from shared.schema import BridgeHalf, SubjectDecl, load_bridge_half
 from tests.bridge.servers import (
@@ -311,7 +312,10 @@ async def test_edge_reports_home_unreachable_on_status(
         await wait_until(lambda: len(status.msgs) >= 2, what="status events")
         event = status.events()[0]
         assert event.event_type == "bridge.status"
-        assert event.payload["reachable"] is False
+        parsed = BridgeStatus.from_event(event)  # the shape the edge reads
+        assert parsed.bridge == "board"
+        assert parsed.reachable is False
+        assert parsed.reason
         assert event.payload["text"].startswith("Cannot reach home")
         await wait_until(lambda: node.health()["outbox"] == 1, what="the turn waiting")
         assert node.health()["ok"] is False
