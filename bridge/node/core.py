@@ -226,6 +226,7 @@ class BridgeCore:
         now = time.time()
         for rec in records:
             self.counters.received += 1
+            before = self.receive.seq
             if not self.receive.accept(rec.seq):
                 self.counters.duplicates += 1
                 continue
@@ -245,6 +246,9 @@ class BridgeCore:
             try:
                 await self._nc.publish(rec.subject, event.to_json())
             except NatsError as exc:
+                # Not handled after all: the peer must resend it, and it must not count as seen.
+                self.receive.seq = before
+                self.dedupe.forget(event.event_id)
                 raise LinkError(f"local NATS refused a publish: {exc}") from exc
             self.counters.delivered += 1
 

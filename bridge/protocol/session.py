@@ -169,6 +169,10 @@ class Deduper:
         self._seen[event_id] = expires_at
         return True
 
+    def forget(self, event_id: str) -> None:
+        """Drop one id (its delivery failed, so its resend must not count as a duplicate)."""
+        self._seen.pop(event_id, None)
+
     def _forget(self, now: float) -> None:
         # Mostly in expiry order (events arrive roughly in time order); an id kept a
         # little past its expiry only costs memory, never correctness.

@@ -189,6 +189,8 @@ def test_receive_state_and_dedupe() -> None:
     assert dd.first_time("x", 10.0, now=1.0)
     assert not dd.first_time("x", 10.0, now=2.0)
     assert dd.first_time("x", 20.0, now=11.0)  # forgotten once expired
+    dd.forget("x")
+    assert dd.first_time("x", 20.0, now=12.0)  # a failed delivery is forgotten at once
     for i in range(5):
         dd.first_time(f"y{i}", 50.0, now=12.0)
     assert len(dd) <= 3
