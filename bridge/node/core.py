@@ -52,6 +52,7 @@ log = logging.getLogger("tether.bridge")
 READ_CHUNK = 256 * 1024
 BATCH_RECORDS = 1024
 BATCH_BYTES = 512 * 1024
+ACK_DELAY_S = 0.005
 
 
 class BridgeCore:
@@ -443,6 +444,9 @@ class _Link:
         # delivering meanwhile: an ack means the events reached the local server.
         while True:
             await self.flush_wanted.wait()
+            # Coalesce: one flush and one ACK for whatever arrives within ACK_DELAY_S,
+            # instead of a NATS round trip and an SSH packet back per batch.
+            await asyncio.sleep(ACK_DELAY_S)
             self.flush_wanted.clear()
             seq = self.core.receive.seq
             await self.core.flush_local()
