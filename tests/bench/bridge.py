@@ -84,6 +84,7 @@ class Path_:
     pub: NATS
     sub: NATS
     proxy: FaultyProxy | None = None
+    rx: Receiver | None = None
 
 
 @contextlib.asynccontextmanager
@@ -198,7 +199,12 @@ def _event(i: int, text: str = "what is the weather like tomorrow") -> Event:
 
 
 async def _subscribe(path: Path_) -> Receiver:
-    rx = Receiver()
+    """The path's one receiver on UP, cleared (subscribed and probed the first time)."""
+    if path.rx is not None:
+        path.rx.arrived.clear()
+        path.rx.duplicates = 0
+        return path.rx
+    rx = path.rx = Receiver()
     await path.sub.subscribe(UP, cb=rx.cb)
     await path.sub.flush()
     # Interest must reach the far side (a leaf node learns it from the hub): wait for a probe.
