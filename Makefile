@@ -5,7 +5,7 @@ PYTHON      ?= python3
 VENV        ?= .venv
 BIN         := $(VENV)/bin
 # Debian packages the tests and the main job need (added by the issues that need them).
-DEB_PACKAGES ?= procps openssh-client chromium tmux espeak-ng sox pulseaudio pulseaudio-utils libportaudio2 libasound2-plugins
+DEB_PACKAGES ?= procps openssh-client chromium tmux espeak-ng sox pulseaudio pulseaudio-utils libportaudio2 libasound2-plugins openssh-server
 STAMP_DEB   := $(VENV)/.deb-stamp
 STAMP_PIP   := $(VENV)/.pip-stamp
 NAME        ?=

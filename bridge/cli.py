@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from bridge.check import Severity, check_pair, has_errors, sort_findings
+from bridge.errors import BridgeError, HelloRefused, PairError
+from bridge.pair import pair as pair_device
+from bridge.serve import serve_stdio
 from shared.errors import SchemaError, SchemaIssue
 from shared.schema import BridgeHalf, load_bridge_half
 from shared.schema.document import detect_kind
@@ -110,6 +117,119 @@ def check(
     raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
 
 
+@app.command()
+def pair(  # noqa: PLR0917 (Typer options are parameters)
+    device: Annotated[str, typer.Option("--device", help="The board's name (one token).")],
+    home: Annotated[
+        str, typer.Option("--home", help="Where the board reaches home: HOST[:PORT] (2222).")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Where the two halves go.")] = Path(
+        "out/bridge"
+    ),
+    secrets: Annotated[
+        Path | None,
+        typer.Option("--secrets", help="Where private keys go (default OUT/secrets, mode 0700)."),
+    ] = None,
+    listen: Annotated[
+        str,
+        typer.Option(
+            "--listen",
+            help="Where home's endpoint listens (its half's listen.host); 0.0.0.0 for a real "
+            "board on the network, loopback for the TUI.",
+        ),
+    ] = "127.0.0.1",
+    force: Annotated[bool, typer.Option("--force", help="Pair an already paired device again.")] = (
+        False
+    ),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print what was written as JSON.")
+    ] = False,
+) -> None:
+    """Pair a board with home: keys plus both bridge halves, ready for `bridge check`.
+
+    Generates the board's ed25519 key pair and, if absent, the home endpoint's
+    host key; writes DEVICE.edge.yaml and DEVICE.home.yaml into OUT with the
+    public keys filled in (so the edge pins the host key and home authorizes
+    exactly this board's key). Private keys are written with mode 0600 into the
+    secrets directory, which may never be under schemas/.
+
+    Example:
+
+        bridge pair --device board --home 192.0.2.10:2222 --out /etc/tether
+    """
+    try:
+        result = pair_device(device, home, out, secrets=secrets, listen_host=listen, force=force)
+    except PairError as exc:
+        Console(stderr=True).print(f"[red]error[/red]: {exc}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    rows = {
+        "edge_half": str(result.edge_half),
+        "home_half": str(result.home_half),
+        "client_key": str(result.client_key),
+        "client_fingerprint": result.client_fingerprint,
+        "host_key": str(result.host_key),
+        "host_key_created": result.host_key_created,
+        "host_fingerprint": result.host_fingerprint,
+    }
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        raise typer.Exit(EXIT_OK)
+    table = Table(title=f"paired {device!r}", show_header=False)
+    for key, value in rows.items():
+        table.add_row(key, str(value))
+    Console().print(table)
+    Console().print(f"next: bridge check {result.edge_half} {result.home_half}")
+
+
+@app.command()
+def serve(
+    device: Annotated[str, typer.Option("--device", help="The device this SSH key speaks for.")],
+    half: Annotated[
+        Path | None,
+        typer.Option("--half", help="The home half (default schemas/bridge/DEVICE.home.yaml)."),
+    ] = None,
+    nats_url: Annotated[
+        str, typer.Option("--nats", help="Home's local NATS.", envvar="TETHER_NATS_URL")
+    ] = "nats://127.0.0.1:4222",
+) -> None:
+    """Serve one bridge link on stdin/stdout: the OpenSSH forced-command path.
+
+    Declare `Subsystem tether-bridge /bin/false` in sshd_config, and put the
+    board's key in the bridge user's authorized_keys with a forced command, so
+    OpenSSH authenticates it and this command carries the frames:
+
+        command="bridge serve --device board --half /etc/tether/board.home.yaml",restrict
+        ssh-ed25519 AAAA... tether-board     (all on one line)
+
+    stdout carries frames only; logs go to stderr. Exit 0 when the link ends,
+    1 when the board's half is refused at hello, 2 on a bad half or device.
+    """
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    path = half or Path(f"schemas/bridge/{device}.home.yaml")
+    try:
+        loaded = _load_half(path)
+    except SchemaError as exc:
+        for issue in exc.issues:
+            print(f"error: {issue}", file=sys.stderr)
+        raise typer.Exit(EXIT_USAGE) from None
+    try:
+        asyncio.run(serve_stdio(loaded, device, nats_url))
+    except HelloRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_FINDINGS) from None
+    except BridgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_USAGE) from None
+
+
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

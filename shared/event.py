@@ -14,7 +14,6 @@ import binascii
 import json
 import re
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -288,35 +287,55 @@ def check_text_only(data: Any, limits: EnvelopeLimits) -> None:
     Raises :class:`NotTextOnly` naming the path of the first offending value
     (for example ``payload.chunks[2].audio``).
     """
-    for path, key, value in _walk(data, ""):
-        if key is not None and key.lower() in AUDIO_KEYS:
-            raise NotTextOnly(path, "audio never travels in an event (key names sound data)")
-        if isinstance(value, bytes | bytearray | memoryview):
-            raise NotTextOnly(path, "raw bytes are not text")
-        if isinstance(value, str):
+    _check_node(data, None, "", limits)
+
+
+_SCALARS = (int, float, bool)
+
+
+def _check_node(value: Any, key: str | None, path: str, limits: EnvelopeLimits) -> None:
+    # A plain recursive walk in pre-order, without generator overhead: every
+    # event crossing a bridge passes through here twice.
+    if key is not None and key.lower() in AUDIO_KEYS:
+        raise NotTextOnly(
+            path or "<event>", "audio never travels in an event (key names sound data)"
+        )
+    if isinstance(value, str):
+        # UTF-8 needs at most 4 bytes a character: short strings cannot be over the limit.
+        if len(value) * 4 > limits.max_string_bytes:
             size = len(value.encode("utf-8", errors="surrogatepass"))
             if size > limits.max_string_bytes:
                 raise NotTextOnly(
-                    path,
+                    path or "<event>",
                     f"string of {size} bytes is over the limit of {limits.max_string_bytes}",
                 )
-            if _looks_like_blob(value):
-                raise NotTextOnly(path, "looks like a base64-encoded binary blob, not text")
-
-
-def _walk(value: Any, path: str, key: str | None = None) -> Iterator[tuple[str, str | None, Any]]:
-    yield path or "<event>", key, value
-    if isinstance(value, dict):
+        if _looks_like_blob(value):
+            raise NotTextOnly(
+                path or "<event>", "looks like a base64-encoded binary blob, not text"
+            )
+    elif isinstance(value, dict):
         for k, v in value.items():
             k_str = str(k)
-            yield from _walk(v, f"{path}.{k_str}" if path else k_str, k_str)
+            if v is None or type(v) in _SCALARS:
+                # A leaf that cannot carry sound: only its key needs checking.
+                if k_str.lower() in AUDIO_KEYS:
+                    raise NotTextOnly(
+                        f"{path}.{k_str}" if path else k_str,
+                        "audio never travels in an event (key names sound data)",
+                    )
+                continue
+            _check_node(v, k_str, f"{path}.{k_str}" if path else k_str, limits)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            yield from _walk(item, f"{path}[{i}]", None)
+            if item is None or type(item) in _SCALARS:
+                continue
+            _check_node(item, None, f"{path}[{i}]", limits)
+    elif isinstance(value, bytes | bytearray | memoryview):
+        raise NotTextOnly(path or "<event>", "raw bytes are not text")
 
 
 def _looks_like_blob(text: str) -> bool:
-    if _DATA_URL.match(text):
+    if text[:5].lower() == "data:" and _DATA_URL.match(text):
         return True
     if len(text) < _BLOB_MIN_CHARS or not _BASE64_RUN.match(text):
         return False

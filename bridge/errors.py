@@ -1,0 +1,67 @@
+"""The bridge's exceptions, one tree for the whole package.
+
+    BridgeError
+    ├── ProtocolError        a frame or hello that breaks PROTOCOL.md
+    │   ├── FrameError       a malformed, oversize or undecodable frame
+    │   └── HelloRefused     the peer's half (or ours, as the peer says) was refused at hello
+    ├── LinkError            the link to the peer failed (closed, timed out, unreachable)
+    ├── TransportRefused     the SSH layer refused something (key, host key, channel)
+    ├── Refused              one event refused by this half's policy; ``reason`` is a counter key
+    ├── OutboxFull           the bounded outbox has no room for another event
+    └── PairError            `bridge pair` cannot write what it was asked to
+
+Foreign exceptions (asyncssh, nats, zstandard, OSError) are translated into
+these at the boundary where they arise.
+"""
+
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Base of every error raised by :mod:`bridge`."""
+
+
+class ProtocolError(BridgeError):
+    """The peer broke the frame protocol (PROTOCOL.md)."""
+
+
+class FrameError(ProtocolError):
+    """A frame is malformed, over the size limit, or does not decompress."""
+
+
+class HelloRefused(ProtocolError):
+    """The hello exchange failed; ``findings`` lists each difference found."""
+
+    def __init__(self, message: str, findings: tuple[str, ...] = ()) -> None:
+        self.message = message
+        self.findings = findings
+        detail = "".join(f"\n  - {f}" for f in findings)
+        super().__init__(f"{message}{detail}")
+
+
+class LinkError(BridgeError):
+    """The link to the peer is gone: closed, silent past the heartbeat timeout, or unreachable."""
+
+
+class TransportRefused(BridgeError):
+    """The SSH transport refused something: a key, a host key, a channel or request."""
+
+
+class Refused(BridgeError):
+    """One event refused by this half; ``reason`` names the counter it is counted under."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}")
+
+
+class OutboxFull(Refused):
+    """The outbox holds its maximum of unacknowledged events."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__("outbox_full", f"the outbox already holds {capacity} unacked events")
+
+
+class PairError(BridgeError):
+    """`bridge pair` cannot do what it was asked (bad device, keys under schemas/, ...)."""

@@ -1,0 +1,16 @@
+"""The bridge nodes: the shared core, the edge node and the home endpoint."""
+
+from bridge.node.core import BridgeCore
+from bridge.node.counters import BridgeCounters
+from bridge.node.edge import EdgeBridgeNode
+from bridge.node.home import HomeBridgeEndpoint
+from bridge.node.status import STATUS_EVENT_TYPE, status_subject
+
+__all__ = [
+    "STATUS_EVENT_TYPE",
+    "BridgeCore",
+    "BridgeCounters",
+    "EdgeBridgeNode",
+    "HomeBridgeEndpoint",
+    "status_subject",
+]

@@ -1,0 +1,137 @@
+"""The edge bridge node: one board's side of its bridge, as a component `edge run` starts.
+
+Connects out to the home endpoint (pinned host key, the board's key), keeps the
+link up with capped exponential backoff and jitter, and says on the local
+``events.bridge.<name>.status`` subject whenever home is unreachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.errors import Error as NatsError
+
+from bridge.errors import BridgeError, HelloRefused, LinkError, TransportRefused
+from bridge.node.core import BridgeCore
+from bridge.node.status import LINK_DOWN, LINK_REFUSED
+from bridge.transport.backoff import Backoff
+from bridge.transport.client import open_bridge_channel
+from shared.schema.bridge_half import BridgeHalf
+
+log = logging.getLogger("tether.bridge.edge")
+
+
+class EdgeBridgeNode:
+    """Start with :meth:`start`, check with :meth:`health`, end with :meth:`stop`.
+
+    ``half`` must be an edge half; ``client_key`` the board's private key file.
+    """
+
+    def __init__(
+        self,
+        half: BridgeHalf,
+        *,
+        client_key: Path,
+        nats_url: str,
+        backoff: Backoff | None = None,
+        heartbeat_s: float = 2.0,
+        status_interval_s: float = 10.0,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        if half.side != "edge":
+            raise BridgeError(f"{half.file} is a {half.side} half; the edge node needs side: edge")
+        self.half = half
+        self._client_key = client_key
+        self._nats_url = nats_url
+        self._backoff = backoff or Backoff()
+        self._heartbeat_s = heartbeat_s
+        self._status_interval_s = status_interval_s
+        self._connect_timeout_s = connect_timeout_s
+        self._nc: NATS | None = None
+        self._core: BridgeCore | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def core(self) -> BridgeCore:
+        """The running core (counters, outbox); only after :meth:`start`."""
+        if self._core is None:
+            raise BridgeError("the edge bridge node is not started")
+        return self._core
+
+    async def start(self) -> None:
+        """Connect to local NATS, subscribe the exports, start connecting to home."""
+        try:
+            self._nc = await nats.connect(self._nats_url, name=f"bridge-{self.half.bridge}-edge")
+        except (NatsError, OSError) as exc:
+            raise LinkError(f"cannot connect to local NATS at {self._nats_url}: {exc}") from exc
+        self._core = BridgeCore(self.half, self._nc, heartbeat_s=self._heartbeat_s)
+        await self._core.start()
+        self._task = asyncio.create_task(
+            self._connect_loop(), name=f"bridge-edge-{self.half.bridge}"
+        )
+
+    def health(self) -> dict[str, Any]:
+        """``ok`` while the link to home is up, with the core's state and counters."""
+        if self._core is None:
+            return {"ok": False, "state": "stopped"}
+        report = self._core.health()
+        report["ok"] = report["state"] == "up"
+        return report
+
+    async def stop(self) -> None:
+        """Close the link and NATS; idempotent."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._core is not None:
+            await self._core.stop()
+        if self._nc is not None:
+            with contextlib.suppress(NatsError, OSError):
+                await self._nc.drain()
+            self._nc = None
+
+    async def _connect_loop(self) -> None:
+        core = self.core
+        endpoint = self.half.endpoint
+        where = f"{endpoint.host}:{endpoint.port}"
+        while True:
+            state, detail = LINK_DOWN, ""
+            ups = core.counters.link_ups
+            try:
+                async with open_bridge_channel(
+                    endpoint, self._client_key, connect_timeout_s=self._connect_timeout_s
+                ) as channel:
+                    await core.run_link(channel.reader, channel.writer, peer=where)
+            except HelloRefused as exc:
+                state, detail = LINK_REFUSED, exc.message
+                log.error("home refused the bridge at hello: %s", exc)
+            except TransportRefused as exc:
+                state, detail = LINK_REFUSED, str(exc)
+                log.error("%s", exc)
+            except BridgeError as exc:
+                detail = str(exc)
+                log.warning("bridge link to %s down: %s", where, exc)
+            if core.counters.link_ups > ups:
+                # The link was up (hello accepted): start over from the base delay. A link
+                # refused at hello keeps backing off, so a mispaired board does not hammer home.
+                self._backoff.reset()
+            delay = self._backoff.next_delay()
+            await core.publish_status(state, detail)
+            await self._sleep_reporting(delay, state, detail)
+
+    async def _sleep_reporting(self, delay: float, state: str, detail: str) -> None:
+        # While home is unreachable, keep saying so on the status subject.
+        while delay > 0:
+            step = min(delay, self._status_interval_s)
+            await asyncio.sleep(step)
+            delay -= step
+            if delay > 0:
+                await self.core.publish_status(state, detail, changed=False)

@@ -1,0 +1,126 @@
+"""The home bridge endpoint: the SSH server and one bridge core per paired device.
+
+A self-contained component for `home up` to supervise: :meth:`start`,
+:meth:`health`, :meth:`stop`. Each home half names one device and authorizes one
+key; a connection authenticated with that key can only ever be that device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import nats
+from nats.aio.client import Client as NATS
+from nats.errors import Error as NatsError
+
+from bridge.errors import BridgeError, LinkError
+from bridge.node.core import BridgeCore
+from bridge.transport.server import AuthorizedClient, listen_bridge
+from bridge.transport.streams import ByteReader, ByteWriter
+from shared.schema.bridge_half import BridgeHalf, ssh_fingerprint
+
+log = logging.getLogger("tether.bridge.home")
+
+
+class HomeBridgeEndpoint:
+    """The home side of every paired device's bridge.
+
+    ``halves`` are home halves (one per device); ``host_key`` the endpoint's private
+    host key; ``host``/``port`` override the halves' ``listen`` (``port=0``: any free port).
+    """
+
+    def __init__(
+        self,
+        halves: Sequence[BridgeHalf],
+        *,
+        host_key: Path,
+        nats_url: str,
+        host: str | None = None,
+        port: int | None = None,
+        heartbeat_s: float = 2.0,
+    ) -> None:
+        if not halves:
+            raise BridgeError("the home bridge endpoint needs at least one home half")
+        self.halves = {h.device: h for h in halves}
+        self.clients: dict[str, AuthorizedClient] = {}
+        for half in halves:
+            if half.side != "home":
+                raise BridgeError(f"{half.file} is a {half.side} half, not a home half")
+            if not half.endpoint.client_key:
+                raise BridgeError(
+                    f"{half.file} authorizes no key (listen.authorized_key); run `bridge pair`"
+                )
+            fingerprint = ssh_fingerprint(half.endpoint.client_key)
+            if fingerprint in self.clients:
+                raise BridgeError(
+                    f"{half.file}: key {fingerprint} is already device "
+                    f"{self.clients[fingerprint].device!r}; one key maps to one device"
+                )
+            self.clients[fingerprint] = AuthorizedClient(
+                fingerprint, half.device, half.endpoint.user
+            )
+        first = halves[0].endpoint
+        self.host = host if host is not None else first.host
+        self.port = port if port is not None else first.port
+        self._host_key = host_key
+        self._nats_url = nats_url
+        self._heartbeat_s = heartbeat_s
+        self._nc: NATS | None = None
+        self.cores: dict[str, BridgeCore] = {}
+        self._acceptor: asyncssh.SSHAcceptor | None = None
+
+    async def start(self) -> None:
+        """Connect to local NATS, subscribe every half's exports, listen for boards."""
+        try:
+            self._nc = await nats.connect(self._nats_url, name="bridge-home")
+        except (NatsError, OSError) as exc:
+            raise LinkError(f"cannot connect to local NATS at {self._nats_url}: {exc}") from exc
+        for device, half in self.halves.items():
+            core = BridgeCore(half, self._nc, device=device, heartbeat_s=self._heartbeat_s)
+            await core.start()
+            self.cores[device] = core
+        self._acceptor = await listen_bridge(
+            self.host, self.port, self._host_key, self.clients, self._on_link
+        )
+        self.port = self._acceptor.get_port()
+        log.info(
+            "home bridge endpoint listening on %s:%d for %s",
+            self.host,
+            self.port,
+            ", ".join(sorted(self.halves)),
+        )
+
+    async def _on_link(self, device: str, reader: ByteReader, writer: ByteWriter) -> None:
+        core = self.cores[device]
+        try:
+            await core.run_link(reader, writer, authenticated_device=device, peer=device)
+        except BridgeError as exc:
+            log.warning("link for device %r ended: %s", device, exc)
+
+    def health(self) -> dict[str, Any]:
+        """``ok`` while listening; each device's link state and counters."""
+        listening = self._acceptor is not None
+        return {
+            "ok": listening,
+            "listen": f"{self.host}:{self.port}",
+            "devices": {device: core.health() for device, core in self.cores.items()},
+        }
+
+    async def stop(self) -> None:
+        """Stop listening, end every link, close NATS; idempotent."""
+        if self._acceptor is not None:
+            self._acceptor.close()
+            with contextlib.suppress(Exception):
+                await self._acceptor.wait_closed()
+            self._acceptor = None
+        for core in self.cores.values():
+            await core.stop()
+        if self._nc is not None:
+            with contextlib.suppress(NatsError, OSError):
+                await self._nc.drain()
+            self._nc = None

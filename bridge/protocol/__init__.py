@@ -1,0 +1,46 @@
+"""The bridge frame protocol: typed frames, hello, delivery state, half policy. Pure, no I/O.
+
+See ``bridge/PROTOCOL.md`` for the wire format.
+"""
+
+from bridge.protocol.frames import (
+    Ack,
+    EventRecord,
+    Events,
+    Frame,
+    FrameDecoder,
+    FrameEncoder,
+    FrameType,
+    HelloFrame,
+    Ping,
+    Pong,
+    Refuse,
+)
+from bridge.protocol.hello import PROTOCOL_VERSION, Hello, Resume, check_hello
+from bridge.protocol.policy import HalfPolicy, hop_name
+from bridge.protocol.session import Deduper, Outbox, OutboxEntry, ReceiveState, new_stream_id
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "Ack",
+    "Deduper",
+    "EventRecord",
+    "Events",
+    "Frame",
+    "FrameDecoder",
+    "FrameEncoder",
+    "FrameType",
+    "HalfPolicy",
+    "Hello",
+    "HelloFrame",
+    "Outbox",
+    "OutboxEntry",
+    "Ping",
+    "Pong",
+    "ReceiveState",
+    "Refuse",
+    "Resume",
+    "check_hello",
+    "hop_name",
+    "new_stream_id",
+]

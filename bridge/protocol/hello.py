@@ -1,0 +1,176 @@
+"""The versioned hello: each side states its bridge, device and half, and checks the peer's.
+
+A hello carries the whole declared half (not only its digest) so that a
+mismatched pair is refused with findings that name the difference, using the
+same rules as ``bridge check``. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bridge.check import Severity, check_pair
+from bridge.errors import FrameError, HelloRefused
+from shared.schema.bridge_half import BridgeHalf, HalfLimits, SubjectDecl
+
+PROTOCOL_NAME = "tether-bridge"
+PROTOCOL_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where the sender of the hello stands on the peer's stream: last sequence handled."""
+
+    stream: str | None
+    seq: int
+
+
+@dataclass(frozen=True)
+class Hello:
+    """One side's hello."""
+
+    version: int
+    bridge: str
+    side: str
+    device: str
+    digest: str
+    exports: tuple[str, ...]
+    imports: tuple[str, ...]
+    limits: HalfLimits
+    stream: str
+    received: Resume
+
+    @classmethod
+    def for_half(cls, half: BridgeHalf, stream: str, received: Resume) -> Hello:
+        """The hello a side sends for its own half."""
+        return cls(
+            version=PROTOCOL_VERSION,
+            bridge=half.bridge,
+            side=half.side,
+            device=half.device,
+            digest=half.digest(),
+            exports=half.export_patterns,
+            imports=half.import_patterns,
+            limits=half.limits,
+            stream=stream,
+            received=received,
+        )
+
+    def to_body(self) -> dict[str, Any]:
+        """The JSON object of the HELLO frame."""
+        return {
+            "protocol": PROTOCOL_NAME,
+            "version": self.version,
+            "bridge": self.bridge,
+            "side": self.side,
+            "device": self.device,
+            "digest": self.digest,
+            "exports": list(self.exports),
+            "imports": list(self.imports),
+            "limits": {
+                "max_event_bytes": self.limits.max_event_bytes,
+                "max_string_bytes": self.limits.max_string_bytes,
+                "outbox_events": self.limits.outbox_events,
+            },
+            "stream": self.stream,
+            "received": {"stream": self.received.stream, "seq": self.received.seq},
+        }
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Hello:
+        """Parse a HELLO frame's object; FrameError names the bad key."""
+        if body.get("protocol") != PROTOCOL_NAME:
+            raise FrameError(
+                f"hello: 'protocol' must be {PROTOCOL_NAME!r}, got {body.get('protocol')!r}"
+            )
+        limits = _get(body, "limits", dict)
+        received = _get(body, "received", dict)
+        stream = received.get("stream")
+        if stream is not None and not isinstance(stream, str):
+            raise FrameError("hello: 'received.stream' must be a string or null")
+        return cls(
+            version=_get(body, "version", int),
+            bridge=_get(body, "bridge", str),
+            side=_get(body, "side", str),
+            device=_get(body, "device", str),
+            digest=_get(body, "digest", str),
+            exports=tuple(_str_list(body, "exports")),
+            imports=tuple(_str_list(body, "imports")),
+            limits=HalfLimits(
+                max_event_bytes=_get(limits, "max_event_bytes", int),
+                max_string_bytes=_get(limits, "max_string_bytes", int),
+                outbox_events=_get(limits, "outbox_events", int),
+            ),
+            stream=_get(body, "stream", str),
+            received=Resume(stream, _get(received, "seq", int)),
+        )
+
+    def as_half(self, like: BridgeHalf) -> BridgeHalf:
+        """The peer's half as the hello declares it, with ``like``'s endpoint.
+
+        Endpoints and keys are not compared here: SSH already proved them.
+        """
+        return replace(
+            like,
+            file=f"<{self.side} half '{self.bridge}' from hello>",
+            bridge=self.bridge,
+            side=self.side,
+            device=self.device,
+            exports=tuple(SubjectDecl(s, None) for s in self.exports),
+            imports=tuple(SubjectDecl(s, None) for s in self.imports),
+            limits=self.limits,
+            lines=(),
+        )
+
+
+def check_hello(own: BridgeHalf, hello: Hello, authenticated_device: str | None) -> BridgeHalf:
+    """Accept the peer's hello or raise :class:`HelloRefused` listing every difference.
+
+    ``authenticated_device`` is the device the SSH key proved (home side), or None.
+    Returns the peer's half as declared.
+    """
+    if hello.version != PROTOCOL_VERSION:
+        raise HelloRefused(
+            f"protocol version {hello.version} is not supported; this side speaks "
+            f"version {PROTOCOL_VERSION}"
+        )
+    findings: list[str] = []
+    peer = hello.as_half(own)
+    if peer.digest() != hello.digest:
+        findings.append(
+            f"the hello's digest {hello.digest[:12]}… does not match the half it declares "
+            f"({peer.digest()[:12]}…)"
+        )
+    if authenticated_device is not None and hello.device != authenticated_device:
+        findings.append(
+            f"the hello says device {hello.device!r} but the SSH key belongs to device "
+            f"{authenticated_device!r}"
+        )
+    if {own.side, peer.side} == {"edge", "home"}:
+        edge, home = (peer, own) if peer.side == "edge" else (own, peer)
+        pair = check_pair(edge, home)
+    else:
+        pair = check_pair(peer, own)
+    findings.extend(str(f) for f in pair if f.severity is Severity.ERROR)
+    if findings:
+        raise HelloRefused(
+            f"the {peer.side} half of bridge {hello.bridge!r} (device {hello.device!r}) does not "
+            f"pair with this {own.side} half ({own.file})",
+            tuple(findings),
+        )
+    return peer
+
+
+def _get(obj: dict[str, Any], key: str, kind: type) -> Any:
+    value = obj.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise FrameError(f"hello: {key!r} must be {kind.__name__}, got {value!r:.60}")
+    return value
+
+
+def _str_list(obj: dict[str, Any], key: str) -> list[str]:
+    value = obj.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise FrameError(f"hello: {key!r} must be a list of strings")
+    return value

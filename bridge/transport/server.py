@@ -1,0 +1,195 @@
+"""The home SSH endpoint: asyncssh server that only ever opens the bridge channel.
+
+Public-key authentication only; each authorized key maps to exactly one device.
+No password, keyboard-interactive or host-based auth; no shell, no exec, no pty,
+no TCP/unix forwarding in either direction, no agent or X11 forwarding. The one
+thing a client may do is request the ``tether-bridge`` subsystem, whose stdin and
+stdout then carry the frames of ``bridge/PROTOCOL.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+from asyncssh.stream import SSHServerStreamSession
+
+from bridge.errors import TransportRefused
+from bridge.transport.streams import ByteReader, ByteWriter
+
+BRIDGE_SUBSYSTEM = "tether-bridge"
+
+log = logging.getLogger("tether.bridge.ssh")
+
+# Called for each accepted bridge channel with the device its key proved.
+LinkHandler = Callable[[str, ByteReader, ByteWriter], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class AuthorizedClient:
+    """One authorized key: the device it speaks for and the user it must log in as."""
+
+    fingerprint: str
+    device: str
+    user: str | None = None
+
+
+class _BridgeSession(SSHServerStreamSession[bytes]):
+    """A session channel that accepts the bridge subsystem and refuses everything else."""
+
+    def __init__(self, peer: str, handler: Callable[..., Awaitable[None]]) -> None:
+        super().__init__(handler)
+        self._peer = peer
+
+    def shell_requested(self) -> bool:
+        log.warning("refused a shell from %s: the endpoint only carries the bridge", self._peer)
+        return False
+
+    def exec_requested(self, command: str) -> bool:
+        log.warning(
+            "refused exec %r from %s: the endpoint only carries the bridge",
+            command[:80],
+            self._peer,
+        )
+        return False
+
+    def subsystem_requested(self, subsystem: str) -> bool:
+        if subsystem == BRIDGE_SUBSYSTEM:
+            return True
+        log.warning("refused subsystem %r from %s", subsystem, self._peer)
+        return False
+
+    def pty_requested(self, *args: Any) -> bool:
+        return False
+
+
+class _BridgeSSHServer(asyncssh.SSHServer):
+    """One per connection: authenticates the key, remembers its device, refuses the rest."""
+
+    def __init__(self, clients: Mapping[str, AuthorizedClient], handler: LinkHandler) -> None:
+        self._clients = clients
+        self._handler = handler
+        self._peer = "?"
+        self.device: str | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        addr = conn.get_extra_info("peername")
+        self._peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def password_auth_supported(self) -> bool:
+        return False
+
+    def kbdint_auth_supported(self) -> bool:
+        return False
+
+    def host_based_auth_supported(self) -> bool:
+        return False
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        fingerprint = key.get_fingerprint("sha256")
+        client = self._clients.get(fingerprint)
+        if client is None:
+            log.warning(
+                "refused key %s from %s: not authorized for any device", fingerprint, self._peer
+            )
+            return False
+        if client.user is not None and username != client.user:
+            log.warning(
+                "refused key %s from %s: logs in as %r, expected %r",
+                fingerprint,
+                self._peer,
+                username,
+                client.user,
+            )
+            return False
+        self.device = client.device
+        return True
+
+    def session_requested(self) -> _BridgeSession:
+        device = self.device
+        if device is None:  # asyncssh only opens sessions after auth; guard all the same
+            raise asyncssh.ChannelOpenError(
+                asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, "not authenticated"
+            )
+        handler = self._handler
+        peer = self._peer
+
+        async def run(stdin: ByteReader, stdout: asyncssh.SSHWriter[bytes], _err: Any) -> None:
+            try:
+                await handler(device, stdin, stdout)
+            finally:
+                channel = stdout.channel
+                if isinstance(channel, asyncssh.SSHServerChannel):
+                    channel.exit(0)
+
+        log.info("bridge session requested by device %r from %s", device, peer)
+        return _BridgeSession(peer, run)
+
+    def connection_requested(
+        self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
+    ) -> bool:
+        log.warning(
+            "refused a forward to %s:%d from %s: port forwarding is off",
+            dest_host,
+            dest_port,
+            self._peer,
+        )
+        return False
+
+    def server_requested(self, listen_host: str, listen_port: int) -> bool:
+        log.warning(
+            "refused a remote forward of %s:%d from %s: port forwarding is off",
+            listen_host,
+            listen_port,
+            self._peer,
+        )
+        return False
+
+    def unix_connection_requested(self, dest_path: str) -> bool:
+        log.warning("refused a unix forward to %s from %s", dest_path, self._peer)
+        return False
+
+    def unix_server_requested(self, listen_path: str) -> bool:
+        log.warning("refused a unix listener %s from %s", listen_path, self._peer)
+        return False
+
+
+async def listen_bridge(
+    host: str,
+    port: int,
+    host_key: Path,
+    clients: Mapping[str, AuthorizedClient],
+    handler: LinkHandler,
+) -> asyncssh.SSHAcceptor:
+    """Start the SSH endpoint; ``port`` 0 picks a free one (read it off the acceptor)."""
+    try:
+        key = asyncssh.read_private_key(str(host_key))
+    except (OSError, asyncssh.KeyImportError) as exc:
+        raise TransportRefused(f"cannot read the home host key {host_key}: {exc}") from exc
+    try:
+        return await asyncssh.listen(
+            host,
+            port,
+            server_host_keys=[key],
+            server_factory=lambda: _BridgeSSHServer(clients, handler),
+            encoding=None,
+            allow_pty=False,
+            agent_forwarding=False,
+            x11_forwarding=False,
+            allow_scp=False,
+            line_editor=False,
+            config=None,
+            gss_host=None,
+        )
+    except OSError as exc:
+        raise TransportRefused(f"cannot listen on {host}:{port}: {exc}") from exc

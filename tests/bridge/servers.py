@@ -1,0 +1,194 @@
+"""Real servers for the bridge tests and benchmark: nats-server, and the two bridge sides."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import random
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from bridge.node import EdgeBridgeNode, HomeBridgeEndpoint
+from bridge.pair import PairResult, pair
+from bridge.transport import Backoff
+from shared.event import Event
+from shared.schema import BridgeHalf, load_bridge_half
+from tests.bridge.faulty_proxy import FaultyProxy
+from tests.shared.conftest import nats_server_binary
+
+
+def free_port() -> int:
+    """A port that was free a moment ago on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """Block until something accepts on ``port``, or fail if ``proc`` died first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server on port {port} did not start") from None
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def nats_server(config: Path | None = None, port: int | None = None) -> Iterator[str]:
+    """A real nats-server on loopback (one per side, like a board and a home); yields its URL."""
+    port = port or free_port()
+    args = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)]
+    if config is not None:
+        args += ["-c", str(config)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, proc)
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def with_port(half: BridgeHalf, port: int) -> BridgeHalf:
+    """The same half pointing at (or listening on) ``port``."""
+    return dataclasses.replace(half, endpoint=dataclasses.replace(half.endpoint, port=port))
+
+
+@dataclass
+class Paired:
+    """What `bridge pair` wrote for one device, loaded."""
+
+    result: PairResult
+    edge: BridgeHalf
+    home: BridgeHalf
+
+
+def make_pair(out: Path, device: str = "board") -> Paired:
+    """Pair ``device`` into ``out`` and load both halves."""
+    result = pair(device, "127.0.0.1:2222", out)
+    return Paired(result, load_bridge_half(result.edge_half), load_bridge_half(result.home_half))
+
+
+@dataclass
+class Rig:
+    """A running bridge: home NATS + endpoint, edge NATS + node, one client on each NATS."""
+
+    home: HomeBridgeEndpoint
+    edge: EdgeBridgeNode
+    home_nc: NATS
+    edge_nc: NATS
+    home_url: str
+    edge_url: str
+    port: int
+    proxy: FaultyProxy | None = None
+
+
+@contextlib.asynccontextmanager
+async def running_bridge(
+    paired: Paired,
+    home_url: str,
+    edge_url: str,
+    *,
+    proxy: bool = False,
+    heartbeat_s: float = 0.5,
+    backoff: Backoff | None = None,
+    edge_half: BridgeHalf | None = None,
+) -> AsyncIterator[Rig]:
+    """Start the home endpoint (port 0) and the edge node; ``proxy`` puts a FaultyProxy between."""
+    home = HomeBridgeEndpoint(
+        [paired.home],
+        host_key=paired.result.host_key,
+        nats_url=home_url,
+        port=0,
+        heartbeat_s=heartbeat_s,
+    )
+    await home.start()
+    edge: EdgeBridgeNode | None = None
+    faults: FaultyProxy | None = None
+    home_nc = await nats.connect(home_url)
+    edge_nc = await nats.connect(edge_url)
+    try:
+        port = home.port
+        if proxy:
+            faults = FaultyProxy(home.port)
+            await faults.start()
+            port = faults.port
+        edge = EdgeBridgeNode(
+            with_port(edge_half or paired.edge, port),
+            client_key=paired.result.client_key,
+            nats_url=edge_url,
+            heartbeat_s=heartbeat_s,
+            backoff=backoff or Backoff(base_s=0.05, cap_s=0.5, rng=random.Random(7)),
+            status_interval_s=0.5,
+        )
+        await edge.start()
+        yield Rig(home, edge, home_nc, edge_nc, home_url, edge_url, home.port, faults)
+    finally:
+        if edge is not None:
+            await edge.stop()
+        if faults is not None:
+            await faults.stop()
+        await home.stop()
+        await home_nc.close()
+        await edge_nc.close()
+
+
+async def wait_until(predicate: object, timeout_s: float = 10.0, what: str = "condition") -> None:
+    """Poll ``predicate()`` until true; TimeoutError naming ``what`` otherwise."""
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+class Collector:
+    """Collects messages from a NATS subscription: ``await nc.subscribe(s, cb=box.cb)``."""
+
+    def __init__(self) -> None:
+        self.msgs: list[Msg] = []
+
+    async def cb(self, msg: Msg) -> None:
+        """The subscription callback."""
+        self.msgs.append(msg)
+
+    def subjects(self) -> list[str]:
+        """Subjects received so far, in order."""
+        return [m.subject for m in self.msgs]
+
+    def events(self) -> list[Event]:
+        """Envelopes received so far, in order."""
+        return [Event.from_json(m.data) for m in self.msgs]
+
+
+async def await_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+    """:func:`wait_for_port` without blocking the event loop (a proxy on it may be in the path)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server on port {port} did not start") from None
+            await asyncio.sleep(0.05)
