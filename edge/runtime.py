@@ -47,7 +47,7 @@ from edge.models import resolve_piper_voice, resolve_vosk_model
 from edge.natsd import LocalNatsServer
 from edge.notice import NoticeNode
 from edge.replies import ReplyLog
-from edge.seam import EdgeBridgeFactory, load_bridge_factory
+from edge.seam import EdgeBridgeFactory, check_bridge_files, open_edge_bridge
 from edge.systemd import SystemdNotifier
 from edge.tts import PiperSynthesizer, Speaker
 
@@ -192,7 +192,9 @@ class EdgeRuntime:
         config = self.config
         bridge_factory = self._bridge_factory
         if config.bridge.half is not None and bridge_factory is None:
-            bridge_factory = load_bridge_factory()  # fail before loading models
+            # Fail on a missing half or key before spending seconds on the models.
+            check_bridge_files(config.bridge.half, config.bridge.secrets, config.device)
+            bridge_factory = open_edge_bridge
         if self.models is None:
             self.models = await Models.load(config)
         models = self.models

@@ -1,37 +1,30 @@
 """Where the edge bridge node plugs into ``edge run``.
 
-The bridge is built in :mod:`bridge` (issue 7); the edge only needs this much
-of it. A bridge implementation provides, in ``bridge/edge_node.py``::
-
-    def open_edge_bridge(
-        *, half: Path, secrets: Path | None, nats_url: str, device: str
-    ) -> AbstractAsyncContextManager[object]: ...
-
-While the returned context is open, the edge bridge node runs against the
-edge's loopback NATS at ``nats_url``: it forwards the half's exports home,
+With ``bridge.half`` configured, ``edge run`` opens :func:`open_edge_bridge`
+after its local nodes have subscribed and before capture starts (see
+:mod:`edge.runtime`), so nothing home sends is missed and no turn is made
+before the bridge can carry it. While open, :class:`bridge.node.edge.EdgeBridgeNode`
+runs against the edge's loopback NATS: it forwards the half's exports home,
 publishes the imports it receives, and publishes a
 :class:`shared.bridge_status.BridgeStatus` on
-:func:`shared.subjects.bridge_status_subject` whenever home becomes unreachable
-or reachable again (the edge speaks its notice from that). Leaving the context
-stops the node cleanly. ``edge run`` enters it after the local nodes have
-subscribed and before capture starts (see :mod:`edge.runtime`), so nothing home
-sends is missed and no turn is made before the bridge can carry it.
+:func:`shared.subjects.bridge_status_subject` while home is unreachable (the
+edge speaks its notice from that).
 
-With no ``bridge.half`` configured, ``edge run`` is a local-only edge: turns
-are published on the local NATS and anything local may answer them.
+With no ``bridge.half`` the edge is local-only: turns stay on its own NATS.
 """
 
 from __future__ import annotations
 
-import importlib
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Protocol
 
+from bridge.errors import BridgeError
+from bridge.node.edge import EdgeBridgeNode
 from edge.errors import BridgeUnavailable
-
-BRIDGE_MODULE = "bridge.edge_node"
-BRIDGE_FACTORY = "open_edge_bridge"
+from shared.errors import SchemaError
+from shared.schema import BridgeHalf, load_bridge_half
 
 
 class EdgeBridgeFactory(Protocol):
@@ -42,16 +35,48 @@ class EdgeBridgeFactory(Protocol):
     ) -> AbstractAsyncContextManager[object]: ...
 
 
-def load_bridge_factory() -> EdgeBridgeFactory:
-    """The installed edge bridge node, or BridgeUnavailable saying what is missing."""
+def client_key_path(half: Path, secrets: Path | None, device: str) -> Path:
+    """The board's private key as ``bridge pair`` wrote it: ``SECRETS/<device>.edge.key``."""
+    folder = secrets if secrets is not None else half.parent / "secrets"
+    return folder / f"{device}.edge.key"
+
+
+def check_bridge_files(half: Path, secrets: Path | None, device: str) -> BridgeHalf:
+    """Load the half and check the key exists; BridgeUnavailable names what is wrong."""
     try:
-        module = importlib.import_module(BRIDGE_MODULE)
-    except ModuleNotFoundError as exc:
+        loaded = load_bridge_half(half)
+    except SchemaError as exc:
+        raise BridgeUnavailable(f"bridge.half {half} is not a usable edge half: {exc}") from exc
+    if loaded.side != "edge":
+        raise BridgeUnavailable(f"bridge.half {half} is a {loaded.side} half; the board needs edge")
+    if loaded.device != device:
         raise BridgeUnavailable(
-            f"bridge.half is configured but this installation has no edge bridge node "
-            f"({BRIDGE_MODULE} is missing): remove bridge.half to run a local-only edge"
-        ) from exc
-    factory = getattr(module, BRIDGE_FACTORY, None)
-    if not callable(factory):
-        raise BridgeUnavailable(f"{BRIDGE_MODULE} has no callable {BRIDGE_FACTORY}()")
-    return cast(EdgeBridgeFactory, factory)
+            f"bridge.half {half} is for device {loaded.device!r}, but this edge is {device!r}"
+        )
+    key = client_key_path(half, secrets, device)
+    if not key.is_file():
+        raise BridgeUnavailable(
+            f"the board's key {key} is missing; pair the board with: "
+            f"bridge pair --device {device} --home HOST:PORT"
+        )
+    return loaded
+
+
+@asynccontextmanager
+async def open_edge_bridge(
+    *, half: Path, secrets: Path | None, nats_url: str, device: str
+) -> AsyncIterator[EdgeBridgeNode]:
+    """Run the edge bridge node for ``half`` on the edge's NATS while the context is open."""
+    loaded = check_bridge_files(half, secrets, device)
+    node = EdgeBridgeNode(
+        loaded, client_key=client_key_path(half, secrets, device), nats_url=nats_url
+    )
+    try:
+        await node.start()
+    except BridgeError as exc:
+        await node.stop()
+        raise BridgeUnavailable(f"the edge bridge node did not start: {exc}") from exc
+    try:
+        yield node
+    finally:
+        await node.stop()

@@ -20,11 +20,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from edge.tui.errors import NotWired, TransportError, TuiError, TurnTimeout
+from bridge.node.edge import EdgeBridgeNode
+from edge.tui.errors import TransportError, TuiError, TurnTimeout
 from edge.tui.say import SayResult, say_once
 from edge.tui.transport import BridgeFactory, direct, through_bridge
 from edge.tui.wire import AgentReply
-from shared.errors import SubjectError
+from shared.errors import SchemaError, SubjectError
+from shared.schema import load_bridge_half
 from shared.subjects import check_name
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -68,21 +70,15 @@ class Pairing:
 def default_bridge_factory(data_dir: Path, device: str) -> BridgeFactory:
     """The edge bridge node paired with the home in ``data_dir``, as a factory.
 
-    This is the seam to the bridge package (issue 7): it returns a callable that
-    takes the edge's loopback NATS URL and builds the edge bridge node for
+    It takes the edge's loopback NATS URL and builds the edge bridge node for
     ``device`` from its :class:`Pairing` (the edge half and the board's key).
-    Until that lands here it refuses, naming the way that works today. With the
-    bridge branch's ``EdgeBridgeNode`` the body is (checked end to end against
-    its ``HomeBridgeEndpoint`` with ``edge say``)::
-
-        half = load_bridge_half(pairing.edge_half)
-        return lambda url: EdgeBridgeNode(half, client_key=pairing.client_key, nats_url=url)
     """
     pairing = Pairing.locate(data_dir, device)
-    raise NotWired(
-        f"the bridge path for device {device!r} ({pairing.edge_half}) is not wired in yet; "
-        "talk to a home on this machine with --direct NATS_URL"
-    )
+    try:
+        half = load_bridge_half(pairing.edge_half)
+    except SchemaError as exc:
+        raise TransportError(f"{pairing.edge_half} is not a usable edge half: {exc}") from exc
+    return lambda url: EdgeBridgeNode(half, client_key=pairing.client_key, nats_url=url)
 
 
 # The lead (or a test) may point this at another factory builder.

@@ -2,7 +2,6 @@
 
 TuiError
 ├── TransportError     the NATS URL cannot be reached, or the bridge path cannot start
-├── NotWired           a path that needs code from another package is not plugged in yet
 └── TurnTimeout        no speak or reply arrived for a binding_id within the timeout
 
 Malformed events are not exceptions here: :mod:`shared.errors` raises
@@ -18,10 +17,6 @@ class TuiError(Exception):
 
 class TransportError(TuiError):
     """The NATS the TUI talks to cannot be reached, or the bridge path failed to start."""
-
-
-class NotWired(TuiError):
-    """The default (bridge) path needs a bridge-node factory that was not provided."""
 
 
 class TurnTimeout(TuiError):

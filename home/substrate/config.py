@@ -52,5 +52,7 @@ class HomeConfig:
     router_name: str = "substrate.router"
     health_interval_s: float = 1.0
     restore_schemas: bool = True
+    # The bridge endpoint's port; None takes the paired halves' listen port (2222).
+    bridge_port: int | None = None
     # Schemas (names in schema_dir) to apply at start, after the restored ones.
     apply_at_start: tuple[str, ...] = ()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from home.bridge import HomeBridgeComponent, paired_home_halves
 from home.substrate.component import ComponentRegistry, ComponentStatus
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import DataDirLock, HomeState
@@ -41,6 +42,10 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
     )
     registry.register(nats_server)
     registry.register(substrate)
+    if paired_home_halves(config.data_dir):
+        registry.register(
+            HomeBridgeComponent(config.data_dir, lambda: nats_server.url, port=config.bridge_port)
+        )
     return registry, nats_server, substrate
 
 

@@ -48,12 +48,12 @@ async def test_an_unreadable_input_file_fails_at_start(models: Models, tmp_path:
             pass
 
 
-async def test_a_configured_bridge_half_without_a_bridge_node_is_refused_early(
+async def test_a_configured_bridge_half_that_is_missing_is_refused_early(
     models: Models, annyeong_wav: Path, tmp_path: Path
 ) -> None:
     base = file_config(annyeong_wav, tmp_path / "out.wav")
     config = replace(base, bridge=BridgeConfig(half=tmp_path / "board.edge.yaml"))
-    with pytest.raises(BridgeUnavailable, match=r"bridge\.edge_node"):
+    with pytest.raises(BridgeUnavailable, match=r"board\.edge\.yaml"):
         async with EdgeRuntime(config, models=models):
             pass
 

@@ -66,6 +66,13 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
             "--apply", help="Apply this schema (a NAME in --schema-dir) at start; repeatable."
         ),
     ] = None,
+    bridge_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port of the bridge's SSH endpoint (default: the paired halves' listen port, "
+            "2222); it runs when a device is paired into DATA_DIR/bridge."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Log JSON lines to stderr.")] = False,
 ) -> None:
     """Start the home and stay in the foreground until Ctrl-C or SIGTERM.
@@ -92,6 +99,7 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
         event_log=EventLogConfig(max_bytes=log_max_bytes, max_age_s=log_max_age),
         restore_schemas=restore,
         apply_at_start=tuple(apply or ()),
+        bridge_port=bridge_port,
     )
 
     def ready(state: HomeState, registry: ComponentRegistry) -> None:
