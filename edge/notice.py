@@ -20,7 +20,7 @@ from edge.tts import PiperSynthesizer, Speaker
 from shared.bridge_status import BridgeStatus
 from shared.errors import ContractError
 from shared.event import Event
-from shared.subjects import BRIDGE_STATUS_PATTERN, sensation_turn_subject
+from shared.subjects import BRIDGE_STATUS_PATTERN, edge_notice_subject, sensation_turn_subject
 
 log = logging.getLogger(__name__)
 
@@ -93,5 +93,14 @@ class NoticeNode:
             return
         self.notices_played += 1
         self.speaker.say_local(self._pcm, self.text)
+        # Say locally that the notice was spoken, for monitors and HIL runs on the board.
+        notice = Event.new(
+            "edge.notice",
+            {"text": self.text, "turn_binding_id": event.binding_id},
+            source=f"edge.audio.{self.device}",
+            sequence_number=self.notices_played,
+            binding_id=event.binding_id,
+        )
+        await self.bus.publish(edge_notice_subject(self.device), notice)
         if self._on_settled is not None and event.binding_id is not None:
             self._on_settled(event.binding_id)

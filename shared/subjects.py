@@ -120,6 +120,16 @@ def bridge_status_subject(bridge: str) -> str:
 
 
 BRIDGE_STATUS_PATTERN = "events.bridge.*.status"
+
+
+def edge_notice_subject(device: str) -> str:
+    """``events.edge.<device>.notice``: the board spoke its local notice (home unreachable).
+
+    Local to the board: no bridge half carries it; monitors and HIL read it there.
+    """
+    return f"events.edge.{check_name(device, 'device')}.notice"
+
+
 BRIDGE_STATUS_EVENT_TYPE = "bridge.status"
 
 

@@ -13,12 +13,13 @@ from edge.runtime import EdgeRuntime, Models
 from edge.wire import Turn
 from shared.bridge_status import BridgeStatus
 from shared.event import Event, new_binding_id
-from shared.subjects import speak_subject
+from shared.subjects import edge_notice_subject, speak_subject
 from tests.edge.conftest import Collector, connect, file_config, wait_for
 
 pytestmark = pytest.mark.slow
 
 ACKS = "events.action.speech.completed.*"
+NOTICES = edge_notice_subject("board")
 
 
 def status(reachable: bool) -> tuple[str, Event]:
@@ -42,7 +43,7 @@ async def test_a_spoken_turn_while_home_is_unreachable_gets_the_notice(
     async with EdgeRuntime(config, models=models, sink=sink) as edge:
         client = await connect(edge.nats.url)
         try:
-            bus = await Collector(client).watch(ACKS)
+            bus = await Collector(client).watch(ACKS, NOTICES)
             await bus.publish(*status(reachable=False))
             await wait_for(lambda: not edge.notice.home_reachable, "the status to land")
             assert await edge.drain() == []  # the notice settles the turn
@@ -52,7 +53,10 @@ async def test_a_spoken_turn_while_home_is_unreachable_gets_the_notice(
         assert edge.notice.notices_played == 1
         assert edge.speaker.stats.notices == 1
         notice_samples = edge.notice.samples
+        turn_binding_id = edge.asr.turn_published[0].binding_id
     assert bus.on(ACKS) == []  # a local notice acks nobody
+    (said,) = bus.on(NOTICES)  # and is announced locally, for monitors and HIL
+    assert said.payload["turn_binding_id"] == turn_binding_id
     with wave.open(str(out), "rb") as wav:
         assert wav.getnframes() == notice_samples
 
