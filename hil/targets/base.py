@@ -1,0 +1,163 @@
+"""What every HIL target provides: a board to talk to and a home to watch it from.
+
+A target is an async context manager. While open, the suites use only this
+interface, so the same cases run against a virtual board on this machine, a
+real board over SSH, or an image booted under emulation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from shared.errors import ContractError
+from shared.event import Event
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """Free disk and memory on the board."""
+
+    disk_free_mb: float
+    mem_available_mb: float
+
+
+@dataclass(frozen=True)
+class ResourceSample:
+    """One sample of the board's edge process and the board itself."""
+
+    rss_mb: float
+    cpu_percent: float
+    temperature_c: float | None = None
+
+
+class Board(Protocol):
+    """The board side of a target, as the suites see it."""
+
+    device: str
+    phrases: tuple[str, ...]
+
+    async def services(self) -> dict[str, str]:
+        """Each board service and its state (``active`` when running)."""
+
+    async def versions(self) -> dict[str, str]:
+        """``board`` and ``home`` versions of tether, to compare."""
+
+    async def half_digests(self) -> tuple[str, str]:
+        """The digest of the edge half the board carries and of home's half for this device."""
+
+    async def clock(self) -> datetime:
+        """The board's clock."""
+
+    async def headroom(self) -> Headroom:
+        """Free disk and memory on the board."""
+
+    async def inject(self, phrase: str) -> float:
+        """Make the board hear ``phrase``; return the monotonic time the audio ended."""
+
+    async def notices(self) -> int:
+        """How many local 'home unreachable' notices the board has spoken."""
+
+    async def cut_link(self) -> None:
+        """Cut the link between board and home (home stays up)."""
+
+    async def restore_link(self) -> None:
+        """Let the link come back."""
+
+    async def sample(self) -> ResourceSample:
+        """The edge process's memory and CPU now."""
+
+    async def logs(self) -> str:
+        """Recent logs of the board and home, for failing cases."""
+
+
+@dataclass
+class Seen:
+    """One event seen on home's NATS and when (monotonic)."""
+
+    at: float
+    subject: str
+    event: Event
+
+
+@dataclass
+class HomeWatch:
+    """Everything published under ``events.>`` on home's NATS, with arrival times."""
+
+    url: str
+    seen: list[Seen] = field(default_factory=list)
+    malformed: int = 0
+    _nc: Client | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def __aenter__(self) -> HomeWatch:
+        self._nc = await nats.connect(self.url, name="hil-watch")
+
+        async def on_message(msg: Msg) -> None:
+            try:
+                event = Event.from_json(msg.data)
+            except ContractError:
+                self.malformed += 1
+                return
+            self.seen.append(Seen(time.monotonic(), msg.subject, event))
+            self._changed.set()
+
+        await self._nc.subscribe("events.>", cb=on_message)
+        await self._nc.flush()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await self._nc.close()
+            self._nc = None
+
+    def matching(
+        self, prefix: str, binding_id: str | None = None, since: float = 0.0
+    ) -> list[Seen]:
+        """Events on subjects starting with ``prefix`` (with ``binding_id``) after ``since``."""
+        return [
+            s
+            for s in self.seen
+            if s.subject.startswith(prefix)
+            and s.at >= since
+            and (binding_id is None or s.event.binding_id == binding_id)
+        ]
+
+    async def wait(
+        self, prefix: str, *, binding_id: str | None = None, since: float = 0.0, within_s: float
+    ) -> Seen | None:
+        """The first matching event, waiting up to ``within_s`` seconds; None if none came."""
+        deadline = time.monotonic() + within_s
+        while True:
+            found = self.matching(prefix, binding_id, since)
+            if found:
+                return found[0]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
+
+
+@dataclass
+class TargetContext:
+    """What the suites get: the board, a watch on home, and the run's knobs."""
+
+    board: Board
+    home: HomeWatch
+    work_dir: Path
+    turn_timeout_s: float = 60.0
+    linkdrop_s: float = 5.0
+    soak_turns: int = 5
+    soak_minutes: float = 1.0

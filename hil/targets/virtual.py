@@ -1,0 +1,308 @@
+"""The virtual target: the real edge code on this machine, its sound card a real-time null sink.
+
+It pairs a board with a fresh ``home up`` (the embedded endpoint, reached
+through a relay the run can cut), starts ``edge run`` with sounddevice on a
+private PulseAudio null sink, and injects utterances by playing them into that
+sink, whose monitor is the board's microphone: paced in real time like a room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from contextlib import AsyncExitStack, ExitStack
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import nats
+import psutil
+import yaml
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from edge.audio.null_server import pulse_daemon
+from hil.runner import HilError
+from hil.speech import SpeechLibrary
+from hil.targets.base import Headroom, HomeWatch, ResourceSample
+from hil.targets.proxy import CuttableRelay
+from shared.bridge_status import BridgeStatus
+from shared.errors import ContractError
+from shared.event import Event
+from shared.schema import load_bridge_half
+from shared.subjects import bridge_status_subject, edge_notice_subject
+
+DEVICE = "board"
+START_TIMEOUT_S = 120.0
+DEFAULT_PHRASES = ("안녕하세요", "감사합니다")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tool(name: str) -> str:
+    beside = Path(sys.executable).with_name(name)
+    return str(beside) if beside.exists() else name
+
+
+class VirtualBoard:
+    """A board made of this machine's processes; open it with ``async with``."""
+
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        phrases: tuple[str, ...] = DEFAULT_PHRASES,
+        home_args: tuple[str, ...] = (),
+        schema: str = "edge_asr",
+    ) -> None:
+        self.device = DEVICE
+        self.phrases = phrases
+        self.work_dir = work_dir
+        self.data_dir = work_dir / "home"
+        self._home_args = home_args
+        self._schema = schema
+        self._speech = SpeechLibrary(work_dir / "speech")
+        self._stack = AsyncExitStack()
+        self._sync = ExitStack()
+        self._home: subprocess.Popen[bytes] | None = None
+        self._edge: subprocess.Popen[bytes] | None = None
+        self._relay: CuttableRelay | None = None
+        self._edge_nc: Client | None = None
+        self._pulse_env: dict[str, str] = {}
+        self._notices = 0
+        self._link_up: bool | None = None
+        self.home_url = ""
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def __aenter__(self) -> VirtualBoard:
+        try:
+            await self._start()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for proc in (self._edge, self._home):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    await asyncio.to_thread(proc.wait, 30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    await asyncio.to_thread(proc.wait)
+        if self._edge_nc is not None:
+            with contextlib.suppress(Exception):
+                await self._edge_nc.close()
+        await self._stack.aclose()
+        self._sync.close()
+
+    async def _start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        home_port, relay_port, edge_nats = _free_port(), _free_port(), _free_port()
+        bridge_dir = self.data_dir / "bridge"
+        paired = await asyncio.to_thread(
+            subprocess.run,
+            [_tool("bridge"), "pair", "--device", DEVICE, "--home", f"127.0.0.1:{relay_port}",
+             "--out", str(bridge_dir), "--force"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        if paired.returncode != 0:
+            raise HilError(f"bridge pair failed: {paired.stderr.strip()}")
+        self._relay = await self._stack.enter_async_context(CuttableRelay(relay_port, home_port))
+        self._home = self._spawn(
+            "home-up",
+            [_tool("home"), "up", "--data-dir", str(self.data_dir), "--bridge-port",
+             str(home_port), "--apply", self._schema, *self._home_args],
+        )  # fmt: skip
+        state = await self._wait_file(self.data_dir / "home.json", self._home, "home up")
+        self.home_url = str(json.loads(state)["nats_url"])
+        pulse = self._sync.enter_context(pulse_daemon(self.work_dir / "pulse"))
+        self._pulse_env = pulse.env
+        config = self.work_dir / "edge.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "device": DEVICE,
+                    "audio": {
+                        "input": {"kind": "sounddevice", "device": "pulse"},
+                        "output": {"kind": "sounddevice", "device": "pulse"},
+                    },
+                    "endpointing": {"mode": "vad"},
+                    "asr": {"grammar": [*self.phrases, "[unk]"]},
+                    "nats": {"host": "127.0.0.1", "port": edge_nats},
+                    "bridge": {
+                        "half": str(bridge_dir / f"{DEVICE}.edge.yaml"),
+                        "secrets": str(bridge_dir / "secrets"),
+                    },
+                },
+                allow_unicode=True,
+            )
+        )
+        self._edge = self._spawn(
+            "edge-run", [_tool("edge"), "run", "--config", str(config), "--verbose"],
+            env={"PULSE_SERVER": pulse.env["PULSE_SERVER"]},
+        )  # fmt: skip
+        self._edge_nc = await self._connect_edge(f"nats://127.0.0.1:{edge_nats}")
+        if not await self.wait_link(True, START_TIMEOUT_S):
+            raise HilError(f"the board's bridge did not come up within {START_TIMEOUT_S:.0f} s")
+
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        log = (self.work_dir / f"{name}.log").open("ab")
+        self._sync.callback(log.close)
+        return subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
+
+    async def _wait_file(self, path: Path, proc: subprocess.Popen[bytes], what: str) -> str:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not await asyncio.to_thread(path.exists):
+            if proc.poll() is not None:
+                raise HilError(f"{what} exited with {proc.returncode}: {await self.logs()}")
+            if time.monotonic() > deadline:
+                raise HilError(f"{what} did not start within {START_TIMEOUT_S:.0f} s")
+            await asyncio.sleep(0.1)
+        return await asyncio.to_thread(path.read_text)
+
+    async def _connect_edge(self, url: str) -> Client:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if self._edge is not None and self._edge.poll() is not None:
+                raise HilError(f"edge run exited with {self._edge.returncode}: {await self.logs()}")
+            try:
+                nc = await nats.connect(url, name="hil-board", allow_reconnect=False)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise HilError(f"the edge's NATS at {url} never answered") from None
+                await asyncio.sleep(0.2)
+
+        async def on_notice(msg: Msg) -> None:
+            self._notices += 1
+
+        async def on_status(msg: Msg) -> None:
+            try:
+                self._link_up = BridgeStatus.from_event(Event.from_json(msg.data)).reachable
+            except ContractError:
+                return
+
+        await nc.subscribe(edge_notice_subject(DEVICE), cb=on_notice)
+        await nc.subscribe(bridge_status_subject(DEVICE), cb=on_status)
+        await nc.flush()
+        return nc
+
+    # --- the Board interface ---------------------------------------------------
+
+    async def wait_link(self, up: bool, within_s: float) -> bool:
+        """Wait until the board's bridge reports the link ``up`` (or down)."""
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            if up and await asyncio.to_thread(self._home_link_state) == "up":
+                return True
+            if not up and self._link_up is False:
+                return True
+            await asyncio.sleep(0.2)
+        return False
+
+    def _home_link_state(self) -> str | None:
+        status = self._home_status()
+        for component in status.get("components", []):
+            if component.get("name") == "bridge":
+                detail = str(component.get("detail", ""))
+                return "up" if f"{DEVICE} up" in detail else detail
+        return None
+
+    def _home_status(self) -> dict[str, Any]:
+        run = subprocess.run(
+            [_tool("home"), "status", "--json", "--data-dir", str(self.data_dir)],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        try:
+            return dict(json.loads(run.stdout))
+        except json.JSONDecodeError:
+            return {}
+
+    async def services(self) -> dict[str, str]:
+        out = {
+            "edge": "active" if self._edge is not None and self._edge.poll() is None else "dead",
+            "home": "active" if self._home is not None and self._home.poll() is None else "dead",
+        }
+        status = await asyncio.to_thread(self._home_status)
+        for component in status.get("components", []):
+            state = component.get("state")
+            out[f"home/{component.get('name')}"] = "active" if state == "healthy" else str(state)
+        return out
+
+    async def versions(self) -> dict[str, str]:
+        # Both sides run from this installation; a real board reports its own.
+        return {"board": version("tether"), "home": version("tether")}
+
+    async def half_digests(self) -> tuple[str, str]:
+        carried = yaml.safe_load((self.work_dir / "edge.yaml").read_text())["bridge"]["half"]
+        home_copy = self.data_dir / "bridge" / f"{DEVICE}.edge.yaml"
+        return load_bridge_half(carried).digest(), load_bridge_half(home_copy).digest()
+
+    async def clock(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def headroom(self) -> Headroom:
+        disk = shutil.disk_usage(self.work_dir)
+        return Headroom(disk.free / 2**20, psutil.virtual_memory().available / 2**20)
+
+    async def inject(self, phrase: str) -> float:
+        clip = await asyncio.to_thread(self._speech.korean, phrase)
+        played = await asyncio.create_subprocess_exec(
+            "paplay", "--device", "tether_null", str(clip.path),
+            env={**os.environ, "PULSE_SERVER": self._pulse_env["PULSE_SERVER"]},
+        )  # fmt: skip
+        if await played.wait() != 0:
+            raise HilError(f"paplay could not play {clip.path}")
+        return time.monotonic() - clip.tail_s
+
+    async def notices(self) -> int:
+        return self._notices
+
+    async def cut_link(self) -> None:
+        if self._relay is None:
+            raise HilError("the link relay is not running")
+        self._relay.cut()
+
+    async def restore_link(self) -> None:
+        if self._relay is None:
+            raise HilError("the link relay is not running")
+        self._relay.restore()
+
+    async def sample(self) -> ResourceSample:
+        if self._edge is None or self._edge.poll() is not None:
+            raise HilError("the edge process is not running")
+        proc = psutil.Process(self._edge.pid)
+        cpu = await asyncio.to_thread(proc.cpu_percent, 0.5)
+        return ResourceSample(rss_mb=proc.memory_info().rss / 2**20, cpu_percent=cpu)
+
+    async def logs(self) -> str:
+        parts = []
+        for name in ("home-up", "edge-run"):
+            path = self.work_dir / f"{name}.log"
+            if path.exists():
+                text = path.read_bytes()[-8000:].decode(errors="replace")
+                parts.append(f"--- {name} (last 8 kB) ---\n{text}")
+        return "\n".join(parts)
+
+    def watch(self) -> HomeWatch:
+        """A watch on this home's NATS (open it with ``async with``)."""
+        return HomeWatch(self.home_url)
