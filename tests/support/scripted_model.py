@@ -168,13 +168,17 @@ class ScriptedModel:
             reply = self.responder(recorded)
         else:
             reply = Reply()
+        streaming = bool(body.get("stream"))
+        if streaming:
+            # A streaming server answers with its headers at once and thinks afterwards.
+            await _start_sse(writer)
         if reply.gate is not None:
             await reply.gate.wait()
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         self.reply_sent_at.append(time.monotonic())
-        if body.get("stream"):
-            await _respond_sse(writer, _chunks(reply))
+        if streaming:
+            await _send_sse(writer, _chunks(reply))
             return False
         await _respond_json(writer, _completion(reply))
         return True
@@ -207,11 +211,15 @@ async def _respond_json(writer: asyncio.StreamWriter, data: Any, status: int = 2
     await writer.drain()
 
 
-async def _respond_sse(writer: asyncio.StreamWriter, chunks: list[dict[str, Any]]) -> None:
+async def _start_sse(writer: asyncio.StreamWriter) -> None:
     writer.write(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
         b"Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
     )
+    await writer.drain()
+
+
+async def _send_sse(writer: asyncio.StreamWriter, chunks: list[dict[str, Any]]) -> None:
     for chunk in chunks:
         writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
     writer.write(b"data: [DONE]\n\n")
