@@ -27,6 +27,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -163,6 +164,7 @@ class AgentNode:
         self._worker: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self.idle = asyncio.Event()
+        self._listeners: list[Callable[[WireEvent], None]] = []
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -186,6 +188,12 @@ class AgentNode:
                 self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
             )
             await self._start_tau()
+            if self.spec.kind == "tau_bus_agent":
+                # τ's builtin nats_bus subscribes and prompts itself; the node only supervises.
+                self._worker = asyncio.create_task(
+                    self._supervise_bus(), name=f"{self.spec.name}-supervisor"
+                )
+                return
             self._subs.append(
                 await self._nc.subscribe(workspace_in_subject(self.agent), cb=self._on_inbound)
             )
@@ -267,7 +275,13 @@ class AgentNode:
             assert self._tau is not None
             return self._tau
 
+    def watch_wire(self, listener: Callable[[WireEvent], None]) -> None:
+        """Call ``listener`` with every event τ writes (monitors, benchmarks, tests)."""
+        self._listeners.append(listener)
+
     def _on_wire_event(self, event: WireEvent) -> None:
+        for listener in self._listeners:
+            listener(event)
         if event.type == "agent_end" and event.submission_id is not None:
             future = self._ends.get(event.submission_id)
             if future is not None and not future.done():
@@ -362,6 +376,15 @@ class AgentNode:
                     await self._run_turn(turn)
                 finally:
                     self._current = None
+        except RestartBudgetExhausted as exc:
+            self.failure = exc
+            log.error("%s: giving up: %s", self.spec.name, exc)
+
+    async def _supervise_bus(self) -> None:
+        try:
+            while True:
+                tau = await self._ensure_tau()
+                await tau.exited.wait()
         except RestartBudgetExhausted as exc:
             self.failure = exc
             log.error("%s: giving up: %s", self.spec.name, exc)

@@ -22,12 +22,16 @@ from typing import Any
 
 from home.agents.errors import AgentConfigError
 from shared.schema.catalog import NodeSpec
+from shared.subjects import workspace_in_subject
 
 # The only variables of the node's environment τ inherits; everything else is dropped.
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
 
 # Run-context facts an extension may ask for in its RUN_CONTEXT tuple.
 RUN_CONTEXT_KEYS = ("agent", "nats_url", "binding_file", "jmfts_url", "jmfts_token_file")
+
+# τ's builtin bus extension, named as an installed module rather than a path.
+NATS_BUS_MODULE = "tau_agent_core.extensions_builtin.nats_bus"
 
 # The τ config name of the one model entry the node writes.
 MODEL_ENTRY = "agent"
@@ -90,13 +94,27 @@ class RunContext:
 
 @dataclass(frozen=True)
 class ExtensionFile:
-    """An extension file and what it declares about itself."""
+    """An extension (a file by path, or an installed module) and what it declares."""
 
     name: str
     path: Path
     touches_bus: bool
     run_context: tuple[str, ...]
     config: dict[str, Any]
+    module: str | None = None
+
+    @property
+    def flag_value(self) -> str:
+        """What ``--extension`` is given: the file path, or the module name."""
+        return self.module or str(self.path)
+
+    @property
+    def config_name(self) -> str:
+        """τ's identifier for it, the NAME of ``--ext-config NAME:KEY=VALUE``.
+
+        A file's stem, or an installed module's full name (τ's extension_identifier).
+        """
+        return self.module or self.path.stem
 
 
 @dataclass(frozen=True)
@@ -161,16 +179,44 @@ def read_extension(name: str, path: Path, config: dict[str, Any]) -> ExtensionFi
 
 def extension_flags(ext: ExtensionFile, context: RunContext) -> list[str]:
     """``--extension PATH`` and one ``--ext-config NAME:KEY=JSON`` per config value."""
-    flags = ["--extension", str(ext.path)]
-    stem = ext.path.stem
+    flags = ["--extension", ext.flag_value]
     values: dict[str, Any] = dict(ext.config)
     for key in ext.run_context:
         fact = context.value(key)
         if fact is not None:
             values[key] = fact
     for key, value in values.items():
-        flags += ["--ext-config", f"{stem}:{key}={json.dumps(value)}"]
+        flags += ["--ext-config", f"{ext.config_name}:{key}={json.dumps(value)}"]
     return flags
+
+
+def builtin_nats_bus(spec: NodeSpec, context: RunContext) -> ExtensionFile:
+    """τ's own builtin ``nats_bus`` as the whole agent: the other posture (kind tau_bus_agent).
+
+    τ subscribes the agent's inbound rail itself and drives one turn per event;
+    its verbs publish on ``events.workspace.<agent>.out.<verb>`` (``speak`` without
+    a device token, which the router resolves from the binding id). The node
+    catalog's ``config.nats_bus`` adds to or overrides the defaults here.
+    """
+    config: dict[str, Any] = {
+        "workspace": context.agent,
+        "inbound_subject": workspace_in_subject(context.agent),
+        "nats_url": context.nats_url,
+        "origin_node": spec.name,
+        "verbs": ["speak"],
+    }
+    extra = spec.config.get("nats_bus", {})
+    if not isinstance(extra, dict):
+        raise AgentConfigError(f"{spec.name}: config.nats_bus must be a mapping")
+    config.update(extra)
+    return ExtensionFile(
+        name="nats_bus",
+        path=Path(NATS_BUS_MODULE),
+        touches_bus=True,
+        run_context=(),
+        config=config,
+        module=NATS_BUS_MODULE,
+    )
 
 
 def write_tau_home(tau_home: Path, model: ModelEndpoint) -> None:
@@ -198,12 +244,15 @@ def build_launch(
     ``run_dir`` is where the τ home and the process's working directory go.
     Extension paths in the catalog are relative to ``repo_root``.
     """
-    if spec.kind != "tau_agent":
-        raise AgentConfigError(f"{spec.name}: kind {spec.kind!r} is not a tau_agent")
-    extensions = [
-        read_extension(ext.name, _resolve(repo_root, ext.path), ext.config)
-        for ext in spec.extensions
-    ]
+    if spec.kind == "tau_agent":
+        extensions = [
+            read_extension(ext.name, _resolve(repo_root, ext.path), ext.config)
+            for ext in spec.extensions
+        ]
+    elif spec.kind == "tau_bus_agent":
+        extensions = [builtin_nats_bus(spec, context)]
+    else:
+        raise AgentConfigError(f"{spec.name}: kind {spec.kind!r} is not a τ agent")
     extensions.extend(extra_extensions)
     tau_home = run_dir / "tau-home"
     cwd = run_dir / "cwd"
