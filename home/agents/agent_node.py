@@ -64,6 +64,10 @@ ABORT_GRACE_S = 10.0
 DEDUP_WINDOW = 4096
 # Deliveries of one utterance across τ deaths (the first, and one retry).
 MAX_DELIVERIES = 2
+# How many recent turns a late refusal can still be matched to.
+RECENT_TURNS = 64
+# How long a stopping node lets the turn in flight finish.
+STOP_GRACE_S = 5.0
 
 
 @dataclass
@@ -104,6 +108,7 @@ class NodeStats:
     reprompts: int = 0
     restarts: int = 0
     busy_retries: int = 0
+    dropped_at_stop: int = 0
     outcomes: list[TurnOutcome] = field(default_factory=list)
 
 
@@ -158,7 +163,10 @@ class AgentNode:
         self._ends: dict[str, asyncio.Future[WireEvent]] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._reprompted: set[str] = set()
+        self._recent: OrderedDict[str, PendingTurn] = OrderedDict()
         self._current: PendingTurn | None = None
+        self._turn_over = asyncio.Event()
+        self._draining = False
         self._turn_seq = 0
         self._out_seq = 0
         self._worker: asyncio.Task[None] | None = None
@@ -206,8 +214,17 @@ class AgentNode:
             await self.close()
             raise
 
-    async def close(self) -> None:
-        """Stop the worker, τ and the NATS connection (in that order)."""
+    async def close(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Let the turn in flight finish (up to ``grace_s``), then stop the worker, τ and NATS.
+
+        Queued utterances that have not started are dropped with the node, and counted.
+        """
+        self._draining = True
+        if self._current is not None and self._worker is not None and not self._worker.done():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace_s):
+                    await self._turn_over.wait()
+        self.stats.dropped_at_stop = len(self._queue)
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -226,8 +243,8 @@ class AgentNode:
     async def wait_failed(self) -> BaseException:
         """Block until the node gives up (restart budget spent); return why."""
         assert self._worker is not None, "node not started"
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._worker
+        # asyncio.wait, not await: cancelling this waiter must not cancel the worker.
+        await asyncio.wait({self._worker})
         return self.failure or AgentError("the worker stopped")
 
     @property
@@ -318,6 +335,10 @@ class AgentNode:
                 "event_id": inbound.event.event_id,
             },
         )
+        self._recent[turn.binding.binding_id] = turn
+        while len(self._recent) > RECENT_TURNS:
+            forgotten, _ = self._recent.popitem(last=False)
+            self._reprompted.discard(forgotten)
         self._enqueue(turn)
 
     def _enqueue(self, turn: PendingTurn, *, first: bool = False) -> None:
@@ -340,10 +361,10 @@ class AgentNode:
         payload = event.payload
         if payload.get("kind") != "refusal" or event.binding_id is None:
             return
-        current = self._current
-        if current is None or current.binding.binding_id != event.binding_id:
-            return
-        if current.reprompt or event.binding_id in self._reprompted:
+        # The refusal travels over NATS and agent_end over stdio; either may arrive first,
+        # so the turn is looked up by binding rather than assumed to be the current one.
+        turn = self._recent.get(event.binding_id)
+        if turn is None or event.binding_id in self._reprompted:
             return
         self._reprompted.add(event.binding_id)
         self.stats.reprompts += 1
@@ -351,8 +372,8 @@ class AgentNode:
         self._enqueue(
             PendingTurn(
                 text=rewrite_request(reason),
-                binding=current.binding,
-                correlation={**current.correlation, "reprompt": True},
+                binding=turn.binding,
+                correlation={**turn.correlation, "reprompt": True},
                 reprompt=True,
             ),
             first=True,
@@ -372,10 +393,14 @@ class AgentNode:
             while True:
                 turn = await self._next()
                 self._current = turn
+                self._turn_over.clear()
                 try:
                     await self._run_turn(turn)
                 finally:
                     self._current = None
+                    self._turn_over.set()
+                if self._draining:
+                    return
         except RestartBudgetExhausted as exc:
             self.failure = exc
             log.error("%s: giving up: %s", self.spec.name, exc)

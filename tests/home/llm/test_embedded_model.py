@@ -67,7 +67,7 @@ async def test_a_turn_with_the_embedded_model_ends_in_a_speak_or_a_reply(
         model=embedded_endpoint(llm.url, "speak"),
         repo_root=REPO_ROOT,
     ) as node:
-        said = await edge.say("What colour is the sky?")
+        said = await edge.say("What colour is the sky?", received=lambda: node.stats.received)
         async with asyncio.timeout(120):
             while not node.stats.outcomes:
                 await asyncio.sleep(0.05)
