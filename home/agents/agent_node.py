@@ -170,6 +170,8 @@ class AgentNode:
         self._turn_seq = 0
         self._out_seq = 0
         self._worker: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._failed = asyncio.Event()
         self.failure: BaseException | None = None
         self.idle = asyncio.Event()
         self._listeners: list[Callable[[WireEvent], None]] = []
@@ -196,11 +198,9 @@ class AgentNode:
                 self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
             )
             await self._start_tau()
+            self._watcher = asyncio.create_task(self._watch_tau(), name=f"{self.spec.name}-watch")
             if self.spec.kind == "tau_bus_agent":
                 # τ's builtin nats_bus subscribes and prompts itself; the node only supervises.
-                self._worker = asyncio.create_task(
-                    self._supervise_bus(), name=f"{self.spec.name}-supervisor"
-                )
                 return
             self._subs.append(
                 await self._nc.subscribe(workspace_in_subject(self.agent), cb=self._on_inbound)
@@ -220,6 +220,11 @@ class AgentNode:
         Queued utterances that have not started are dropped with the node, and counted.
         """
         self._draining = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
         if self._current is not None and self._worker is not None and not self._worker.done():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(grace_s):
@@ -242,10 +247,8 @@ class AgentNode:
 
     async def wait_failed(self) -> BaseException:
         """Block until the node gives up (restart budget spent); return why."""
-        assert self._worker is not None, "node not started"
-        # asyncio.wait, not await: cancelling this waiter must not cancel the worker.
-        await asyncio.wait({self._worker})
-        return self.failure or AgentError("the worker stopped")
+        await self._failed.wait()
+        return self.failure or AgentError("the node stopped")
 
     @property
     def tau_pid(self) -> int | None:
@@ -283,8 +286,8 @@ class AgentNode:
                     tau.pid,
                     tau.returncode,
                 )
-                await tau.close()
                 self._tau = None
+                await tau.close()
             delay = self._restarts.next_delay(time.monotonic())
             await asyncio.sleep(delay)
             await self._start_tau()
@@ -402,21 +405,37 @@ class AgentNode:
                 if self._draining:
                     return
         except RestartBudgetExhausted as exc:
-            self.failure = exc
-            log.error("%s: giving up: %s", self.spec.name, exc)
+            self._fail(exc)
 
-    async def _supervise_bus(self) -> None:
-        try:
-            while True:
+    async def _watch_tau(self) -> None:
+        """Restart τ when it dies, whether or not a turn needed it at that moment."""
+        while True:
+            try:
                 tau = await self._ensure_tau()
-                await tau.exited.wait()
-        except RestartBudgetExhausted as exc:
+            except RestartBudgetExhausted as exc:
+                self._fail(exc)
+                return
+            except AgentError as exc:
+                # A start that failed counts against the policy; try again under it.
+                log.warning("%s: τ did not start: %s", self.spec.name, exc)
+                continue
+            await tau.exited.wait()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.failure is None:
             self.failure = exc
             log.error("%s: giving up: %s", self.spec.name, exc)
+        self._failed.set()
 
     async def _run_turn(self, turn: PendingTurn) -> None:
         while True:
-            tau = await self._ensure_tau()
+            try:
+                tau = await self._ensure_tau()
+            except RestartBudgetExhausted:
+                raise
+            except AgentError as exc:
+                log.warning("%s: τ did not start: %s", self.spec.name, exc)
+                continue
             turn.deliveries += 1
             try:
                 outcome = await self._prompt_once(tau, turn)

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from home.agents.agent_node import AgentNode
+from home.agents.errors import RestartBudgetExhausted
 from home.agents.launch import ModelEndpoint
-from shared.schema.catalog import NodeCatalog, NodeSpec
+from shared.schema.catalog import NodeCatalog, NodeSpec, RestartPolicy
 from tests.home.conftest import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
 
@@ -332,3 +333,23 @@ async def test_the_token_never_reaches_the_model_or_the_bus(
     errors = tool_results(model.requests[2])
     assert any("no ack on events.journal.append." in e for e in errors)
     assert any("no ack on events.journal.jmfts_write." in e for e in errors)
+
+
+async def test_the_node_gives_up_when_its_restart_policy_is_spent(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, tmp_path: Path
+) -> None:
+    spec = replace(
+        catalog["agent.edge_asr"],
+        restart_policy=RestartPolicy(max_restarts=1, window_s=60, backoff_s=0.1),
+    )
+    async with running_node(spec, nats_url, model, tmp_path) as node:
+        watcher = asyncio.create_task(node.wait_failed())
+        for _ in range(2):
+            pid = node.tau_pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            # Dead while idle: restarted at once the first time, given up on the second.
+            await until(lambda pid=pid: node.tau_pid not in (None, pid) or watcher.done())
+        failure = await asyncio.wait_for(watcher, 60)
+    assert isinstance(failure, RestartBudgetExhausted)
+    assert node.stats.restarts == 1
