@@ -79,6 +79,7 @@ class PendingTurn:
     correlation: dict[str, Any]
     reprompt: bool = False
     deliveries: int = 0
+    received_at: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class TurnOutcome:
     reprompt: bool
     error: str | None
     elapsed_s: float
+    # Monotonic instants: the event arrived, the prompt was written to τ, agent_end came.
+    received_at: float = 0.0
+    prompted_at: float = 0.0
+    ended_at: float = 0.0
 
 
 @dataclass
@@ -168,6 +173,7 @@ class AgentNode:
         self._turn_over = asyncio.Event()
         self._draining = False
         self._turn_seq = 0
+        self._last_prompt_written = 0.0
         self._out_seq = 0
         self._worker: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -463,6 +469,7 @@ class AgentNode:
         started = time.monotonic()
         try:
             await self._submit(tau, turn, submission_id)
+            prompted = self._last_prompt_written
             self.stats.prompts += 1
             end = await self._await_end(tau, ended, turn)
         finally:
@@ -482,12 +489,16 @@ class AgentNode:
             reprompt=turn.reprompt,
             error=end.error,
             elapsed_s=time.monotonic() - started,
+            received_at=turn.received_at,
+            prompted_at=prompted,
+            ended_at=time.monotonic(),
         )
 
     async def _submit(self, tau: TauProcess, turn: PendingTurn, submission_id: str) -> None:
         params = prompt_params(turn.text, submission_id, turn.correlation)
         while True:
             try:
+                self._last_prompt_written = time.monotonic()
                 await tau.request("prompt", params)
                 return
             except TauRpcError as exc:

@@ -131,10 +131,11 @@ def pct(values: list[float], q: float) -> float:
 
 async def scripted_run(
     spec: NodeSpec, nats_url: str, data_dir: Path
-) -> tuple[list[float], list[float]]:
-    """(publish → first model request, final answer → speak) in ms, over TURNS turns."""
+) -> tuple[list[float], list[float], list[float]]:
+    """(publish → first model request, final answer → speak, publish → prompt written) in ms."""
     to_model: list[float] = []
     to_speak: list[float] = []
+    to_prompt: list[float] = []
     async with ScriptedModel(speak_back) as model:
         nc = await nats.connect(nats_url)
         edge = Edge(nc)
@@ -144,7 +145,7 @@ async def scripted_run(
         try:
             async with AgentNode(spec, nats_url=nats_url, data_dir=data_dir,
                                  model=ModelEndpoint(base_url=model.url),
-                                 repo_root=REPO_ROOT):  # fmt: skip
+                                 repo_root=REPO_ROOT) as node:  # fmt: skip
                 await asyncio.sleep(0.5)
                 for i in range(WARMUP + TURNS):
                     n = len(model.requests)
@@ -154,9 +155,14 @@ async def scripted_run(
                     request = model.requests[n]
                     to_model.append((request.at - t0) * 1000)
                     to_speak.append((edge.speaks[binding] - model.reply_sent_at[n]) * 1000)
+                    outcome = next(
+                        (o for o in node.stats.outcomes if o.binding_id == binding), None
+                    )
+                    if outcome is not None:
+                        to_prompt.append((outcome.prompted_at - t0) * 1000)
         finally:
             await nc.drain()
-    return to_model, to_speak
+    return to_model, to_speak, to_prompt
 
 
 async def embedded_run(spec: NodeSpec, nats_url: str, data_dir: Path) -> list[float]:
@@ -194,8 +200,8 @@ async def run() -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
         async with nats_server() as url:
-            node_in, node_out = await scripted_run(node_spec, url, Path(tmp) / "node")
-            bus_in, bus_out = await scripted_run(bus_spec, url, Path(tmp) / "bus")
+            node_in, node_out, node_prompt = await scripted_run(node_spec, url, Path(tmp) / "n")
+            bus_in, bus_out, _ = await scripted_run(bus_spec, url, Path(tmp) / "bus")
             for metric, ours, peer in (
                 ("publish → first model request", node_in, bus_in),
                 ("final answer → speak event", node_out, bus_out),
@@ -212,6 +218,16 @@ async def run() -> list[Result]:
                             note="goal ≤ 10 ms; scripted model",
                         )
                     )
+            for label, q in (("p50", 0.5), ("p99", 0.99)):
+                results.append(
+                    Result(
+                        metric=f"publish → prompt written to τ (the node's share) {label}",
+                        value=pct(node_prompt, q),
+                        unit="ms",
+                        n=len(node_prompt),
+                        note="the rest of publish → request is τ's own",
+                    )
+                )
             embedded = await embedded_run(node_spec, url, Path(tmp) / "embedded")
             results.append(
                 Result(
