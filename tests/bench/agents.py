@@ -136,6 +136,7 @@ async def scripted_run(
     to_model: list[float] = []
     to_speak: list[float] = []
     to_prompt: list[float] = []
+    published: dict[str, float] = {}
     async with ScriptedModel(speak_back) as model:
         nc = await nats.connect(nats_url)
         edge = Edge(nc)
@@ -155,11 +156,14 @@ async def scripted_run(
                     request = model.requests[n]
                     to_model.append((request.at - t0) * 1000)
                     to_speak.append((edge.speaks[binding] - model.reply_sent_at[n]) * 1000)
-                    outcome = next(
-                        (o for o in node.stats.outcomes if o.binding_id == binding), None
-                    )
-                    if outcome is not None:
-                        to_prompt.append((outcome.prompted_at - t0) * 1000)
+                    published[binding] = t0
+                # The outcome is recorded at agent_end, which follows the speak ack.
+                await asyncio.sleep(0.5)
+                for outcome in node.stats.outcomes:
+                    if outcome.binding_id in published:
+                        to_prompt.append(
+                            (outcome.prompted_at - published[outcome.binding_id]) * 1000
+                        )
         finally:
             await nc.drain()
     return to_model, to_speak, to_prompt
