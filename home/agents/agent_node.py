@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import uuid
@@ -64,6 +65,9 @@ ABORT_GRACE_S = 10.0
 DEDUP_WINDOW = 4096
 # Deliveries of one utterance across τ deaths (the first, and one retry).
 MAX_DELIVERIES = 2
+# Backoff while τ unwinds the previous turn after its agent_end.
+BUSY_RETRY_FIRST_S = 0.001
+BUSY_RETRY_MAX_S = 0.05
 # How many recent turns a late refusal can still be matched to.
 RECENT_TURNS = 64
 # How long a stopping node lets the turn in flight finish.
@@ -496,18 +500,19 @@ class AgentNode:
 
     async def _submit(self, tau: TauProcess, turn: PendingTurn, submission_id: str) -> None:
         params = prompt_params(turn.text, submission_id, turn.correlation)
-        while True:
+        for attempt in itertools.count():
             try:
                 self._last_prompt_written = time.monotonic()
                 await tau.request("prompt", params)
                 return
             except TauRpcError as exc:
                 # Only this node prompts, so "a turn is already in flight" is τ still
-                # unwinding the last one; wait it out rather than surface it.
+                # unwinding the last turn after its agent_end (a few ms); wait it out,
+                # never surface it.
                 if exc.code != SUBMISSION_REJECTED:
                     raise
                 self.stats.busy_retries += 1
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(min(BUSY_RETRY_FIRST_S * 2**attempt, BUSY_RETRY_MAX_S))
 
     async def _await_end(
         self, tau: TauProcess, ended: asyncio.Future[WireEvent], turn: PendingTurn
