@@ -183,7 +183,6 @@ class AgentNode:
         self._watcher: asyncio.Task[None] | None = None
         self._failed = asyncio.Event()
         self.failure: BaseException | None = None
-        self.idle = asyncio.Event()
         self._listeners: list[Callable[[WireEvent], None]] = []
 
     # --- lifecycle -------------------------------------------------------------
@@ -359,7 +358,6 @@ class AgentNode:
             self._queue.appendleft(turn)
         else:
             self._queue.append(turn)
-        self.idle.clear()
         self._queued.set()
 
     async def _on_out(self, msg: Msg) -> None:
@@ -396,7 +394,6 @@ class AgentNode:
 
     async def _next(self) -> PendingTurn:
         while not self._queue:
-            self.idle.set()
             self._queued.clear()
             await self._queued.wait()
         return self._queue.popleft()
@@ -409,6 +406,15 @@ class AgentNode:
                 self._turn_over.clear()
                 try:
                     await self._run_turn(turn)
+                except RestartBudgetExhausted:
+                    raise
+                except AgentError as exc:
+                    # One turn's failure is counted and reported; the node takes the next.
+                    self.stats.failed += 1
+                    log.error(
+                        "%s: turn %s failed: %s", self.spec.name, turn.binding.binding_id, exc
+                    )
+                    await self._report(turn, "failed", str(exc))
                 finally:
                     self._current = None
                     self._turn_over.set()
@@ -484,6 +490,7 @@ class AgentNode:
         elif end.is_error:
             self.stats.failed += 1
             log.warning("%s: turn ended in error: %s", self.spec.name, end.error)
+            await self._report(turn, "failed", end.error or "the turn ended in an error")
         else:
             self.stats.completed += 1
         return TurnOutcome(

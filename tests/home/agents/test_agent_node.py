@@ -352,3 +352,22 @@ async def test_the_node_gives_up_when_its_restart_policy_is_spent(
         failure = await asyncio.wait_for(watcher, 60)
     assert isinstance(failure, RestartBudgetExhausted)
     assert node.stats.restarts == 1
+
+
+async def test_a_model_error_fails_the_turn_is_reported_and_the_next_turn_runs(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.script(Reply(status=400))
+    model.responder = speak_back
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        broken = await edge.say("first", received=lambda: node.stats.received)
+        await until(lambda: len(node.stats.outcomes) == 1)
+        await edge.say("second", received=lambda: node.stats.received)
+        speaks = await edge.wait_for("speak.tui")
+
+    assert node.stats.outcomes[0].end_reason == "error"
+    assert node.stats.failed == 1
+    (report,) = [e for e in edge.on("reply.tui") if e.event.payload.get("kind") == "failed"]
+    assert report.event.binding_id == broken.binding_id
+    assert report.event.payload["spoken"] is False and report.event.payload["reason"]
+    assert [s.event.payload["text"] for s in speaks] == ["You said second."]
