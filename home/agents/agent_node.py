@@ -160,6 +160,8 @@ class AgentNode:
             ),
             system_prompt=system_prompt,
         )
+        # A handset speaks the model's answers; without one the node publishes them.
+        self.answers_aloud = any(ext.name == "handset" for ext in spec.extensions)
         self.stats = NodeStats()
         self.limits = EnvelopeLimits()
         self._restarts = RestartTracker(spec.restart_policy)
@@ -485,6 +487,8 @@ class AgentNode:
         finally:
             self._ends.pop(submission_id, None)
         reason = end.end_reason or ("error" if end.is_error else "done")
+        if reason == "done" and not self.answers_aloud:
+            await self._publish_answer(tau, turn)
         if reason == "aborted":
             self.stats.aborted += 1
         elif end.is_error:
@@ -558,6 +562,30 @@ class AgentNode:
             return WireEvent(type="agent_end", end_reason="aborted", is_error=True)
         finally:
             exited.cancel()
+
+    async def _publish_answer(self, tau: TauProcess, turn: PendingTurn) -> None:
+        """An agent without a handset answers in prose: put it on its reply rail.
+
+        A delegated question's answer goes back this way, as an ordinary event with
+        the asker's binding id, for a schema to bind wherever it should go.
+        """
+        try:
+            text = (await tau.request("get_last_assistant_text", {})).get("text")
+        except AgentError as exc:
+            log.warning("%s: could not read the answer: %s", self.spec.name, exc)
+            return
+        device = turn.binding.device
+        if not isinstance(text, str) or not text.strip() or self._nc is None or device is None:
+            return
+        self._out_seq += 1
+        event = Event.new(
+            "reply",
+            {"agent": self.agent, "text": text.strip(), "spoken": False, "kind": "answer"},
+            source=self.spec.name,
+            sequence_number=self._out_seq,
+            binding_id=turn.binding.binding_id,
+        )
+        await self._nc.publish(reply_subject(self.agent, device), event.to_json(self.limits))
 
     async def _report(self, turn: PendingTurn, kind: str, reason: str) -> None:
         """Put a turn that did not finish normally on the reply rail (not spoken)."""

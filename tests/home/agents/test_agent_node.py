@@ -21,6 +21,7 @@ import pytest
 from home.agents.agent_node import AgentNode
 from home.agents.errors import RestartBudgetExhausted
 from home.agents.launch import ModelEndpoint
+from shared.event import Event, new_binding_id
 from shared.schema.catalog import NodeCatalog, NodeSpec, RestartPolicy
 from tests.home.conftest import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
@@ -371,3 +372,36 @@ async def test_a_model_error_fails_the_turn_is_reported_and_the_next_turn_runs(
     assert report.event.binding_id == broken.binding_id
     assert report.event.payload["spoken"] is False and report.event.payload["reason"]
     assert [s.event.payload["text"] for s in speaks] == ["You said second."]
+
+
+async def test_an_agent_without_a_handset_publishes_its_answer_with_the_askers_binding(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.script(Reply.say("Your kettle note is from Monday."))
+    operator = catalog["agent.jmfts_operator"]
+    async with running_node(operator, nats_url, model, tmp_path) as node:
+        asked = Event.new(
+            "delegate",
+            {"agent": "edge_asr", "text": "when is my kettle note from", "device": "tui"},
+            source="agent.edge_asr",
+            sequence_number=1,
+            binding_id=new_binding_id(),
+        )
+        async with asyncio.timeout(60):
+            while node.stats.received == 0:
+                await edge.nc.publish("events.workspace.jmfts_operator.in", asked.to_json())
+                await asyncio.sleep(0.3)
+        await until(lambda: len(node.stats.outcomes) == 1)
+        await until(lambda: any(".jmfts_operator.out.reply." in e.subject for e in edge.seen))
+
+    (answer,) = [
+        e for e in edge.seen if e.subject == "events.workspace.jmfts_operator.out.reply.tui"
+    ]
+    assert answer.event.binding_id == asked.binding_id
+    assert answer.event.payload == {
+        "agent": "jmfts_operator",
+        "text": "Your kettle note is from Monday.",
+        "spoken": False,
+        "kind": "answer",
+    }
+    assert sorted(model.requests[0].tool_names) == ["jmfts_write", "journal_append"]
