@@ -23,7 +23,7 @@ from home.agents.errors import RestartBudgetExhausted
 from home.agents.launch import ModelEndpoint
 from shared.event import Event, new_binding_id
 from shared.schema.catalog import NodeCatalog, NodeSpec, RestartPolicy
-from tests.home.conftest import REPO_ROOT, EdgeSide
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
 
 

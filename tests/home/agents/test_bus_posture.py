@@ -18,7 +18,7 @@ from home.agents.launch import ModelEndpoint
 from home.agents.protocol import WireEvent
 from shared.schema.catalog import NodeSpec, parse_node_catalog
 from shared.yaml_source import parse_yaml
-from tests.home.conftest import REPO_ROOT, EdgeSide
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import Reply, ScriptedModel
 
 CATALOG = """

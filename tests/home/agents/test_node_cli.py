@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.home.conftest import REPO_ROOT, EdgeSide
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import Reply, ScriptedModel
 
 

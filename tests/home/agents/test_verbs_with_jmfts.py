@@ -18,8 +18,8 @@ from home.effectors.effector import Effector
 from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
 from shared.schema.catalog import NodeCatalog
-from tests.home.conftest import REPO_ROOT, EdgeSide
-from tests.home.jmfts_seam import jmfts  # noqa: F401  (fixture)
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide
+from tests.support.jmfts_seam import jmfts  # noqa: F401  (fixture)
 from tests.support.scripted_model import Reply, ScriptedModel, content_text
 
 

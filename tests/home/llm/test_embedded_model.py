@@ -19,7 +19,7 @@ from home.llm.model_file import packaged_gguf
 from home.llm.server import LlamaServer, LlamaServerConfig
 from home.tau_ext.handset import SPEAK_SCHEMA
 from shared.schema.catalog import NodeCatalog
-from tests.home.conftest import REPO_ROOT, EdgeSide
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 
 
 def test_the_gguf_is_found_through_package_metadata() -> None:

@@ -1,4 +1,7 @@
-"""Fixtures for the home side: a real nats-server, the node catalog, the edge's side of a turn."""
+"""Fixtures for the home side: a real nats-server, the node catalog, the edge's side of a turn.
+
+Each test folder that uses them imports them in its own conftest.py.
+"""
 
 from __future__ import annotations
 
