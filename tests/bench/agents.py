@@ -30,7 +30,7 @@ from nats.aio.msg import Msg
 from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
 from home.llm.endpoint import embedded_endpoint
-from home.llm.server import LlamaServer, LlamaServerConfig
+from home.llm.server import LlamaServer, LlamaServerConfig, default_threads
 from shared.event import Event, new_binding_id
 from shared.schema.catalog import NodeSpec, load_node_catalog, parse_node_catalog
 from shared.subjects import speech_completed_subject, workspace_in_subject
@@ -169,11 +169,14 @@ async def scripted_run(
     return to_model, to_speak, to_prompt
 
 
-async def embedded_run(spec: NodeSpec, nats_url: str, data_dir: Path) -> list[float]:
+async def embedded_run(spec: NodeSpec, nats_url: str, data_dir: Path, threads: int) -> list[float]:
     """End of utterance → speak event, in seconds, with the embedded model."""
     latencies: list[float] = []
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
-    async with LlamaServer(LlamaServerConfig(log_path=data_dir / "llama.log")) as llm:
+    config = LlamaServerConfig(
+        log_path=data_dir / "llama.log", n_threads=threads, n_threads_batch=threads
+    )
+    async with LlamaServer(config) as llm:
         nc = await nats.connect(nats_url)
         edge = Edge(nc)
         await nc.subscribe("events.workspace.edge_asr.out.speak.>", cb=edge.on_speak)
@@ -232,14 +235,18 @@ async def run() -> list[Result]:
                         note="the rest of publish → request is τ's own",
                     )
                 )
-            embedded = await embedded_run(node_spec, url, Path(tmp) / "embedded")
+            threads = default_threads()
+            embedded = await embedded_run(node_spec, url, Path(tmp) / "embedded", threads)
+            wider = await embedded_run(node_spec, url, Path(tmp) / "embedded2", threads + 1)
             results.append(
                 Result(
-                    metric="utterance → speak, embedded SmolLM2-135M p50",
+                    metric=f"utterance → speak, embedded SmolLM2-135M p50 (n_threads={threads})",
                     value=statistics.median(embedded),
                     unit="s",
                     n=len(embedded),
-                    note=f"max {max(embedded):.2f} s; llama.cpp, speak forced by tool_choice",
+                    peer=f"n_threads={threads + 1}",
+                    peer_value=statistics.median(wider),
+                    note=f"max {max(embedded):.2f} s; one-sentence answers via forced speak",
                 )
             )
     return results

@@ -405,3 +405,21 @@ async def test_an_agent_without_a_handset_publishes_its_answer_with_the_askers_b
         "kind": "answer",
     }
     assert sorted(model.requests[0].tool_names) == ["jmfts_write", "journal_append"]
+
+
+async def test_a_prose_answer_whose_speech_is_never_acked_is_reported(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    edge.ack_speech = False
+    spec = with_extension_config(catalog["agent.edge_asr"], "handset", ack_timeout_s=0.5)
+    model.script(Reply.say("The kettle is on."))
+    async with running_node(spec, nats_url, model, tmp_path) as node:
+        said = await edge.say("is the kettle on", received=lambda: node.stats.received)
+        await until(lambda: len(node.stats.outcomes) == 1)
+        failed = await edge.wait_for("reply.tui")
+
+    assert [s.event.payload["text"] for s in edge.on("speak.tui")] == ["The kettle is on."]
+    assert failed[0].event.payload["kind"] == "failed"
+    assert failed[0].event.binding_id == said.binding_id
+    assert "no ack on events.action.speech.completed." in failed[0].event.payload["reason"]
+    assert node.stats.reprompts == 0
