@@ -1,18 +1,22 @@
-"""The ``home`` command: root Typer app; each home component registers its own group."""
+"""The ``home`` command: the root Typer app; each part of home registers its own group."""
 
 from __future__ import annotations
 
 import typer
 
+from home.agents.node import app as agent_app
+from home.llm.cli import app as llm_app
 from home.substrate.cli import register as register_substrate
 
 app = typer.Typer(
     name="home",
-    help="Run and inspect the home side of tether: agents, memory (JMFTS), substrate.",
+    help="Mind at home: agents, memory (JMFTS), the language model and the event substrate.",
     no_args_is_help=True,
     add_completion=False,
 )
 register_substrate(app)
+app.add_typer(agent_app, name="agent", help="Run one τ agent node.")
+app.add_typer(llm_app, name="llm")
 
 
 def main() -> None:
