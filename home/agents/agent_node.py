@@ -50,6 +50,7 @@ from home.agents.launch import ModelEndpoint, RunContext, TauLaunch, build_launc
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
 from home.agents.restart import RestartTracker
 from home.agents.tau_process import TauProcess
+from home.substrate.launchers import node_health_subject
 from home.tau_ext.binding import TurnBinding, write_binding
 from home.tau_ext.prose import rewrite_request
 from shared.errors import ContractError
@@ -212,6 +213,11 @@ class AgentNode:
             self._watcher = asyncio.create_task(self._watch_tau(), name=f"{self.spec.name}-watch")
             if self.spec.kind == "tau_bus_agent":
                 # τ's builtin nats_bus subscribes and prompts itself; the node only supervises.
+                self._subs.append(
+                    await self._nc.subscribe(
+                        node_health_subject(self.spec.name), cb=self._on_health
+                    )
+                )
                 return
             self._subs.append(
                 await self._nc.subscribe(workspace_in_subject(self.agent), cb=self._on_inbound)
@@ -219,11 +225,19 @@ class AgentNode:
             self._subs.append(
                 await self._nc.subscribe(f"{agent_out_prefix(self.agent)}.>", cb=self._on_out)
             )
+            # Answered only from here on: the substrate counts the node ready once τ is up
+            # and the inbound rail is subscribed, so no routed utterance finds nobody.
+            self._subs.append(
+                await self._nc.subscribe(node_health_subject(self.spec.name), cb=self._on_health)
+            )
             await self._nc.flush()
             self._worker = asyncio.create_task(self._work(), name=f"{self.spec.name}-worker")
         except BaseException:
             await self.close()
             raise
+
+    async def _on_health(self, msg: Msg) -> None:
+        await msg.respond(b"ok")
 
     async def close(self, grace_s: float = STOP_GRACE_S) -> None:
         """Let the turn in flight finish (up to ``grace_s``), then stop the worker, τ and NATS.

@@ -27,6 +27,7 @@ import httpx
 
 from home.llm.errors import LlmServerError
 from home.llm.model_file import EMBEDDED_MODEL_ID, packaged_gguf
+from home.substrate.process import die_with_parent
 
 CHAT_FORMAT = "chatml-function-calling"
 _STOP_GRACE_S = 5.0
@@ -135,6 +136,8 @@ class LlamaServer:
                 stdout=log or asyncio.subprocess.DEVNULL,
                 stderr=log or asyncio.subprocess.DEVNULL,
                 start_new_session=True,
+                # Even a kill -9 of home up must leave no model server behind.
+                preexec_fn=die_with_parent(),
             )
         finally:
             if log is not None:

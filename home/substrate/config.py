@@ -52,6 +52,10 @@ class HomeConfig:
     router_name: str = "substrate.router"
     health_interval_s: float = 1.0
     restore_schemas: bool = True
+    # The language model: None runs the embedded llama.cpp server; a URL (…/v1) uses that
+    # OpenAI-compatible endpoint; "none" runs no model (agents then cannot start).
+    llm_url: str | None = None
+    llm_model: str = "default"
     # The bridge endpoint's port; None takes the paired halves' listen port (2222).
     bridge_port: int | None = None
     # Schemas (names in schema_dir) to apply at start, after the restored ones.

@@ -35,6 +35,11 @@ from shared.schema import NodeSpec
 HEALTH_REQUEST_TIMEOUT_S = 1.0
 
 
+def node_health_subject(node: str) -> str:
+    """``home.node.<node>.health``: a node answers here once it serves (any reply is ok)."""
+    return f"home.node.{node}.health"
+
+
 @dataclass(frozen=True)
 class LaunchContext:
     """What every launcher may use: the home's NATS, a directory for the node, and the

@@ -20,7 +20,8 @@ from home.substrate.errors import ComponentError
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> Callable[[], None]:
+def die_with_parent() -> Callable[[], None]:
+    """A ``preexec_fn`` that has the child killed when its parent dies (PR_SET_PDEATHSIG)."""
     libc = ctypes.CDLL(None, use_errno=True)
 
     def preexec() -> None:
@@ -44,7 +45,7 @@ async def spawn(
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
-                preexec_fn=_die_with_parent(),
+                preexec_fn=die_with_parent(),
             )
         except OSError as exc:
             raise ComponentError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from exc

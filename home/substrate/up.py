@@ -14,10 +14,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from home.agents.launcher import EffectorLauncher, ModelChoice, TauAgentLauncher
 from home.bridge import HomeBridgeComponent, paired_home_halves
+from home.llm.component import EmbeddedLlmComponent, ExternalLlmComponent
 from home.substrate.component import ComponentRegistry, ComponentStatus
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import DataDirLock, HomeState
+from home.substrate.launchers import LAUNCHERS, Launcher
 from home.substrate.nats_server import NatsServer
 from home.substrate.substrate import Substrate
 
@@ -38,15 +41,45 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
         return {c.name: c.info().address for c in registry.components}
 
     substrate = Substrate(
-        config, lambda: nats_server.url, status_extra=components_view, services=services
+        config,
+        lambda: nats_server.url,
+        launchers=node_launchers(config),
+        status_extra=components_view,
+        services=services,
     )
     registry.register(nats_server)
+    llm = llm_component(config)
+    if llm is not None:
+        registry.register(llm)
     registry.register(substrate)
     if paired_home_halves(config.data_dir):
         registry.register(
             HomeBridgeComponent(config.data_dir, lambda: nats_server.url, port=config.bridge_port)
         )
     return registry, nats_server, substrate
+
+
+def llm_component(config: HomeConfig) -> EmbeddedLlmComponent | ExternalLlmComponent | None:
+    """The model every agent talks to, as configured (None: no model at all)."""
+    if config.llm_url is None:
+        return EmbeddedLlmComponent(config.data_dir / "logs" / "llm.log", host=config.host)
+    if config.llm_url == "none":
+        return None
+    return ExternalLlmComponent(config.llm_url)
+
+
+def node_launchers(config: HomeConfig) -> dict[str, Launcher]:
+    """Every node kind home can run: services, τ agents and effectors."""
+    profile = "embedded" if config.llm_url is None else "openai"
+    agents = TauAgentLauncher(
+        config.catalog, config.data_dir, ModelChoice(profile=profile, model=config.llm_model)
+    )
+    return {
+        **LAUNCHERS,
+        "tau_agent": agents,
+        "tau_bus_agent": agents,
+        "effector": EffectorLauncher(config.data_dir),
+    }
 
 
 def components_table(registry: ComponentRegistry) -> list[dict[str, Any]]:

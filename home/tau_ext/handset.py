@@ -49,7 +49,7 @@ SPEAK_SCHEMA: dict[str, Any] = {
     "properties": {
         "text": {
             "type": "string",
-            "description": "What to say aloud: one or two plain spoken sentences.",
+            "description": "your answer, in your own words",
         }
     },
     "required": ["text"],

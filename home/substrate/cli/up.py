@@ -66,6 +66,16 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
             "--apply", help="Apply this schema (a NAME in --schema-dir) at start; repeatable."
         ),
     ] = None,
+    llm_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Point every agent at this OpenAI-compatible endpoint (…/v1: ollama, "
+            "llama.cpp, vLLM, a hosted API) instead of the embedded model; 'none' runs no model."
+        ),
+    ] = None,
+    llm_model: Annotated[
+        str, typer.Option(help="The model id to request from --llm-url.")
+    ] = "default",
     bridge_port: Annotated[
         int | None,
         typer.Option(
@@ -100,6 +110,8 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
         restore_schemas=restore,
         apply_at_start=tuple(apply or ()),
         bridge_port=bridge_port,
+        llm_url=llm_url,
+        llm_model=llm_model,
     )
 
     def ready(state: HomeState, registry: ComponentRegistry) -> None:

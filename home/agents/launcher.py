@@ -1,0 +1,100 @@
+"""How ``home up`` starts τ agent nodes and effectors: the launchers for their node kinds.
+
+Each node is a child process supervised by the substrate under its
+``restart_policy``. The model's URL and JMFTS's come from the components
+``home up`` started before the substrate (``llm``, ``jmfts``); each agent's
+JMFTS token stays in ``DATA_DIR/tokens/<agent>.token`` and is handed only by
+path, never on a command line.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from home.substrate.config import inherited_environment
+from home.substrate.errors import ComponentError, LaunchError
+from home.substrate.launchers import (
+    LaunchContext,
+    NodeHandle,
+    ProcessHandle,
+    node_health_subject,
+)
+from home.substrate.process import spawn
+from shared.schema import NodeSpec
+
+TOKENS_DIR = "tokens"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """Which model every agent talks to: the embedded server's, or one given by URL."""
+
+    profile: str = "embedded"  # "embedded" (llama.cpp, speak under a grammar) or "openai"
+    model: str = "default"
+
+
+def token_file(data_dir: Path, agent: str) -> Path:
+    """Where an agent's JMFTS bearer token lives (0600)."""
+    return data_dir / TOKENS_DIR / f"{agent}.token"
+
+
+async def _spawn(
+    spec: NodeSpec, ctx: LaunchContext, argv: list[str], health_subject: str | None = None
+) -> NodeHandle:
+    try:
+        proc = await spawn(argv, env=inherited_environment(), log_path=ctx.node_dir / "node.log")
+    except ComponentError as exc:
+        raise LaunchError(f"node {spec.name}: {exc}") from exc
+    return ProcessHandle(proc, ctx.nc, health_subject)
+
+
+class TauAgentLauncher:
+    """Runs ``python -m home.agents.node`` for a ``tau_agent`` (or ``tau_bus_agent``) node."""
+
+    def __init__(self, catalog: Path, data_dir: Path, model: ModelChoice) -> None:
+        self.catalog = catalog
+        self.data_dir = data_dir
+        self.model = model
+
+    async def launch(self, spec: NodeSpec, ctx: LaunchContext) -> NodeHandle:
+        """Start the agent node with the model's URL and, if JMFTS runs, its own token."""
+        llm_url = ctx.services.get("llm")
+        if not llm_url:
+            raise LaunchError(f"node {spec.name}: no language model is running (component llm)")
+        argv = [
+            sys.executable, "-m", "home.agents.node", "--catalog", str(self.catalog),
+            "--node", spec.name, "--nats", ctx.nats_url, "--data-dir", str(self.data_dir),
+            "--llm-url", llm_url, "--llm-profile", self.model.profile,
+            "--llm-model", self.model.model, "--json",
+        ]  # fmt: skip
+        jmfts_url = ctx.services.get("jmfts")
+        token = token_file(self.data_dir, spec.agent or "")
+        if jmfts_url and token.is_file():
+            argv += ["--jmfts-url", jmfts_url, "--jmfts-token-file", str(token)]
+        # Ready (and healthy) only while the node answers: τ is up and its rail subscribed.
+        return await _spawn(spec, ctx, argv, node_health_subject(spec.name))
+
+
+class EffectorLauncher:
+    """Runs ``python -m home.effectors.<verb>`` for an ``effector`` node."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+
+    async def launch(self, spec: NodeSpec, ctx: LaunchContext) -> NodeHandle:
+        """Start the effector against JMFTS with the agents' token directory."""
+        verb = spec.name.removeprefix("effector.")
+        if verb not in ("journal_append", "jmfts_write"):
+            raise LaunchError(f"node {spec.name}: no effector program for {verb!r}")
+        jmfts_url = ctx.services.get("jmfts")
+        if not jmfts_url:
+            raise LaunchError(f"node {spec.name}: JMFTS is not running (component jmfts)")
+        tokens = self.data_dir / TOKENS_DIR
+        tokens.mkdir(mode=0o700, parents=True, exist_ok=True)
+        argv = [
+            sys.executable, "-m", f"home.effectors.{verb}", "--nats", ctx.nats_url,
+            "--jmfts-url", jmfts_url, "--token-dir", str(tokens),
+        ]  # fmt: skip
+        return await _spawn(spec, ctx, argv)

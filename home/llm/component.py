@@ -1,0 +1,80 @@
+"""The language model as a ``home up`` component (name ``llm``; its address is the model URL).
+
+By default ``home up`` runs the embedded llama.cpp server with the packaged
+SmolLM2 model; with ``--llm-url`` it runs nothing and health-checks the given
+OpenAI-compatible endpoint instead, so ``home status`` says whether it answers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from home.llm.errors import LlmError
+from home.llm.server import LlamaServer, LlamaServerConfig
+from home.substrate.component import ComponentInfo, Health
+from home.substrate.errors import ComponentError
+
+HEALTH_TIMEOUT_S = 2.0
+
+
+class EmbeddedLlmComponent:
+    """The embedded llama.cpp server, started and supervised by ``home up``."""
+
+    name = "llm"
+
+    def __init__(self, log_path: Path, host: str = "127.0.0.1") -> None:
+        self._log_path = log_path
+        self._server = LlamaServer(LlamaServerConfig(host=host, log_path=log_path))
+
+    async def start(self) -> None:
+        """Start llama.cpp and wait until the model is loaded."""
+        try:
+            self._log_path.parent.mkdir(parents=True, exist_ok=True)
+            await self._server.start()
+        except (LlmError, OSError) as exc:
+            raise ComponentError(f"llm: the embedded model server did not start: {exc}") from exc
+
+    async def health(self) -> Health:
+        """Healthy while the server lists the model."""
+        ok = await self._server.health()
+        return Health(ok, "" if ok else "the model server does not answer")
+
+    async def stop(self) -> None:
+        """Stop the server; idempotent."""
+        await self._server.stop()
+
+    def info(self) -> ComponentInfo:
+        """The OpenAI-compatible base URL and the server's pid."""
+        return ComponentInfo(self._server.url, self._server.pid)
+
+
+class ExternalLlmComponent:
+    """A model served elsewhere (ollama, vLLM, a hosted API): nothing to run, only to check."""
+
+    name = "llm"
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    async def start(self) -> None:
+        """Nothing to start; the first health check says whether the endpoint answers."""
+
+    async def health(self) -> Health:
+        """Healthy when ``GET {url}/models`` answers 200."""
+        try:
+            async with httpx.AsyncClient(timeout=HEALTH_TIMEOUT_S) as client:
+                response = await client.get(f"{self.url}/models")
+        except httpx.HTTPError as exc:
+            return Health(False, f"{self.url} does not answer: {type(exc).__name__}")
+        if response.status_code != 200:
+            return Health(False, f"{self.url}/models answered {response.status_code}")
+        return Health(True)
+
+    async def stop(self) -> None:
+        """Nothing to stop."""
+
+    def info(self) -> ComponentInfo:
+        """The configured URL."""
+        return ComponentInfo(self.url, None)

@@ -1,0 +1,141 @@
+"""A whole turn inside a real `home up`: sensation → router → τ agent node → speak → ack.
+
+`home up` runs as a process with the shipped catalog and the `edge_asr` schema;
+the test plays the edge on home's NATS. With the scripted model server (the
+one test double) the turn is exact; one slow test runs the embedded model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from shared.event import Event, new_binding_id
+from shared.subjects import sensation_turn_subject, speak_subject, speech_completed_subject
+from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
+
+pytestmark = pytest.mark.slow
+DEVICE = "tui"
+
+
+class RunningHome:
+    """`home up` as a child process; its NATS URL once ready."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, data_dir: Path) -> None:
+        self.proc = proc
+        self.data_dir = data_dir
+        self.nats_url = ""
+
+    async def cli(self, *args: str) -> tuple[int, str]:
+        run = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "home.cli", *args, "--data-dir", str(self.data_dir),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await run.communicate()
+        return run.returncode or 0, out.decode()
+
+
+@contextlib.asynccontextmanager
+async def start_home(data_dir: Path, *args: str) -> AsyncIterator[RunningHome]:
+    log = (data_dir.parent / "home-up.log").open("ab")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "home.cli", "up", "--json", "--data-dir", str(data_dir),
+        "--apply", "edge_asr", *args, stdout=log, stderr=log,
+    )  # fmt: skip
+    home = RunningHome(proc, data_dir)
+    try:
+        async with asyncio.timeout(120):
+            while not (data_dir / "home.json").exists():
+                assert proc.returncode is None, (data_dir.parent / "home-up.log").read_text()
+                await asyncio.sleep(0.1)
+        home.nats_url = json.loads((data_dir / "home.json").read_text())["nats_url"]
+        async with asyncio.timeout(180):
+            while not await agent_ready(home):
+                await asyncio.sleep(0.5)
+        yield home
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 60)
+        log.close()
+
+
+async def agent_ready(home: RunningHome) -> bool:
+    """True once agent.edge_asr answers its health subject (the substrate says running)."""
+    _, out = await home.cli("status", "--json")
+    try:
+        nodes = json.loads(out)["nodes"]
+    except (json.JSONDecodeError, KeyError):
+        return False
+    return any(n.get("name") == "agent.edge_asr" and n.get("state") == "running" for n in nodes)
+
+
+async def play_edge_turn(url: str, text: str, within_s: float) -> tuple[str, Event, Event]:
+    """Publish a turn as the edge does, answer its speak with an ack; return what came back."""
+    nc = await nats.connect(url)
+    try:
+        answers = await nc.subscribe(f"events.workspace.*.out.*.{DEVICE}")
+        await nc.flush()
+        binding_id = new_binding_id()
+        turn = Event.new(
+            "sensation.turn", {"text": text, "device": DEVICE}, source=f"edge.audio.{DEVICE}",
+            sequence_number=1, binding_id=binding_id,
+        )  # fmt: skip
+        await nc.publish(sensation_turn_subject(DEVICE), turn.to_json())
+        async with asyncio.timeout(within_s):
+            while True:
+                msg = await answers.next_msg(timeout=within_s)
+                answer = Event.from_json(msg.data)
+                if answer.binding_id == binding_id and (
+                    ".speak." in msg.subject or ".reply." in msg.subject
+                ):
+                    break
+        ack = Event.new(
+            "speech.completed", {"ok": True, "device": DEVICE}, source=f"edge.audio.{DEVICE}",
+            sequence_number=2, binding_id=binding_id,
+        )  # fmt: skip
+        if ".speak." in msg.subject:
+            await nc.publish(speech_completed_subject(binding_id), ack.to_json())
+            await nc.flush()
+        return msg.subject, answer, turn
+    finally:
+        await nc.close()
+
+
+async def test_a_turn_through_home_up_with_the_scripted_model(tmp_path: Path) -> None:
+    def answer(request: RecordedRequest) -> Reply:
+        return Reply.call("speak", {"text": f"You said: {request.last_user_text[-40:]}"})
+
+    async with ScriptedModel(responder=answer) as model:
+        async with start_home(tmp_path / "home", "--llm-url", model.url) as home:
+            subject, answer_event, turn = await play_edge_turn(
+                home.nats_url, "is the kettle on", within_s=90
+            )
+            assert subject == speak_subject("edge_asr", DEVICE), answer_event.payload
+            assert answer_event.binding_id == turn.binding_id
+            assert "is the kettle on" in answer_event.payload["text"]
+            assert any("is the kettle on" in r.last_user_text for r in model.requests)
+            code, trace = await home.cli("trace", turn.binding_id or "", "--json")
+            assert code == 0, trace
+            assert "events.workspace.edge_asr.in" in trace
+            assert "events.action.speech.completed" in trace
+
+
+async def test_the_embedded_model_answers_a_turn_within_a_minute(tmp_path: Path) -> None:
+    async with start_home(tmp_path / "home") as home:
+        code, status = await home.cli("status", "--json")
+        components = {c["name"]: c for c in json.loads(status)["components"]}
+        assert components["llm"]["address"].endswith("/v1")
+        subject, answer_event, turn = await play_edge_turn(
+            home.nats_url, "Hello! What is the capital of France?", within_s=60
+        )
+        assert subject.startswith("events.workspace.edge_asr.out.")
+        assert answer_event.binding_id == turn.binding_id
+        assert answer_event.payload.get("text")
