@@ -1,0 +1,1 @@
+"""``home``: the home side of tether (substrate, agents, JMFTS memory, LLM server)."""
