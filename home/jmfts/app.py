@@ -7,7 +7,6 @@ absent: every route answers 404 for them, exactly as for ids that never existed.
 defined inside :func:`create_app` as objects, not as strings it cannot resolve.)
 """
 
-
 import sqlite3
 from datetime import datetime
 from typing import Annotated

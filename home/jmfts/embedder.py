@@ -146,7 +146,12 @@ class OnnxMiniLM:
         self.dimension = manifest.dimension
         self.max_tokens = manifest.max_tokens
         self.batch_size = batch_size
-        self._tokenizer = Tokenizer.from_file(str(minilm_model_dir() / "tokenizer.json"))
+        tokenizer_file = str(minilm_model_dir() / "tokenizer.json")
+        # Two tokenizers: chunking must see every token, embedding truncates and pads.
+        self._splitter = Tokenizer.from_file(tokenizer_file)
+        self._splitter.no_truncation()
+        self._splitter.no_padding()
+        self._tokenizer = Tokenizer.from_file(tokenizer_file)
         self._tokenizer.enable_truncation(max_length=self.max_tokens)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         options = onnxruntime.SessionOptions()
@@ -160,11 +165,11 @@ class OnnxMiniLM:
 
     def count_tokens(self, text: str) -> int:
         """Tokens the model would see for ``text`` (before truncation), specials included."""
-        return len(self._tokenizer.encode(text, add_special_tokens=True).ids)
+        return len(self._splitter.encode(text, add_special_tokens=True).ids)
 
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
         """Character offsets of every token, for chunking on the model's own boundaries."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        encoding = self._splitter.encode(text, add_special_tokens=False)
         return list(encoding.offsets)
 
     def embed(self, texts: Sequence[str]) -> Vectors:

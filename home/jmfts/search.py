@@ -180,7 +180,31 @@ def fuse(ranked: dict[str, list[Hit]], weights: dict[str, float], limit: int) ->
     return sorted(fused.values(), key=lambda h: -h.score)[:limit]
 
 
-def _render(store: DocumentStore, hits: list[Hit], method: str) -> list[SearchResultItem]:
+_SENTENCE = re.compile(r"(?<=[.!?\n])\s+")
+
+
+def best_passage(text: str, query: str, size: int = SNIPPET_CHARS) -> str:
+    """The sentence run of ``text`` (at most ``size`` chars) sharing most query words."""
+    if len(text) <= size:
+        return text
+    stems = {w.lower()[:5] for w in _WORD.findall(query)}
+    sentences = [s for s in _SENTENCE.split(text) if s.strip()]
+    best, best_score = 0, -1
+    for i, sentence in enumerate(sentences):
+        score = sum(1 for w in _WORD.findall(sentence) if w.lower()[:5] in stems)
+        if score > best_score:
+            best, best_score = i, score
+    passage = sentences[best]
+    for extra in sentences[best + 1 :]:
+        if len(passage) + 1 + len(extra) > size:
+            break
+        passage += " " + extra
+    return passage if len(passage) <= size else passage[: size - 1].rstrip() + "…"
+
+
+def _render(
+    store: DocumentStore, hits: list[Hit], method: str, query: str
+) -> list[SearchResultItem]:
     if not hits:
         return []
     marks = ",".join("?" * len(hits))
@@ -201,7 +225,7 @@ def _render(store: DocumentStore, hits: list[Hit], method: str) -> list[SearchRe
         snippet = hit.snippet
         if snippet is None:
             start, end = hit.chunk_span or (0, len(text))
-            snippet = text[start:end]
+            snippet = best_passage(text[start:end], query)
         if len(snippet) > SNIPPET_CHARS:
             snippet = snippet[: SNIPPET_CHARS - 1].rstrip() + "…"
         created = from_stored(row["event_time"] or row["created_at"])
@@ -259,7 +283,7 @@ def search(
         kind = "fused_rank"
     else:
         raise NotFound(f"unknown search method {method!r}")
-    items = _render(store, hits, method)
+    items = _render(store, hits, method, request.query)
     return SearchResponse(
         results=items,
         total=len(items),
