@@ -1,1 +1,1 @@
-"""``home``: the home side of tether (substrate, agents, JMFTS memory, LLM server)."""
+"""The home side: substrate, agent nodes, τ extensions, the JMFTS memory server, the LLM server."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def test_chunk_spans_cover_long_text_with_overlap() -> None:
     spans = chunk_spans(text, offsets, window=100, overlap=10)
     assert spans[0][0] == 0
     assert spans[-1][1] == len(text)
-    for (_, end_a), (start_b, _) in zip(spans, spans[1:], strict=False):
+    for (_, end_a), (start_b, _) in itertools.pairwise(spans):
         assert start_b < end_a  # overlapping windows
     assert chunk_spans("short", [(0, 5)]) == [(0, 5)]
     with pytest.raises(ValueError, match="overlap"):

@@ -1,0 +1,1 @@
+"""The board runtime: audio I/O, ASR, TTS, echo gate, push-to-talk/VAD, and the keyboard TUI."""

@@ -1,0 +1,1 @@
+"""Hardware-in-the-loop runs against a real board, a virtual one, or an emulated image."""

@@ -1,0 +1,36 @@
+"""Run benchmarks: ``python -m tests.bench [NAME ...]``; every module here with a ``main()``."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+NOT_BENCHMARKS = {"__main__", "report"}
+
+
+def available() -> list[str]:
+    """Names of the benchmark modules in this folder."""
+    return sorted(m.name for m in pkgutil.iter_modules([str(HERE)]) if m.name not in NOT_BENCHMARKS)
+
+
+def run(names: list[str]) -> int:
+    """Run each named benchmark's ``main()``; return the number that failed."""
+    failed = 0
+    for name in names:
+        if name not in available():
+            print(f"no benchmark named {name!r}; available: {', '.join(available())}")
+            return 2
+        module = importlib.import_module(f"tests.bench.{name}")
+        try:
+            module.main()
+        except Exception as exc:
+            print(f"benchmark {name} failed: {exc!r}")
+            failed += 1
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:] or available()))
