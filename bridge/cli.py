@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from bridge.check import Severity, check_pair, has_errors, sort_findings
-from shared.errors import SchemaError
+from shared.errors import SchemaError, SchemaIssue
 from shared.schema import BridgeHalf, load_bridge_half
 from shared.schema.document import detect_kind
 from shared.yaml_source import load_yaml
@@ -33,19 +33,27 @@ def _load_half(path: Path) -> BridgeHalf:
     """Load a file that must be a bridge half; SchemaError otherwise."""
     doc = load_yaml(path)
     if detect_kind(doc, str(path)) != "bridge":
-        from shared.errors import SchemaIssue
-
         raise SchemaError(
-            [SchemaIssue(str(path), getattr(doc, "line", None), "",
-                         "is not a bridge half (no top-level 'bridge:' key)")]
+            [
+                SchemaIssue(
+                    str(path),
+                    getattr(doc, "line", None),
+                    "",
+                    "is not a bridge half (no top-level 'bridge:' key)",
+                )
+            ]
         )
     return load_bridge_half(path)
 
 
 @app.command()
 def check(
-    edge: Annotated[Path, typer.Argument(help="The edge half (e.g. schemas/bridge/board.edge.yaml).")],
-    home: Annotated[Path, typer.Argument(help="The home half (e.g. schemas/bridge/board.home.yaml).")],
+    edge: Annotated[
+        Path, typer.Argument(help="The edge half (e.g. schemas/bridge/board.edge.yaml).")
+    ],
+    home: Annotated[
+        Path, typer.Argument(help="The home half (e.g. schemas/bridge/board.home.yaml).")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
 ) -> None:
     """Compare an edge half and a home half offline, before anything is deployed.

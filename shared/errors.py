@@ -1,12 +1,12 @@
 """The wire contract's exceptions.
 
-    ContractError
-    ├── EnvelopeError          a field of an event is missing, mistyped or invalid
-    │   ├── EnvelopeTooLarge   the serialized event exceeds the configured limit
-    │   └── NotTextOnly        audio, bytes, a base64 blob or an oversize string
-    ├── SubjectError           a subject, pattern or token is malformed
-    └── SchemaError            a YAML document (catalog, activation schema, bridge half)
-                               is malformed; carries every issue with file, line and key
+ContractError
+├── EnvelopeError          a field of an event is missing, mistyped or invalid
+│   ├── EnvelopeTooLarge   the serialized event exceeds the configured limit
+│   └── NotTextOnly        audio, bytes, a base64 blob or an oversize string
+├── SubjectError           a subject, pattern or token is malformed
+└── SchemaError            a YAML document (catalog, activation schema, bridge half)
+                           is malformed; carries every issue with file, line and key
 """
 
 from __future__ import annotations

@@ -210,6 +210,8 @@ class Event:
                 raise EnvelopeError(key, "is required but missing")
         if limits is not None:
             check_text_only(data, limits)
+        for key in ("expectation", "residual"):
+            _require_null(data, key)
         event = cls(
             event_id=_str(data, "event_id"),
             event_type=_str(data, "event_type"),
@@ -222,8 +224,8 @@ class Event:
             produced_by_schema=_opt_str(data, "produced_by_schema"),
             routed_by_schema=_opt_str(data, "routed_by_schema"),
             binding_id=_opt_str(data, "binding_id"),
-            expectation=_reserved(data, "expectation"),
-            residual=_reserved(data, "residual"),
+            expectation=None,
+            residual=None,
             hops=_str_list(data, "hops"),
             seen_by=_str_list(data, "seen_by"),
             audit=_object(data, "audit") if data.get("audit") is not None else {},
@@ -236,7 +238,11 @@ class Event:
     def from_json(cls, raw: bytes | str, limits: EnvelopeLimits | None = None) -> Event:
         """Parse UTF-8 JSON bytes (or text); with ``limits``, enforce them first."""
         if limits is not None:
-            size = len(raw.encode("utf-8", errors="surrogatepass")) if isinstance(raw, str) else len(raw)
+            size = (
+                len(raw.encode("utf-8", errors="surrogatepass"))
+                if isinstance(raw, str)
+                else len(raw)
+            )
             if size > limits.max_event_bytes:
                 raise EnvelopeTooLarge(size, limits.max_event_bytes)
         try:
@@ -362,7 +368,7 @@ def _str_list(data: dict[str, Any], key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _reserved(data: dict[str, Any], key: str) -> None:
+def _require_null(data: dict[str, Any], key: str) -> None:
     if data.get(key) is not None:
         raise EnvelopeError(key, f"is reserved and must be null, got {_kind(data[key])}")
 

@@ -41,7 +41,7 @@ class _LocatingLoader(yaml.SafeLoader):
         mapping.line = node.start_mark.line + 1
         mapping.key_lines = {}
         for key_node, value_node in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             if not isinstance(key, str):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"keys must be strings, found {key!r}", key_node.start_mark
@@ -50,15 +50,12 @@ class _LocatingLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark
                 )
-            mapping[key] = self.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+            mapping[key] = self.construct_object(value_node, deep=True)
             mapping.key_lines[key] = key_node.start_mark.line + 1
         return mapping
 
     def construct_sequence(self, node: yaml.SequenceNode, deep: bool = False) -> list[Any]:
-        seq = LocatedList(
-            self.construct_object(child, deep=True)  # type: ignore[no-untyped-call]
-            for child in node.value
-        )
+        seq = LocatedList(self.construct_object(child, deep=True) for child in node.value)
         seq.line = node.start_mark.line + 1
         seq.item_lines = [child.start_mark.line + 1 for child in node.value]
         return seq
@@ -66,11 +63,11 @@ class _LocatingLoader(yaml.SafeLoader):
 
 _LocatingLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _LocatingLoader.construct_mapping,  # type: ignore[arg-type]
+    _LocatingLoader.construct_mapping,
 )
 _LocatingLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
-    _LocatingLoader.construct_sequence,  # type: ignore[arg-type]
+    _LocatingLoader.construct_sequence,
 )
 
 
@@ -89,7 +86,7 @@ def load_yaml(path: str | Path) -> Any:
 def parse_yaml(text: str, file: str = "<string>") -> Any:
     """Parse YAML text, keeping line numbers; raise SchemaError naming ``file`` and line."""
     try:
-        return yaml.load(text, Loader=_LocatingLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_LocatingLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

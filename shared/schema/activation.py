@@ -61,8 +61,12 @@ def parse_activation_schema(doc: Any, file: str) -> ActivationSchema:
     bindings: list[Binding] = []
     raw_bindings = top.get("bindings")
     if not isinstance(raw_bindings, list):
-        r.issue(top, "bindings" if "bindings" in top else None, "bindings",
-                "is required: a list of {from: SUBJECT, to: NODE}")
+        r.issue(
+            top,
+            "bindings" if "bindings" in top else None,
+            "bindings",
+            "is required: a list of {from: SUBJECT, to: NODE}",
+        )
         raw_bindings = []
     for i, item in enumerate(raw_bindings):
         path = f"bindings[{i}]"
@@ -74,13 +78,16 @@ def parse_activation_schema(doc: Any, file: str) -> ActivationSchema:
         if src:
             for report in REPORT_PATTERNS:
                 if overlaps(src, report):
-                    r.issue(b, "from", f"{path}.from",
-                            f"{src!r} would bind a report rail ({report}); reports are for "
-                            "monitors and may never be bound back into a node")
+                    r.issue(
+                        b,
+                        "from",
+                        f"{path}.from",
+                        f"{src!r} would bind a report rail ({report}); reports are for "
+                        "monitors and may never be bound back into a node",
+                    )
                     break
         if dst and dst not in seen:
-            r.issue(b, "to", f"{path}.to",
-                    f"binds to {dst!r}, which requires.nodes does not list")
+            r.issue(b, "to", f"{path}.to", f"binds to {dst!r}, which requires.nodes does not list")
         bindings.append(Binding(from_=src, to=dst, line=line))
     r.raise_if_any()
     return ActivationSchema(
@@ -96,8 +103,12 @@ def parse_activation_schema(doc: Any, file: str) -> ActivationSchema:
 def check_against_catalog(schema: ActivationSchema, catalog: NodeCatalog) -> list[SchemaIssue]:
     """Issues for every node the schema requires that the catalog does not define."""
     return [
-        SchemaIssue(schema.file, line, "requires.nodes",
-                    f"node {node!r} is not in the node catalog ({catalog.file})")
+        SchemaIssue(
+            schema.file,
+            line,
+            "requires.nodes",
+            f"node {node!r} is not in the node catalog ({catalog.file})",
+        )
         for node, line in zip(schema.nodes, schema.node_lines, strict=True)
         if node not in catalog
     ]

@@ -139,8 +139,19 @@ def parse_bridge_half(doc: Any, file: str) -> BridgeHalf:
     r = Reader(file)
     top = r.mapping(doc, "")
     r.allow_keys(
-        top, "", ("bridge", "side", "device", "description", "connect", "listen", "exports",
-                  "imports", "limits"),
+        top,
+        "",
+        (
+            "bridge",
+            "side",
+            "device",
+            "description",
+            "connect",
+            "listen",
+            "exports",
+            "imports",
+            "limits",
+        ),
     )
     name = r.get(top, "bridge", "", str, "", check=fields.name_token)
     side = r.get(top, "side", "", str, "", check=fields.one_of(*SIDES))
@@ -149,12 +160,13 @@ def parse_bridge_half(doc: Any, file: str) -> BridgeHalf:
     endpoint_key = "connect" if side == "edge" else "listen"
     other_key = "listen" if side == "edge" else "connect"
     if side and other_key in top:
-        r.issue(top, other_key, other_key,
-                f"a {side} half declares '{endpoint_key}', not '{other_key}'")
+        r.issue(
+            top, other_key, other_key, f"a {side} half declares '{endpoint_key}', not '{other_key}'"
+        )
     endpoint = Endpoint(host="127.0.0.1", port=DEFAULT_PORT)
     if side:
         ep = r.mapping(top.get(endpoint_key), endpoint_key, top, endpoint_key)
-        endpoint = _parse_endpoint(r, ep, endpoint_key, side)
+        endpoint = _parse_endpoint(r, ep, endpoint_key, side, top.key_lines.get(endpoint_key))
     exports = r.str_list(top, "exports", "", check=fields.subject_pattern)
     imports = r.str_list(top, "imports", "", check=fields.subject_pattern)
     limits = HalfLimits()
@@ -162,13 +174,33 @@ def parse_bridge_half(doc: Any, file: str) -> BridgeHalf:
         lim = r.mapping(top["limits"], "limits", top, "limits")
         r.allow_keys(lim, "limits", ("max_event_bytes", "max_string_bytes", "outbox_events"))
         limits = HalfLimits(
-            max_event_bytes=r.get(lim, "max_event_bytes", "limits", int,
-                                  DEFAULT_MAX_EVENT_BYTES, required=False, check=fields.positive),
-            max_string_bytes=r.get(lim, "max_string_bytes", "limits", int,
-                                   DEFAULT_MAX_STRING_BYTES, required=False,
-                                   check=fields.positive),
-            outbox_events=r.get(lim, "outbox_events", "limits", int, DEFAULT_OUTBOX_EVENTS,
-                                required=False, check=fields.positive),
+            max_event_bytes=r.get(
+                lim,
+                "max_event_bytes",
+                "limits",
+                int,
+                DEFAULT_MAX_EVENT_BYTES,
+                required=False,
+                check=fields.positive,
+            ),
+            max_string_bytes=r.get(
+                lim,
+                "max_string_bytes",
+                "limits",
+                int,
+                DEFAULT_MAX_STRING_BYTES,
+                required=False,
+                check=fields.positive,
+            ),
+            outbox_events=r.get(
+                lim,
+                "outbox_events",
+                "limits",
+                int,
+                DEFAULT_OUTBOX_EVENTS,
+                required=False,
+                check=fields.positive,
+            ),
         )
     r.raise_if_any()
     return BridgeHalf(
@@ -184,7 +216,7 @@ def parse_bridge_half(doc: Any, file: str) -> BridgeHalf:
     )
 
 
-def _parse_endpoint(r: Reader, ep: LocatedDict, path: str, side: str) -> Endpoint:
+def _parse_endpoint(r: Reader, ep: LocatedDict, path: str, side: str, line: int | None) -> Endpoint:
     if side == "edge":
         r.allow_keys(ep, path, ("host", "port", "user", "host_key", "client_key"))
     else:
@@ -196,6 +228,6 @@ def _parse_endpoint(r: Reader, ep: LocatedDict, path: str, side: str) -> Endpoin
         user=r.get(ep, "user", path, str, None, required=False),
         host_key=r.get(ep, "host_key", path, str, None, required=False, check=_key_check),
         client_key=r.get(ep, client_field, path, str, None, required=False, check=_key_check),
-        line=ep.line or None,
+        line=line,
         lines=tuple(ep.key_lines.items()),
     )

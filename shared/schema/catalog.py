@@ -148,17 +148,32 @@ def _parse_node(r: Reader, name: str, node: LocatedDict, path: str, line: int | 
         r.allow_keys(rp, rp_path, ("max_restarts", "window_s", "backoff_s", "backoff_max_s"))
         number = (int, float)
         policy = RestartPolicy(
-            max_restarts=r.get(rp, "max_restarts", rp_path, int, 5, required=False,
-                               check=fields.non_negative),
-            window_s=float(r.get(rp, "window_s", rp_path, number, 60.0, required=False,
-                                 check=fields.positive)),
-            backoff_s=float(r.get(rp, "backoff_s", rp_path, number, 0.5, required=False,
-                                  check=fields.non_negative)),
-            backoff_max_s=float(r.get(rp, "backoff_max_s", rp_path, number, 10.0,
-                                      required=False, check=fields.non_negative)),
+            max_restarts=r.get(
+                rp, "max_restarts", rp_path, int, 5, required=False, check=fields.non_negative
+            ),
+            window_s=float(
+                r.get(rp, "window_s", rp_path, number, 60.0, required=False, check=fields.positive)
+            ),
+            backoff_s=float(
+                r.get(
+                    rp, "backoff_s", rp_path, number, 0.5, required=False, check=fields.non_negative
+                )
+            ),
+            backoff_max_s=float(
+                r.get(
+                    rp,
+                    "backoff_max_s",
+                    rp_path,
+                    number,
+                    10.0,
+                    required=False,
+                    check=fields.non_negative,
+                )
+            ),
         )
-    wall = r.get(node, "wall_clock_s", path, (int, float), 120.0, required=False,
-                 check=fields.positive)
+    wall = r.get(
+        node, "wall_clock_s", path, (int, float), 120.0, required=False, check=fields.positive
+    )
     return NodeSpec(
         name=name,
         kind=kind,
