@@ -9,10 +9,8 @@ from pathlib import Path
 
 from home.jmfts.embedder import Embedder, OnnxMiniLM
 from home.jmfts.errors import InvalidInput
+from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT
 from home.jmfts.vector_index import IndexKind
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8100
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,15 @@ from home.jmfts.clock import from_stored, to_stored, utc_now
 from home.jmfts.db import connect, subtree_range
 from home.jmfts.embedder import Embedder, Vectors
 from home.jmfts.errors import Conflict, Forbidden, InvalidInput, NotFound, StoreMismatch
-from home.jmfts.models import DocumentCreate, DocumentResponse, DocumentUpdate
+from home.jmfts.models import (
+    WORKSPACE_USETYPE,
+    DocumentCreate,
+    DocumentResponse,
+    DocumentUpdate,
+)
 from home.jmfts.vector_index import IndexKind, VectorIndex, ids_digest
 
 DB_FILE = "jmfts.sqlite3"
-WORKSPACE_USETYPE = "workspace"
 MAX_CONTENT_CHARS = 2_000_000
 
 
