@@ -41,9 +41,6 @@ class HealthResponse(BaseModel):
     embedding_model: str
     llm: str | None = None
     implementation: str = "tether-jmfts"
-    documents: int | None = Field(
-        default=None, description="Only for an authenticated caller: documents it can read."
-    )
 
 
 # --- documents ----------------------------------------------------------------------

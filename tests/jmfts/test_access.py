@@ -208,4 +208,11 @@ def test_health_needs_no_token_and_tells_nothing(shared_server: ServerProcess) -
         health = anonymous.get("/").json()
     assert health["status"] == "ok"
     assert health["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"
-    assert health["documents"] is None
+    assert set(health) == {
+        "status",
+        "version",
+        "database",
+        "embedding_model",
+        "llm",
+        "implementation",
+    }  # nothing about the corpus
