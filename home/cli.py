@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from home.agents.node import app as agent_app
+from home.jmfts.cli import jmfts_app, memory_app
 from home.llm.cli import app as llm_app
 from home.substrate.cli import register as register_substrate
 
@@ -17,6 +18,8 @@ app = typer.Typer(
 register_substrate(app)
 app.add_typer(agent_app, name="agent", help="Run one τ agent node.")
 app.add_typer(llm_app, name="llm")
+app.add_typer(jmfts_app, name="jmfts")
+app.add_typer(memory_app, name="memory")
 
 
 def main() -> None:
