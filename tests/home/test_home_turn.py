@@ -113,24 +113,26 @@ async def test_a_turn_through_home_up_with_the_scripted_model(tmp_path: Path) ->
     def answer(request: RecordedRequest) -> Reply:
         return Reply.call("speak", {"text": f"You said: {request.last_user_text[-40:]}"})
 
-    async with ScriptedModel(responder=answer) as model:
-        async with start_home(tmp_path / "home", "--llm-url", model.url) as home:
-            subject, answer_event, turn = await play_edge_turn(
-                home.nats_url, "is the kettle on", within_s=90
-            )
-            assert subject == speak_subject("edge_asr", DEVICE), answer_event.payload
-            assert answer_event.binding_id == turn.binding_id
-            assert "is the kettle on" in answer_event.payload["text"]
-            assert any("is the kettle on" in r.last_user_text for r in model.requests)
-            code, trace = await home.cli("trace", turn.binding_id or "", "--json")
-            assert code == 0, trace
-            assert "events.workspace.edge_asr.in" in trace
-            assert "events.action.speech.completed" in trace
+    async with (
+        ScriptedModel(responder=answer) as model,
+        start_home(tmp_path / "home", "--llm-url", model.url) as home,
+    ):
+        subject, answer_event, turn = await play_edge_turn(
+            home.nats_url, "is the kettle on", within_s=90
+        )
+        assert subject == speak_subject("edge_asr", DEVICE), answer_event.payload
+        assert answer_event.binding_id == turn.binding_id
+        assert "is the kettle on" in answer_event.payload["text"]
+        assert any("is the kettle on" in r.last_user_text for r in model.requests)
+        code, trace = await home.cli("trace", turn.binding_id or "", "--json")
+        assert code == 0, trace
+        assert "events.workspace.edge_asr.in" in trace
+        assert "events.action.speech.completed" in trace
 
 
 async def test_the_embedded_model_answers_a_turn_within_a_minute(tmp_path: Path) -> None:
     async with start_home(tmp_path / "home") as home:
-        code, status = await home.cli("status", "--json")
+        _, status = await home.cli("status", "--json")
         components = {c["name"]: c for c in json.loads(status)["components"]}
         assert components["llm"]["address"].endswith("/v1")
         subject, answer_event, turn = await play_edge_turn(
