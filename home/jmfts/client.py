@@ -48,6 +48,7 @@ class MemoryClient:
     """Synchronous client for a running JMFTS server."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 60.0) -> None:
+        self.url = url.rstrip("/")
         self._http = httpx.Client(
             base_url=url.rstrip("/"),
             headers={"Authorization": f"Bearer {token}"},
@@ -136,6 +137,44 @@ class MemoryClient:
             return dict(self.request("PATCH", f"/documents/{existing['id']}", json=body))
         except Conflict:
             return self._create(parent, leaf, text, usetype, supersedes=existing["id"])
+
+    def ensure(self, path: str) -> Doc:
+        """The document at ``path``, creating it and its parents as empty containers if absent."""
+        parent: Doc | None = None
+        for part in split_path(path):
+            found = self._child(parent, part)
+            if found is None:
+                found = self._create(parent, part, None, _container_usetype(parent, part))
+            parent = found
+        if parent is None:  # split_path never returns an empty list
+            raise InvalidInput(f"path {path!r} names no document")
+        return parent
+
+    def grant(self, path: str, principal_id: int, level: str) -> Doc:
+        """Grant ``level`` (read or write) on the subtree at ``path``, creating it if absent."""
+        doc = self.ensure(path)
+        return dict(
+            self.request(
+                "POST",
+                f"/access/documents/{doc['id']}/grants",
+                json={"principal_id": principal_id, "level": level},
+            )
+        )
+
+    def mint_token(self, principal_id: int, label: str | None = None) -> str:
+        """A fresh bearer token for the principal (the server keeps only its hash)."""
+        result = self.request(
+            "POST", f"/access/principals/{principal_id}/tokens", json={"label": label}
+        )
+        return str(result["token"])
+
+    def whoami_ok(self) -> bool:
+        """True if this client's token still authenticates."""
+        try:
+            self.request("GET", "/documents/roots")
+        except JmftsError:
+            return False
+        return True
 
     def _create(
         self,

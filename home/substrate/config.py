@@ -56,6 +56,8 @@ class HomeConfig:
     # OpenAI-compatible endpoint; "none" runs no model (agents then cannot start).
     llm_url: str | None = None
     llm_model: str = "default"
+    # Run the JMFTS memory server (component jmfts) and give each agent its principal.
+    memory: bool = True
     # The bridge endpoint's port; None takes the paired halves' listen port (2222).
     bridge_port: int | None = None
     # Schemas (names in schema_dir) to apply at start, after the restored ones.

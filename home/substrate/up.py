@@ -12,17 +12,22 @@ import os
 import signal
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from home.agents.launcher import EffectorLauncher, ModelChoice, TauAgentLauncher
+from home.agents.launcher import TOKENS_DIR, EffectorLauncher, ModelChoice, TauAgentLauncher
 from home.bridge import HomeBridgeComponent, paired_home_halves
+from home.jmfts.component import JmftsComponent
 from home.llm.component import EmbeddedLlmComponent, ExternalLlmComponent
 from home.substrate.component import ComponentRegistry, ComponentStatus
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import DataDirLock, HomeState
+from home.substrate.errors import HomeConfigError
 from home.substrate.launchers import LAUNCHERS, Launcher
 from home.substrate.nats_server import NatsServer
 from home.substrate.substrate import Substrate
+from shared.errors import SchemaError
+from shared.schema import load_node_catalog
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +56,29 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
     llm = llm_component(config)
     if llm is not None:
         registry.register(llm)
+    if config.memory:
+        registry.register(
+            JmftsComponent(
+                config.data_dir / "jmfts",
+                catalog_agents(config.catalog),
+                config.data_dir / TOKENS_DIR,
+            )
+        )
     registry.register(substrate)
     if paired_home_halves(config.data_dir):
         registry.register(
             HomeBridgeComponent(config.data_dir, lambda: nats_server.url, port=config.bridge_port)
         )
     return registry, nats_server, substrate
+
+
+def catalog_agents(catalog: Path) -> list[str]:
+    """The agent token of every τ agent in the catalog (each gets a JMFTS principal)."""
+    try:
+        nodes = load_node_catalog(catalog).nodes.values()
+    except SchemaError as exc:
+        raise HomeConfigError(str(exc)) from exc
+    return [node.agent for node in nodes if node.agent is not None]
 
 
 def llm_component(config: HomeConfig) -> EmbeddedLlmComponent | ExternalLlmComponent | None:

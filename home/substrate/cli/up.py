@@ -76,6 +76,10 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
     llm_model: Annotated[
         str, typer.Option(help="The model id to request from --llm-url.")
     ] = "default",
+    memory: Annotated[
+        bool,
+        typer.Option(help="Run the JMFTS memory server, with a principal and token per agent."),
+    ] = True,
     bridge_port: Annotated[
         int | None,
         typer.Option(
@@ -112,6 +116,7 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
         bridge_port=bridge_port,
         llm_url=llm_url,
         llm_model=llm_model,
+        memory=memory,
     )
 
     def ready(state: HomeState, registry: ComponentRegistry) -> None:

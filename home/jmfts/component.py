@@ -1,0 +1,110 @@
+"""JMFTS as a ``home up`` component, and each agent's own principal and token.
+
+At start it serves the store under ``DATA_DIR/jmfts`` and gives every τ agent
+of the catalog a principal of its own, write access to its own subtrees
+(``journal/<agent>``, ``workspace/<agent>``) and a bearer token in
+``DATA_DIR/tokens/<agent>.token`` (0600). Isolation between agents is the
+store's: an agent's token reaches only what it was granted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from home.jmfts.client import MemoryClient
+from home.jmfts.config import JmftsConfig
+from home.jmfts.errors import JmftsError
+from home.jmfts.server import JmftsServer
+from home.substrate.component import ComponentInfo, Health
+from home.substrate.errors import ComponentError
+
+AGENT_SUBTREES = ("journal", "workspace")
+
+
+def agent_subtrees(agent: str) -> list[str]:
+    """The subtrees an agent owns and may write: ``journal/<agent>``, ``workspace/<agent>``."""
+    return [f"{root}/{agent}" for root in AGENT_SUBTREES]
+
+
+def write_token(path: Path, token: str) -> None:
+    """Write a token file readable only by its owner (created 0600 before any byte)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token)
+
+
+def provision_principal(
+    admin: MemoryClient, name: str, grants: Iterable[tuple[str, str]], token_file: Path | None
+) -> str:
+    """Ensure principal ``name`` with ``(path, level)`` grants; return a working token.
+
+    A token file that still authenticates is kept; otherwise a new token is minted
+    (and written to ``token_file`` when given).
+    """
+    principal = admin.principal_id(name, create=True)
+    for path, level in grants:
+        admin.grant(path, principal, level)
+    if token_file is not None and token_file.is_file():
+        existing = token_file.read_text().strip()
+        with MemoryClient(admin.url, existing) as probe:
+            if probe.whoami_ok():
+                return existing
+    token = admin.mint_token(principal, label=f"{name} (home up)")
+    if token_file is not None:
+        write_token(token_file, token)
+    return token
+
+
+class JmftsComponent:
+    """The memory server of ``home up`` (component name ``jmfts``)."""
+
+    name = "jmfts"
+
+    def __init__(
+        self, data_dir: Path, agents: Iterable[str], tokens_dir: Path, host: str = "127.0.0.1"
+    ) -> None:
+        self._server = JmftsServer(JmftsConfig(data_dir=data_dir, host=host, port=0))
+        self._agents = tuple(agents)
+        self._tokens_dir = tokens_dir
+
+    async def start(self) -> None:
+        """Serve, then give every agent its principal, grants and token."""
+        try:
+            await self._server.start()
+            await asyncio.to_thread(self._provision)
+        except (JmftsError, OSError) as exc:
+            await self._server.stop()
+            raise ComponentError(f"jmfts: did not start: {exc}") from exc
+
+    def _provision(self) -> None:
+        token_file = self._server.admin_token_file
+        if token_file is None:
+            raise ComponentError("jmfts: the server wrote no admin token")
+        with MemoryClient.from_token_file(self._server.url, token_file) as admin:
+            for agent in self._agents:
+                provision_principal(
+                    admin,
+                    f"agent.{agent}",
+                    [(path, "write") for path in agent_subtrees(agent)],
+                    self._tokens_dir / f"{agent}.token",
+                )
+
+    async def health(self) -> Health:
+        """Healthy while the server answers."""
+        ok = await self._server.health()
+        return Health(ok, "" if ok else "the memory server does not answer")
+
+    async def stop(self) -> None:
+        """Stop serving (the index is saved); idempotent."""
+        await self._server.stop()
+
+    def info(self) -> ComponentInfo:
+        """The server's base URL; it runs inside ``home up``."""
+        try:
+            return ComponentInfo(self._server.url, os.getpid())
+        except JmftsError:
+            return ComponentInfo("http (not started)", None)
