@@ -160,7 +160,9 @@ def fstab_text(disk_id: int) -> str:
     """``/etc/fstab``: root and the boot partition, by PARTUUID."""
     return (
         f"PARTUUID={partuuid(disk_id, 2)} / ext4 defaults,noatime 0 1\n"
-        f"PARTUUID={partuuid(disk_id, 1)} /boot/firmware vfat defaults,noatime,umask=0077 0 2\n"
+        # nofail: a bad boot partition must not hold the board in emergency mode.
+        f"PARTUUID={partuuid(disk_id, 1)} /boot/firmware vfat "
+        "defaults,noatime,umask=0077,nofail 0 0\n"
     )
 
 
