@@ -5,10 +5,13 @@ a partition to grow), the kernel, initrd and command line are read off its FAT
 boot partition with mtools, and qemu boots them directly on the ``virt``
 machine (TCG) with the disk on virtio and SSH forwarded to a free local port.
 
-Ready means both: the serial console shows systemd's ``Started
-tether-edge.service`` line, which systemd prints for a ``Type=notify`` unit
-only after the service sent READY=1 on $NOTIFY_SOCKET; and a TCP connection
-to the forwarded port gets an ``SSH-2.0-`` banner from the board's sshd.
+Ready means both: the serial console shows ``tether-edge: ready (READY=1 ...``,
+which the unit's ``ExecStartPost`` prints and which systemd runs for a
+``Type=notify`` unit only after the service sent READY=1 on $NOTIFY_SOCKET (the
+unit's own ``Started tether-edge.service`` status line counts too, but systemd
+stops printing status once a getty owns the console, so it is not relied on);
+and a TCP connection to the forwarded port gets an ``SSH-2.0-`` banner from the
+board's sshd.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from firmware.errors import BootTestError
 from firmware.manifest import Manifest
 from firmware.stream import decompressed_chunks
 
-READY_LINE = re.compile(r"Started .*tether-edge\.service")
+READY_LINE = re.compile(r"tether-edge: ready \(READY=1|Started tether-edge\.service")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 FAILED_LINE = re.compile(r"Failed to start .*tether-edge\.service")
 PANIC_LINE = re.compile(r"Kernel panic|end Kernel panic|Gave up waiting for root")
 GROW_BYTES = 512 * 1024 * 1024
@@ -209,7 +213,7 @@ async def _read_console(
         return
     with log.open("w", errors="replace") as sink:
         while line_bytes := await process.stdout.readline():
-            line = line_bytes.decode("utf-8", "replace").rstrip()
+            line = ANSI.sub("", line_bytes.decode("utf-8", "replace")).rstrip()
             sink.write(line + "\n")
             sink.flush()
             report.lines = [*report.lines[-199:], line]

@@ -14,10 +14,12 @@ from rich.progress import (
     DownloadColumn,
     Progress,
     SpinnerColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.text import Text
 
 
 @dataclass
@@ -72,6 +74,13 @@ class SilentReporter:
             self.times[-1].note = note
 
 
+class _BytesColumn(DownloadColumn):
+    """Bytes done/total, only for stages that move a known number of bytes."""
+
+    def render(self, task: Task) -> Text:
+        return super().render(task) if task.fields.get("bytes") else Text("")
+
+
 class RichReporter(SilentReporter):
     """One progress line per stage on the console: a bar when the size is known."""
 
@@ -80,9 +89,9 @@ class RichReporter(SilentReporter):
         self.progress = Progress(
             SpinnerColumn(finished_text="[green]✓[/green]"),
             TextColumn("[bold]{task.fields[stage]:<11}[/bold]"),
-            BarColumn(bar_width=28),
-            DownloadColumn(),
+            BarColumn(bar_width=20),
             TimeElapsedColumn(),
+            _BytesColumn(),
             TextColumn("{task.description}", style="dim"),
             console=console,
             transient=False,
@@ -98,7 +107,7 @@ class RichReporter(SilentReporter):
 
     @contextmanager
     def stage(self, name: str, total: int | None = None) -> Iterator[None]:
-        self.task = self.progress.add_task("", stage=name, total=total)
+        self.task = self.progress.add_task("", stage=name, total=total, bytes=total is not None)
         try:
             with super().stage(name, total):
                 yield

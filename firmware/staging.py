@@ -205,6 +205,7 @@ def write_board_files(tree: Path, files: BoardFiles, disk_id: int) -> str:
     _write(tree, f"/{UNIT_DIR}/tether-edge.service", unit)
     _write(tree, f"/{UNIT_DIR}/tether-firstboot.service", board_file("tether-firstboot.service"))
     _write(tree, "/usr/lib/tether/firstboot", board_file("firstboot.sh"), 0o755)
+    _write(tree, "/usr/lib/tether/report-ready", board_file("report-ready.sh"), 0o755)
     _write(tree, "/etc/systemd/network/20-wired.network", board_file("20-wired.network"))
     _write(tree, "/etc/ssh/sshd_config.d/tether.conf", board_file("sshd-tether.conf"))
     _write(tree, "/etc/fstab", fstab_text(disk_id))

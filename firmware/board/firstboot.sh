@@ -20,7 +20,8 @@ grow_root || echo "tether-firstboot: could not grow the root partition" >&2
 device=$(cat /etc/tether/device)
 echo "tether-$device" > /etc/hostname
 hostname "tether-$device"
-ssh-keygen -A
+# ed25519 only: an RSA key takes ~20 s to make on an emulated or small board.
+[ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -t ed25519 -N "" -f /etc/ssh/ssh_host_ed25519_key
 install -d -o tether -g tether -m 0750 /var/lib/tether
 touch /var/lib/tether/firstboot.done
 echo "tether-firstboot: done (hostname tether-$device)"

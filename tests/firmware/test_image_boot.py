@@ -63,6 +63,6 @@ def test_build_then_boot_to_readiness(tmp_path: Path) -> None:
     assert report.ssh_banner.startswith("SSH-2.0-OpenSSH")
     log = console.read_text()
     assert "tether-firstboot: done" in log
-    assert "Started tether-edge.service" in log
+    assert "tether-edge: ready (READY=1 received on NOTIFY_SOCKET)" in log
     if "board_preflight" in manifest.edge.exec_start:
         assert "tether preflight: device tui: config ok, bridge half" in log
