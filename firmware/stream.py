@@ -16,9 +16,10 @@ from typing import BinaryIO
 import zstandard
 
 CHUNK = 4 * 1024 * 1024
-# Level 9 compresses a mostly-empty disk image well in a few seconds; single
-# threaded so the same input always gives the same bytes.
-LEVEL = 9
+# Level 3 (zstd's default): measured on a 1.1 GiB qemu image, 2.5 s for 188 MiB,
+# where level 9 took 14 s for 169 MiB. Single threaded, so the same input
+# always gives the same bytes.
+LEVEL = 3
 
 Progress = Callable[[int], None]
 
