@@ -36,7 +36,7 @@ err = Console(stderr=True)
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[red]error[/red]: {message}", highlight=False)
+    err.print(f"[red]error[/red]: {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
