@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,8 +99,8 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
         base = ensure_rootfs(spec, request.cache, on_line=reporter.note)
         reporter.finish(f"{'built' if base.built else 'cached'} {base.tarball.name}")
     request.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="tether-build-", dir=request.cache) as work_dir:
-        work = Path(work_dir)
+    work = Path(tempfile.mkdtemp(prefix="tether-build-", dir=request.cache))
+    try:
         extra = [request.voice] if request.voice else []
         with reporter.stage("wheelhouse"):
             wheels = build_wheelhouse(
@@ -167,6 +168,9 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
             digests = compress_file(raw, partial, reporter.advance)
             os.replace(partial, image)
             reporter.finish(f"{digests.compressed_size / 2**20:.0f} MiB zstd")
+    finally:
+        with reporter.stage("cleanup"):
+            shutil.rmtree(work, ignore_errors=True)
     half_bytes = request.bridge_half.read_bytes() if request.bridge_half else None
     manifest = Manifest(
         device=request.device,

@@ -48,6 +48,7 @@ def test_build_then_boot_to_readiness(tmp_path: Path) -> None:
         "root-fs",
         "assemble",
         "compress",
+        "cleanup",
         "manifest",
     ]
     manifest = image_manifest(result.image)
