@@ -27,8 +27,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from firmware.disk import MTOOLS_ENV, run
+from firmware.disk import MTOOLS_ENV
 from firmware.errors import BootTestError
+from firmware.host import run_tool
 from firmware.manifest import Manifest
 from firmware.stream import decompressed_chunks
 
@@ -82,7 +83,9 @@ def prepare_disk(image: Path, manifest: Manifest, work: Path) -> tuple[Path, Pat
     files = {}
     for name in ("vmlinuz", "initrd.img", "cmdline.txt"):
         target = work / name
-        run("boot-test", ["mcopy", "-n", "-i", source, f"::/{name}", str(target)], env=MTOOLS_ENV)
+        run_tool(
+            "boot-test", ["mcopy", "-n", "-i", source, f"::/{name}", str(target)], env=MTOOLS_ENV
+        )
         files[name] = target
     cmdline = files["cmdline.txt"].read_text().strip()
     return raw, files["vmlinuz"], files["initrd.img"], cmdline

@@ -8,36 +8,13 @@ the image file, and the filesystems are copied to their offsets with
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 
 from firmware.errors import BuildError
+from firmware.host import run_tool
 from firmware.layout import MIB, DiskLayout, Partition
 
 MTOOLS_ENV = {"MTOOLS_SKIP_CHECK": "1", "MTOOLS_NO_VFAT": "0"}
-
-
-def run(
-    stage: str,
-    command: list[str],
-    *,
-    env: Mapping[str, str] | None = None,
-    stdin: str | None = None,
-) -> str:
-    """Run a build command; BuildError with its output when it fails."""
-    full_env = {**os.environ, **(env or {})}
-    result = subprocess.run(
-        command, input=stdin, capture_output=True, text=True, env=full_env, check=False
-    )
-    if result.returncode != 0:
-        raise BuildError(
-            stage,
-            f"{' '.join(command)} exited {result.returncode}:\n{result.stderr.strip()}"
-            f"\n{result.stdout.strip()}".rstrip(),
-        )
-    return result.stdout
 
 
 def time_env(epoch: int | None) -> dict[str, str]:
@@ -52,7 +29,7 @@ def make_fat(
 ) -> None:
     """A FAT32 filesystem of ``part.size`` in ``image`` holding the tree ``files``."""
     image.unlink(missing_ok=True)
-    run(
+    run_tool(
         "boot-fs",
         [
             "mkfs.vfat",
@@ -71,7 +48,7 @@ def make_fat(
     entries = sorted(files.iterdir())
     if entries:
         env = {**MTOOLS_ENV, **time_env(epoch)}
-        run(
+        run_tool(
             "boot-fs",
             ["mcopy", "-i", str(image), "-s", "-m", "-Q", *(str(e) for e in entries), "::/"],
             env=env,
@@ -90,7 +67,7 @@ def make_ext4(
 ) -> None:
     """An ext4 filesystem of ``part.size`` in ``image`` populated from ``tree`` (``-d``)."""
     image.unlink(missing_ok=True)
-    run(
+    run_tool(
         "root-fs",
         [
             "nice",
@@ -130,7 +107,7 @@ def pin_inode_times(image: Path, inodes: int, epoch: int) -> None:
         for n in range(1, inodes + 1)
         for field in ("ctime", "atime", "crtime")
     )
-    run("root-fs", ["debugfs", "-w", "-f", "-", str(image)], stdin=script, env=time_env(epoch))
+    run_tool("root-fs", ["debugfs", "-w", "-f", "-", str(image)], stdin=script, env=time_env(epoch))
 
 
 def assemble(disk: Path, layout: DiskLayout, boot_image: Path, root_image: Path) -> None:
@@ -138,7 +115,7 @@ def assemble(disk: Path, layout: DiskLayout, boot_image: Path, root_image: Path)
     disk.unlink(missing_ok=True)
     with disk.open("wb") as handle:
         handle.truncate(layout.size)
-    run(
+    run_tool(
         "assemble",
         ["sfdisk", "--no-reread", "--no-tell-kernel", "--wipe", "never", "-q", str(disk)],
         stdin=layout.sfdisk_script(),
@@ -149,7 +126,7 @@ def assemble(disk: Path, layout: DiskLayout, boot_image: Path, root_image: Path)
                 "assemble",
                 f"{image} is {image.stat().st_size} bytes, partition {part.number} is {part.size}",
             )
-        run(
+        run_tool(
             "assemble",
             [
                 "dd",

@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
-from firmware.errors import HostToolError
+from firmware.errors import BuildError, HostToolError
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 QEMU_AARCH64_ENTRY = "qemu-aarch64"
@@ -87,3 +88,24 @@ def ensure_binfmt_arm64() -> str:
                 f"arch-test arm64 failed: {result.stdout.strip()}\n{ENABLE_BINFMT_HINT}"
             )
     return interpreter
+
+
+def run_tool(
+    stage: str,
+    command: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+) -> str:
+    """Run a host tool for build ``stage``; BuildError with its output when it fails."""
+    full_env = {**os.environ, **(env or {})}
+    result = subprocess.run(
+        command, input=stdin, capture_output=True, text=True, env=full_env, check=False
+    )
+    if result.returncode != 0:
+        raise BuildError(
+            stage,
+            f"{' '.join(command)} exited {result.returncode}:\n{result.stderr.strip()}"
+            f"\n{result.stdout.strip()}".rstrip(),
+        )
+    return result.stdout

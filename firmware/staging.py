@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from firmware.disk import run
 from firmware.errors import BuildError
+from firmware.host import run_tool
 from firmware.layout import partuuid
 from firmware.profiles import Profile
 
@@ -52,7 +52,7 @@ def extract_rootfs(tarball: Path, tree: Path) -> None:
     """Unpack the cached base system into the empty folder ``tree``."""
     shutil.rmtree(tree, ignore_errors=True)
     tree.mkdir(parents=True)
-    run(
+    run_tool(
         "stage",
         [
             "tar",

@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from firmware.disk import run
 from firmware.errors import BuildError
+from firmware.host import run_tool
 
 PLATFORMS = ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64")
 PYTHON_VERSION = "3.11"
@@ -69,7 +69,7 @@ def build_wheelhouse(
     target.mkdir(parents=True)
     own_dir = target / "own"
     env = {"SOURCE_DATE_EPOCH": str(epoch)} if epoch is not None else {}
-    run(
+    run_tool(
         "wheelhouse",
         [
             sys.executable,
@@ -91,6 +91,6 @@ def build_wheelhouse(
     own = target / wheels[0].name
     shutil.move(str(wheels[0]), own)
     own_dir.rmdir()
-    run("wheelhouse", download_command(target, [str(own), *extra]))
+    run_tool("wheelhouse", download_command(target, [str(own), *extra]))
     version = own.name.split("-")[1]
     return Wheelhouse(target, own, version)
