@@ -184,9 +184,9 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
     for row in stages:
         table.add_row(str(row["stage"]), f"{row['seconds']:.1f}", str(row["note"]))
     table.add_row("total", f"{sum(t.seconds for t in reporter.times):.1f}", "")
-    Console().print(table)
+    Console(soft_wrap=True).print(table)
     manifest = result.manifest
-    Console().print(
+    Console(soft_wrap=True).print(
         f"image    {result.image}  ({manifest.compressed.size / 2**20:.0f} MiB, "
         f"{manifest.image.size / 2**20:.0f} MiB raw)\n"
         f"sha256   {manifest.image.sha256} (raw)\nmanifest {result.manifest_path}",
@@ -238,27 +238,30 @@ def flash_command(  # noqa: PLR0917 (Typer options are parameters)
         raise _fail(str(exc), EXIT_USAGE) from None
     options = FlashOptions(to_file=to_file, max_bytes=max_gib * 1024**3, allow_large=allow_large)
     console = Console(stderr=True, quiet=as_json)
-    with _byte_progress(console) as progress:
-        write = progress.add_task("write", total=loaded.image.size)
-        readback = progress.add_task("read back", total=loaded.image.size, start=False)
-        phase = {"n": 0}
+    progress = _byte_progress(console)
+    write = progress.add_task("write", total=loaded.image.size)
+    readback = progress.add_task("read back", total=loaded.image.size, start=False)
+    phase = {"n": 0}
 
-        def on_phase(step: int) -> None:
-            phase["n"] = step
-            if step == 2:
-                progress.start_task(readback)
+    def on_phase(step: int) -> None:
+        # The bars appear only once every refusal check has passed.
+        phase["n"] = step
+        if step == 1:
+            progress.start()
+        if step == 2:
+            progress.start_task(readback)
 
-        def on_progress(count: int) -> None:
-            progress.advance(write if phase["n"] < 2 else readback, count)
+    def on_progress(count: int) -> None:
+        progress.advance(write if phase["n"] < 2 else readback, count)
 
-        try:
-            result = flash(
-                image, device, loaded, options, on_progress=on_progress, on_phase=on_phase
-            )
-        except (FlashRefused, ManifestError) as exc:
-            raise _fail(f"refusing to flash: {exc}", EXIT_USAGE) from None
-        except (FirmwareError, OSError) as exc:
-            raise _fail(str(exc), EXIT_FAILURE) from None
+    try:
+        result = flash(image, device, loaded, options, on_progress=on_progress, on_phase=on_phase)
+    except (FlashRefused, ManifestError) as exc:
+        raise _fail(f"refusing to flash {image.name} to {device}:\n  - {exc}", EXIT_USAGE) from None
+    except (FirmwareError, OSError) as exc:
+        raise _fail(str(exc), EXIT_FAILURE) from None
+    finally:
+        progress.stop()
     if as_json:
         print(
             json.dumps(
@@ -271,7 +274,7 @@ def flash_command(  # noqa: PLR0917 (Typer options are parameters)
             )
         )
     else:
-        Console().print(
+        Console(soft_wrap=True).print(
             f"[green]flashed and verified[/green] {result.written} bytes to "
             f"{result.target}, sha256 {result.sha256}",
             highlight=False,
@@ -305,7 +308,7 @@ def verify_command(
             )
         )
     else:
-        Console().print(
+        Console(soft_wrap=True).print(
             f"[green]ok[/green] {result.kind} {result.path}: sha256 {result.sha256}",
             highlight=False,
         )
@@ -351,7 +354,7 @@ def boot_test_command(
             )
         )
         return
-    Console().print(
+    Console(soft_wrap=True).print(
         f"[green]edge service ready[/green] after {report.ready_s:.1f} s; "
         f"SSH answered after {report.ssh_s:.1f} s ({report.ssh_banner})",
         highlight=False,

@@ -85,7 +85,7 @@ def flash(
         allow_large=options.allow_large,
     )
     if reasons:
-        raise FlashRefused("; ".join(reasons))
+        raise FlashRefused("\n  - ".join(reasons))
     check_compressed(image, manifest)
     on_phase(1)
     written = _write(image, target, manifest, block=facts.is_block, on_progress=on_progress)
