@@ -14,7 +14,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from firmware.boottest import DEFAULT_TIMEOUT, boot_test
-from firmware.build import BuildRequest, build
+from firmware.build import BuildRequest, build, check_half
 from firmware.errors import BuildError, FirmwareError, FlashRefused, HostToolError, ManifestError
 from firmware.flash import FlashOptions, check_compressed, flash, image_manifest, verify
 from firmware.host import cache_dir, source_date_epoch
@@ -128,8 +128,12 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
         key = candidate if candidate.exists() else None
     elif key is not None and not key.exists():
         raise _fail(f"--key {key}: no such file", EXIT_USAGE)
+    if ssh_key is not None and not ssh_key.exists():
+        raise _fail(f"--ssh-key {ssh_key}: no such file", EXIT_USAGE)
     try:
         service = load_service_config(service_config)
+        if half is not None:
+            check_half(half, device)
         request = BuildRequest(
             device=device,
             profile=get_profile(profile),
@@ -145,7 +149,7 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
             mirror=mirror,
             epoch=source_date_epoch(),
         )
-    except (ContractError, HostToolError) as exc:
+    except (ContractError, HostToolError, BuildError) as exc:
         raise _fail(str(exc), EXIT_USAGE) from None
     if key is None and not as_json:
         err.print(

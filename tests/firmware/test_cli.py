@@ -21,6 +21,15 @@ from firmware.manifest import Manifest
         (["--device", "tui", "--half", "/nonexistent/tui.edge.yaml"], "no such file"),
         (["--device", "tui", "--vosk-model", "/nonexistent"], "not a folder"),
         (["--device", "tui", "--key", "/nonexistent/key"], "no such file"),
+        (["--device", "tui", "--ssh-key", "/nonexistent/admin.pub"], "no such file"),
+        (
+            ["--device", "tui", "--half", "schemas/bridge/tui.home.yaml"],
+            "side is 'home'; the board carries the edge half",
+        ),
+        (
+            ["--device", "board", "--half", "schemas/bridge/tui.edge.yaml"],
+            "device is 'tui', building for 'board'",
+        ),
     ],
 )
 def test_build_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
