@@ -1,13 +1,15 @@
 """The whole path, for real: build a qemu-profile image (base system from the cache) and boot it.
 
 Slow: a cold machine first builds the base system with mmdebstrap under
-emulation (~4-5 min, then cached under ~/.cache/tether); the image itself
-takes a minute or two, the boot under TCG ~1 min. CI runs it.
+emulation (~5-9 min here, then cached under ~/.cache/tether); each image takes
+a minute or two, the boot under TCG ~1 min. A second build with the same
+SOURCE_DATE_EPOCH must give the same bytes. CI runs it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ EPOCH = 1_700_000_000
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_build_then_boot_to_readiness(tmp_path: Path) -> None:
+def test_build_boot_to_readiness_and_rebuild_identically(tmp_path: Path) -> None:
     request = BuildRequest(
         device="tui",
         profile=get_profile("qemu"),
@@ -67,3 +69,8 @@ def test_build_then_boot_to_readiness(tmp_path: Path) -> None:
     assert "tether-edge: ready (READY=1 received on NOTIFY_SOCKET)" in log
     if "board_preflight" in manifest.edge.exec_start:
         assert "tether preflight: device tui: config ok, bridge half" in log
+
+    again = build(dataclasses.replace(request, out=tmp_path / "again"), SilentReporter())
+    assert again.manifest.image.sha256 == manifest.image.sha256
+    assert again.manifest.compressed.sha256 == manifest.compressed.sha256
+    assert again.manifest_path.read_bytes() == result.manifest_path.read_bytes()
