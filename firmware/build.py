@@ -157,15 +157,21 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
                 epoch=request.epoch,
             )
             reporter.finish(f"ext4 {plan.root.size // 2**20} MiB")
+        # Each intermediate goes as soon as it is consumed: pages deleted while
+        # still dirty are never written back, which saves most of the disk I/O.
+        shutil.rmtree(tree)
         raw = work / "disk.img"
         with reporter.stage("assemble"):
             disk.assemble(raw, plan, work / "boot.img", work / "root.img")
+            (work / "boot.img").unlink()
+            (work / "root.img").unlink()
             reporter.finish(f"MBR, {plan.size // 2**20} MiB")
         name = f"{request.device}-{wheels.version}"
         image = request.out / f"{name}.img.zst"
         with reporter.stage("compress", total=plan.size):
             partial = image.with_suffix(".zst.partial")
             digests = compress_file(raw, partial, reporter.advance)
+            raw.unlink()
             os.replace(partial, image)
             reporter.finish(f"{digests.compressed_size / 2**20:.0f} MiB zstd")
     finally:
