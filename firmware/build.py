@@ -156,10 +156,10 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
                 inodes=inodes,
                 epoch=request.epoch,
             )
+            # Each intermediate goes as soon as it is consumed: pages deleted while
+            # still dirty are never written back, which saves most of the disk I/O.
+            shutil.rmtree(tree)
             reporter.finish(f"ext4 {plan.root.size // 2**20} MiB")
-        # Each intermediate goes as soon as it is consumed: pages deleted while
-        # still dirty are never written back, which saves most of the disk I/O.
-        shutil.rmtree(tree)
         raw = work / "disk.img"
         with reporter.stage("assemble"):
             disk.assemble(raw, plan, work / "boot.img", work / "root.img")
