@@ -331,8 +331,9 @@ def boot_test_command(
 ) -> None:
     """Boot the image in qemu-system-aarch64 (virt, TCG) and wait until the edge service is ready.
 
-    Ready: systemd printed 'Started tether-edge.service' on the serial console
-    (a Type=notify unit: it sent READY=1 on NOTIFY_SOCKET) and the forwarded
+    Ready: the serial console shows 'tether-edge: ready (READY=1 ...)', printed by
+    the unit's ExecStartPost, which systemd runs for a Type=notify unit only after
+    the service sent READY=1 on NOTIFY_SOCKET; and the forwarded
     SSH port answers with an SSH banner. Reports the seconds to each.
     """
     try:
