@@ -5,7 +5,12 @@ PYTHON      ?= python3
 VENV        ?= .venv
 BIN         := $(VENV)/bin
 # Debian packages the tests and the main job need (added by the issues that need them).
-DEB_PACKAGES ?= procps openssh-client chromium tmux espeak-ng sox pulseaudio pulseaudio-utils libportaudio2 libasound2-plugins openssh-server
+# firmware: mmdebstrap + qemu-user-static/binfmt for the arm64 base system, the image
+# tools (FAT, mtools, ext4, sfdisk, zstd) and qemu-system-arm for the boot test.
+FIRMWARE_DEB := mmdebstrap qemu-user-static binfmt-support arch-test debian-archive-keyring \
+                qemu-system-arm dosfstools mtools e2fsprogs fdisk zstd
+DEB_PACKAGES ?= procps openssh-client openssh-server chromium tmux espeak-ng sox pulseaudio \
+                pulseaudio-utils libportaudio2 libasound2-plugins $(FIRMWARE_DEB)
 STAMP_DEB   := $(VENV)/.deb-stamp
 STAMP_PIP   := $(VENV)/.pip-stamp
 # JMFTS's embedder graph: exported once per venv by `home jmfts setup` (torch only there).
