@@ -64,6 +64,9 @@ class Board(Protocol):
     async def inject(self, phrase: str) -> float:
         """Make the board hear ``phrase``; return the monotonic time the audio ended."""
 
+    async def wait_link(self, up: bool, within_s: float) -> bool:
+        """Wait until the board's link to home is up (or down); False if it never was."""
+
     async def notices(self) -> int:
         """How many local 'home unreachable' notices the board has spoken."""
 

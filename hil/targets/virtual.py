@@ -96,6 +96,10 @@ class VirtualBoard:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._edge_nc is not None:
+            with contextlib.suppress(Exception):
+                await self._edge_nc.close()
+            self._edge_nc = None
         for proc in (self._edge, self._home):
             if proc is not None and proc.poll() is None:
                 proc.terminate()
@@ -104,9 +108,6 @@ class VirtualBoard:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     await asyncio.to_thread(proc.wait)
-        if self._edge_nc is not None:
-            with contextlib.suppress(Exception):
-                await self._edge_nc.close()
         await self._stack.aclose()
         self._sync.close()
 

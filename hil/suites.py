@@ -1,0 +1,256 @@
+"""The HIL suites: smoke, turn, linkdrop, soak; each a list of named cases on a TargetContext.
+
+Every case says what it expected and what happened when it fails, and records
+its measurements (latency per stage in ms, resources per sample).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+from hil.model import Measurement
+from hil.runner import Case, CaseFailed, Suite, UnknownSuite
+from hil.targets.base import Seen, TargetContext
+from shared.subjects import sensation_turn_subject
+
+MIN_DISK_MB = 200.0
+MIN_MEM_MB = 100.0
+MAX_CLOCK_SKEW_S = 5.0
+MAX_SOAK_RSS_GROWTH_MB = 150.0
+
+
+# --- smoke ------------------------------------------------------------------------
+
+
+async def services_up(ctx: TargetContext) -> list[Measurement]:
+    services = await ctx.board.services()
+    down = {name: state for name, state in services.items() if state != "active"}
+    if down:
+        raise CaseFailed(f"expected every service active; not active: {down}")
+    return [Measurement("services_active", float(len(services)), "count")]
+
+
+async def bridge_connected(ctx: TargetContext) -> list[Measurement]:
+    began = time.monotonic()
+    if not await ctx.board.wait_link(True, 30.0):
+        raise CaseFailed("expected the board's bridge link to home up within 30 s; it is down")
+    return [Measurement("link_up_wait_ms", (time.monotonic() - began) * 1000, "ms")]
+
+
+async def versions_match(ctx: TargetContext) -> list[Measurement]:
+    versions = await ctx.board.versions()
+    if versions.get("board") != versions.get("home"):
+        raise CaseFailed(
+            f"expected the board to run home's version of tether; board {versions.get('board')},"
+            f" home {versions.get('home')}"
+        )
+    carried, home_copy = await ctx.board.half_digests()
+    if carried != home_copy:
+        raise CaseFailed(
+            f"the bridge half on the board (digest {carried[:12]}) is not the one home paired "
+            f"(digest {home_copy[:12]}); pair the board again and reflash or copy the half"
+        )
+    return []
+
+
+async def clock_sane(ctx: TargetContext) -> list[Measurement]:
+    skew = abs((await ctx.board.clock() - datetime.now(UTC)).total_seconds())
+    if skew > MAX_CLOCK_SKEW_S:
+        raise CaseFailed(
+            f"the board's clock is {skew:.1f} s off home's (at most {MAX_CLOCK_SKEW_S:g} s); "
+            "events would expire early or late"
+        )
+    return [Measurement("clock_skew_s", skew, "s")]
+
+
+async def headroom(ctx: TargetContext) -> list[Measurement]:
+    room = await ctx.board.headroom()
+    if room.disk_free_mb < MIN_DISK_MB or room.mem_available_mb < MIN_MEM_MB:
+        raise CaseFailed(
+            f"expected at least {MIN_DISK_MB:g} MB disk and {MIN_MEM_MB:g} MB memory free; "
+            f"found {room.disk_free_mb:.0f} MB and {room.mem_available_mb:.0f} MB"
+        )
+    return [
+        Measurement("disk_free_mb", room.disk_free_mb, "MB"),
+        Measurement("mem_available_mb", room.mem_available_mb, "MB"),
+    ]
+
+
+# --- turn -------------------------------------------------------------------------
+
+
+async def one_turn(ctx: TargetContext, phrase: str, sample: int) -> list[Measurement]:
+    """Inject ``phrase``; follow its turn on home to the answer and the board's ack."""
+    began = time.monotonic()
+    speech_end = await ctx.board.inject(phrase)
+    turn = await _turn_with_text(ctx, phrase, since=began, within_s=ctx.turn_timeout_s)
+    bid = turn.event.binding_id
+    spoken = await _answer(ctx, bid, since=turn.at)
+    if spoken is None:
+        raise CaseFailed(
+            f"home heard {phrase!r} (binding {bid}) but no agent answered it within "
+            f"{ctx.turn_timeout_s:g} s"
+        )
+    measurements = [
+        Measurement("asr_ms", (turn.at - speech_end) * 1000, "ms", "asr", sample),
+        Measurement("agent_ms", (spoken.at - turn.at) * 1000, "ms", "agent", sample),
+    ]
+    if ".out.speak." in spoken.subject:
+        ack = await ctx.home.wait(
+            "events.action.speech.completed.", binding_id=bid, since=spoken.at,
+            within_s=ctx.turn_timeout_s,
+        )  # fmt: skip
+        if ack is None:
+            raise CaseFailed(f"the board never acked playing the answer to {phrase!r}")
+        if ack.event.payload.get("ok") is not True:
+            raise CaseFailed(f"the board failed to play the answer: {ack.event.payload}")
+        measurements.append(
+            Measurement("playback_ms", (ack.at - spoken.at) * 1000, "ms", "playback", sample)
+        )
+    return measurements
+
+
+async def _answer(ctx: TargetContext, binding_id: str | None, *, since: float) -> Seen | None:
+    """The first speak or reply of ``binding_id`` on home after ``since``, waiting for it."""
+    deadline = time.monotonic() + ctx.turn_timeout_s
+    while time.monotonic() < deadline:
+        for seen in ctx.home.matching("events.workspace.", binding_id, since):
+            if ".out.speak." in seen.subject or ".out.reply." in seen.subject:
+                return seen
+        await ctx.home.wait("events.workspace.", since=time.monotonic(), within_s=0.5)
+    return None
+
+
+async def _turn_with_text(
+    ctx: TargetContext, phrase: str, *, since: float, within_s: float
+) -> Seen:
+    subject = sensation_turn_subject(ctx.board.device)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        for seen in ctx.home.matching(subject, since=since):
+            if seen.event.payload.get("text") == phrase:
+                return seen
+        await ctx.home.wait(subject, since=time.monotonic(), within_s=0.5)
+    heard = [s.event.payload.get("text") for s in ctx.home.matching(subject, since=since)]
+    raise CaseFailed(f"expected a turn {phrase!r} on home within {within_s:g} s; heard {heard}")
+
+
+def turn_cases(ctx_phrases: tuple[str, ...]) -> tuple[Case[TargetContext], ...]:
+    """One case per phrase, numbered as samples for the latency plot."""
+
+    def case(phrase: str, sample: int) -> Case[TargetContext]:
+        async def run(ctx: TargetContext) -> list[Measurement]:
+            return await one_turn(ctx, phrase, sample)
+
+        return Case(f"turn_{sample}_{phrase}", run, timeout_s=180)
+
+    return tuple(case(p, i) for i, p in enumerate(ctx_phrases))
+
+
+# --- linkdrop ---------------------------------------------------------------------
+
+
+async def linkdrop(ctx: TargetContext) -> list[Measurement]:
+    """Cut the link, speak, restore: a notice while down, the turn delivered once after."""
+    board = ctx.board
+    phrase = board.phrases[0]
+    notices_before = await board.notices()
+    await board.cut_link()
+    cut_at = time.monotonic()
+    try:
+        if not await board.wait_link(False, 30.0):
+            raise CaseFailed("the board did not notice the cut link within 30 s")
+        noticed_ms = (time.monotonic() - cut_at) * 1000
+        began = time.monotonic()
+        await board.inject(phrase)
+        deadline = time.monotonic() + 30
+        while await board.notices() <= notices_before:
+            if time.monotonic() > deadline:
+                raise CaseFailed("home was unreachable but the board said nothing (no notice)")
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(max(0.0, ctx.linkdrop_s - (time.monotonic() - cut_at)))
+    finally:
+        await board.restore_link()
+    restored_at = time.monotonic()
+    if not await board.wait_link(True, 60.0):
+        raise CaseFailed("the link did not come back by itself within 60 s of restoring it")
+    recovered_ms = (time.monotonic() - restored_at) * 1000
+    turn = await _turn_with_text(ctx, phrase, since=began, within_s=ctx.turn_timeout_s)
+    await asyncio.sleep(2.0)  # a duplicate, if any, arrives right behind the original
+    copies = [
+        s for s in ctx.home.matching(sensation_turn_subject(board.device), since=began)
+        if s.event.event_id == turn.event.event_id
+    ]  # fmt: skip
+    if len(copies) != 1:
+        raise CaseFailed(f"the turn made while down arrived {len(copies)} times, not once")
+    return [
+        Measurement("link_down_noticed_ms", noticed_ms, "ms"),
+        Measurement("link_recovered_ms", recovered_ms, "ms"),
+        Measurement("turn_delivered_after_restore_ms", (turn.at - restored_at) * 1000, "ms"),
+    ]
+
+
+# --- soak -------------------------------------------------------------------------
+
+
+async def soak(ctx: TargetContext) -> list[Measurement]:
+    """``soak_turns`` turns spread over ``soak_minutes``: memory, CPU, errors."""
+    board = ctx.board
+    interval = ctx.soak_minutes * 60 / max(ctx.soak_turns, 1)
+    measurements: list[Measurement] = []
+    errors: list[str] = []
+    first = await board.sample()
+    for i in range(ctx.soak_turns):
+        began = time.monotonic()
+        phrase = board.phrases[i % len(board.phrases)]
+        try:
+            measurements += await one_turn(ctx, phrase, 1000 + i)
+        except CaseFailed as exc:
+            errors.append(f"turn {i}: {exc.reason}")
+        sample = await board.sample()
+        measurements += [
+            Measurement("rss_mb", sample.rss_mb, "MB", sample=i),
+            Measurement("cpu_percent", sample.cpu_percent, "%", sample=i),
+        ]
+        if sample.temperature_c is not None:
+            measurements.append(Measurement("temperature_c", sample.temperature_c, "C", sample=i))
+        await asyncio.sleep(max(0.0, interval - (time.monotonic() - began)))
+    last = await board.sample()
+    growth = last.rss_mb - first.rss_mb
+    measurements.append(Measurement("rss_growth_mb", growth, "MB"))
+    if errors:
+        raise CaseFailed(f"{len(errors)} of {ctx.soak_turns} turns failed: {errors}", measurements)
+    if growth > MAX_SOAK_RSS_GROWTH_MB:
+        raise CaseFailed(
+            f"the edge grew {growth:.0f} MB over the soak (at most {MAX_SOAK_RSS_GROWTH_MB:g})",
+            measurements,
+        )
+    return measurements
+
+
+SUITE_NAMES = ("smoke", "turn", "linkdrop", "soak")
+
+
+def build_suites(names: list[str], phrases: tuple[str, ...]) -> list[Suite[TargetContext]]:
+    """The named suites, in the order given; UnknownSuite for a name that is none of them."""
+    table: dict[str, Suite[TargetContext]] = {
+        "smoke": Suite(
+            "smoke",
+            (
+                Case("services_up", services_up, 60),
+                Case("bridge_connected", bridge_connected, 60),
+                Case("versions_and_half_match", versions_match, 60),
+                Case("clock_sane", clock_sane, 30),
+                Case("headroom", headroom, 30),
+            ),
+        ),
+        "turn": Suite("turn", turn_cases(phrases)),
+        "linkdrop": Suite("linkdrop", (Case("cut_speak_restore", linkdrop, 300),)),
+        "soak": Suite("soak", (Case("soak", soak, 3600),)),
+    }
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise UnknownSuite(f"unknown suite(s) {unknown}; choose from {', '.join(SUITE_NAMES)}")
+    return [table[n] for n in names]
