@@ -8,6 +8,8 @@ BIN         := $(VENV)/bin
 DEB_PACKAGES ?= procps openssh-client chromium
 STAMP_DEB   := $(VENV)/.deb-stamp
 STAMP_PIP   := $(VENV)/.pip-stamp
+# JMFTS's embedder graph: exported once per venv by `home jmfts setup` (torch only there).
+STAMP_ONNX  := $(VENV)/.onnx-stamp
 NAME        ?=
 
 .PHONY: up test lint typecheck bench bootstrap clean
@@ -29,6 +31,10 @@ $(STAMP_PIP): pyproject.toml $(STAMP_DEB)
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
 
+$(STAMP_ONNX): $(STAMP_PIP)
+	$(BIN)/home jmfts setup
+	@touch $@
+
 up: bootstrap
 	$(BIN)/home up
 
@@ -39,10 +45,10 @@ lint: bootstrap
 typecheck: bootstrap
 	$(BIN)/mypy
 
-test: bootstrap lint typecheck
+test: bootstrap lint typecheck $(STAMP_ONNX)
 	$(BIN)/python -m pytest tests --ignore=tests/bench
 
-bench: bootstrap
+bench: bootstrap $(STAMP_ONNX)
 	@mkdir -p bench-results
 	$(BIN)/python -m tests.bench $(NAME)
 

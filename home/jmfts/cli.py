@@ -1,0 +1,405 @@
+"""``home jmfts ...`` (run the server, set up the embedder) and ``home memory ...`` (use it).
+
+Exit codes: 0 ok; 1 the operation failed (not found, refused, unreachable); 2 bad usage or
+input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from home.jmfts.access import ADMIN_TOKEN_FILE
+from home.jmfts.client import MemoryClient
+from home.jmfts.config import DEFAULT_HOST, DEFAULT_PORT, JmftsConfig
+from home.jmfts.embedder import MANIFEST_FILE, OnnxManifest
+from home.jmfts.errors import InvalidInput, JmftsError
+from home.jmfts.onnx_export import export
+from home.jmfts.server import JmftsServer
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+DEFAULT_DATA_DIR = Path.home() / ".local" / "share" / "tether" / "jmfts"
+DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+
+console = Console()
+err_console = Console(stderr=True)
+
+jmfts_app = typer.Typer(
+    help="Run the JMFTS memory server standalone, and prepare its embedder.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+memory_app = typer.Typer(
+    help="Read and write the shared memory (JMFTS) of a running server, as the admin "
+    "principal by default (token from DATA_DIR/admin.token).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+triples_app = typer.Typer(help="Bitemporal facts: add, list (as of a time).", no_args_is_help=True)
+memory_app.add_typer(triples_app, name="triples")
+
+DataDir = Annotated[
+    Path, typer.Option("--data-dir", help="JMFTS state directory (SQLite, FAISS, admin.token).")
+]
+Url = Annotated[str, typer.Option("--url", help="Base URL of the running JMFTS server.")]
+TokenFile = Annotated[
+    Path | None,
+    typer.Option("--token-file", help="Bearer token file [default: DATA_DIR/admin.token]."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    code = EXIT_USAGE if isinstance(exc, InvalidInput) else EXIT_FAILURE
+    err_console.print(f"[red]error:[/red] {exc}")
+    return typer.Exit(code)
+
+
+# -- home jmfts --------------------------------------------------------------------------
+
+
+@jmfts_app.command()
+def serve(
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    host: Annotated[str, typer.Option(help="Interface to listen on (loopback by default).")] = (
+        DEFAULT_HOST
+    ),
+    port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one.")] = DEFAULT_PORT,
+    index: Annotated[str, typer.Option(help="FAISS index: flat (exact) or hnsw.")] = "flat",
+    as_json: AsJson = False,
+) -> None:
+    """Serve JMFTS over HTTP until Ctrl-C; prints the URL it listens on (OpenAPI at /docs)."""
+    if index not in ("flat", "hnsw"):
+        raise _fail(InvalidInput(f"--index {index!r}: expected flat or hnsw"))
+    config = JmftsConfig(data_dir=data_dir, host=host, port=port, index_kind=index)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        server = JmftsServer(config)
+        await server.start()
+        try:
+            store = server.store
+            info = {
+                "url": server.url,
+                "docs": server.url + "/docs",
+                "data_dir": str(data_dir),
+                "admin_token_file": str(server.admin_token_file),
+                "index_rebuilt": bool(store and store.index_rebuilt),
+                "vectors": store.index.count if store else 0,
+            }
+            if as_json:
+                print(json.dumps(info), flush=True)
+            else:
+                console.print(
+                    f"JMFTS listening on [bold]{info['url']}[/bold] (OpenAPI: {info['docs']})\n"
+                    f"  data: {data_dir}\n  admin token: {info['admin_token_file']}\n"
+                    f"  vectors: {info['vectors']}"
+                    + ("  (index rebuilt from SQLite)" if info["index_rebuilt"] else "")
+                )
+                sys.stdout.flush()
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    try:
+        asyncio.run(run())
+    except (JmftsError, OSError) as exc:
+        raise _fail(exc) from exc
+
+
+@jmfts_app.command()
+def setup(
+    force: Annotated[bool, typer.Option(help="Re-export even when a valid graph exists.")] = False,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Where to write the graph [default: in the venv].")
+    ] = None,
+) -> None:
+    """Export all-MiniLM-L6-v2 to ONNX once (the only step that uses torch) and cache it."""
+    with console.status("exporting all-MiniLM-L6-v2 to ONNX (torch, once)…"):
+        try:
+            target = export(cache_dir, force=force)
+        except JmftsError as exc:
+            raise _fail(exc) from exc
+    manifest = OnnxManifest.read(target)
+    console.print(
+        f"ONNX graph ready: {target} (sha256 {manifest.onnx_sha256[:16]}…, {MANIFEST_FILE})"
+    )
+
+
+# -- home memory -------------------------------------------------------------------------
+
+
+def _client(url: str, data_dir: Path, token_file: Path | None) -> MemoryClient:
+    return MemoryClient.from_token_file(url, token_file or data_dir / ADMIN_TOKEN_FILE)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+@memory_app.command()
+def put(
+    path: Annotated[str, typer.Argument(help="Titled path, e.g. workspace/notes/x.")],
+    text: Annotated[str, typer.Argument(help="The document's content.")],
+    usetype: Annotated[str | None, typer.Option(help="Usetype of the leaf.")] = None,
+    url: Url = DEFAULT_URL,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Write TEXT at PATH (parents created); findable as soon as this returns."""
+    try:
+        with _client(url, data_dir, token_file) as client:
+            doc = client.put(path, text, usetype=usetype)
+    except JmftsError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        _print_json(doc)
+    else:
+        console.print(f"wrote #{doc['id']} at {path}")
+
+
+@memory_app.command()
+def get(
+    path: Annotated[str, typer.Argument(help="Titled path, or a document id (#12).")],
+    url: Url = DEFAULT_URL,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Print one document."""
+    try:
+        with _client(url, data_dir, token_file) as client:
+            doc = client.resolve(path)
+    except JmftsError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        _print_json(doc)
+    else:
+        console.print(f"[bold]#{doc['id']} {doc['title'] or ''}[/bold] ({doc['usetype'] or '-'})")
+        console.print(doc["content"] or "")
+
+
+@memory_app.command()
+def tree(
+    path: Annotated[str | None, typer.Argument(help="Subtree root [default: all roots].")] = None,
+    depth: Annotated[int, typer.Option(help="How deep to show.")] = 3,
+    url: Url = DEFAULT_URL,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Show the document tree (titles and ids)."""
+    try:
+        with _client(url, data_dir, token_file) as client:
+            tops = [client.resolve(path)] if path else client.roots()
+            subtrees = [client.subtree(d["id"], max_depth=depth) for d in tops]
+    except JmftsError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        _print_json({"trees": subtrees})
+        return
+    view = Tree("[bold]memory[/bold]")
+    for sub in subtrees:
+        nodes = {sub["root"]["id"]: view.add(_label(sub["root"]))}
+        for doc in sub["descendants"]:
+            parent = nodes.get(doc["parent_id"], view)
+            nodes[doc["id"]] = parent.add(_label(doc))
+    console.print(view)
+
+
+def _label(doc: dict[str, Any]) -> str:
+    usetype = f" [dim]({doc['usetype']})[/dim]" if doc.get("usetype") else ""
+    return f"{doc.get('title') or '(untitled)'} [dim]#{doc['id']}[/dim]{usetype}"
+
+
+@memory_app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    method: Annotated[str, typer.Option(help="vector | fulltext | hybrid")] = "hybrid",
+    limit: Annotated[int, typer.Option(min=1, max=100)] = 10,
+    root: Annotated[
+        list[str] | None, typer.Option(help="Only under this path (repeatable).")
+    ] = None,
+    usetype: Annotated[str | None, typer.Option(help="Only this usetype (glob).")] = None,
+    threshold: Annotated[float, typer.Option(help="Vector: minimum cosine score.")] = 0.0,
+    url: Url = DEFAULT_URL,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Search memory. JSON: {"results": [{id, path, title, snippet, score, ...}], ...}."""
+    if method not in ("vector", "fulltext", "hybrid"):
+        raise _fail(InvalidInput(f"--method {method!r}: expected vector, fulltext or hybrid"))
+    try:
+        with _client(url, data_dir, token_file) as client:
+            roots = [client.resolve(r)["id"] for r in root or []] or None
+            extra: dict[str, Any] = {"roots": roots, "usetype": usetype}
+            if method == "vector":
+                extra["threshold"] = threshold
+            response = client.search(query, method, limit, **extra)
+    except JmftsError as exc:
+        raise _fail(exc) from exc
+    keys = ("id", "path", "title", "snippet", "score", "usetype", "created_at", "age")
+    results = [{k: hit[k] for k in keys} for hit in response["results"]]
+    if as_json:
+        _print_json({"results": results, "score_kind": response["score_kind"]})
+        return
+    table = Table(title=f"{method} search: {query!r} ({response['score_kind']} scores)")
+    for column in ("score", "path", "age", "snippet"):
+        table.add_column(column)
+    for hit in results:
+        table.add_row(f"{hit['score']:.4f}", hit["path"], hit["age"], hit["snippet"][:80])
+    console.print(table)
+
+
+@memory_app.command()
+def grant(
+    path: Annotated[str, typer.Argument(help="Subtree to grant (path or #id).")],
+    principal: Annotated[str, typer.Argument(help="Principal name (created if missing).")],
+    level: Annotated[str, typer.Option(help="read | write (write implies read)")] = "read",
+    url: Url = DEFAULT_URL,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Grant PRINCIPAL read or write on the subtree at PATH."""
+    if level not in ("read", "write"):
+        raise _fail(InvalidInput(f"--level {level!r}: expected read or write"))
+    try:
+        with _client(url, data_dir, token_file) as client:
+            doc = client.resolve(path)
+            pid = client.principal_id(principal, create=True)
+            result = client.request(
+                "POST",
+                f"/access/documents/{doc['id']}/grants",
+                json={"principal_id": pid, "level": level},
+            )
+    except JmftsError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        _print_json(result)
+    else:
+        console.print(f"{principal} may now {level} {path} (#{doc['id']})")
+
+
+@memory_app.command()
+def token(
+    principal: Annotated[str, typer.Argument(help="Principal name (created if missing).")],
+    label: Annotated[str | None, typer.Option(help="A note to recognise the token by.")] = None,
+    revoke: Annotated[int | None, typer.Option(help="Revoke this token id instead.")] = None,
+    url: Url = DEFAULT_URL,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Mint a bearer token for PRINCIPAL (shown once), or --revoke one."""
+    try:
+        with _client(url, data_dir, token_file) as client:
+            if revoke is not None:
+                result = client.request("DELETE", f"/access/tokens/{revoke}")
+            else:
+                pid = client.principal_id(principal, create=True)
+                result = client.request(
+                    "POST", f"/access/principals/{pid}/tokens", json={"label": label}
+                )
+    except JmftsError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        _print_json(result)
+    elif revoke is not None:
+        console.print(f"revoked token {revoke}")
+    else:
+        console.print(f"token for {principal} (id {result['id']}; shown once):")
+        print(result["token"])
+
+
+@triples_app.command("add")
+def triples_add(
+    subject: Annotated[str, typer.Argument(help="Subject document (path or #id).")],
+    predicate: Annotated[str, typer.Argument(help="Predicate name (created if missing).")],
+    obj: Annotated[str, typer.Argument(metavar="OBJECT", help="A literal, or a path with --doc.")],
+    doc: Annotated[bool, typer.Option("--doc", help="OBJECT is a document path.")] = False,
+    url: Url = DEFAULT_URL,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Record SUBJECT PREDICATE OBJECT, valid from now."""
+    try:
+        with _client(url, data_dir, token_file) as client:
+            subject_id = client.resolve(subject)["id"]
+            found = [
+                p for p in client.request("GET", "/triples/predicates") if p["name"] == predicate
+            ]
+            pred = (
+                found[0]
+                if found
+                else client.request("POST", "/triples/predicates", json={"name": predicate})
+            )
+            body: dict[str, Any] = {"subject_id": subject_id, "predicate_id": pred["id"]}
+            if doc:
+                body["object_id"] = client.resolve(obj)["id"]
+            else:
+                body["object_literal"] = obj
+            result = client.request("POST", "/triples", json=body)
+    except JmftsError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        _print_json(result)
+    else:
+        console.print(f"triple #{result['id']}: {subject} {predicate} {obj}")
+
+
+@triples_app.command("list")
+def triples_list(
+    subject: Annotated[str | None, typer.Argument(help="Only about this document.")] = None,
+    as_of: Annotated[
+        str | None, typer.Option(help="Record time: what was believed then (ISO-8601).")
+    ] = None,
+    current: Annotated[bool, typer.Option(help="Only triples not invalidated.")] = False,
+    url: Url = DEFAULT_URL,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """List triples, optionally about SUBJECT and as of a time."""
+    try:
+        with _client(url, data_dir, token_file) as client:
+            params: dict[str, Any] = {"include_invalidated": not current}
+            if subject:
+                params["entity_id"] = client.resolve(subject)["id"]
+            if as_of:
+                params["as_of"] = as_of
+            rows = client.request("GET", "/triples/query", params=params)
+    except JmftsError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        _print_json({"triples": rows})
+        return
+    table = Table(title="triples")
+    for column in ("id", "subject", "predicate", "object", "recorded", "invalidated"):
+        table.add_column(column)
+    for t in rows:
+        obj = t["object"]["title"] if t["object"] else t["object_literal"]
+        table.add_row(
+            str(t["id"]),
+            t["subject"]["title"] or "",
+            t["predicate"]["name"],
+            str(obj),
+            t["recorded_at"] or "",
+            t["invalidated_at"] or "",
+        )
+    console.print(table)

@@ -1,0 +1,45 @@
+"""JMFTS configuration (data, not code): where it keeps state, where it listens, which
+embedder it uses. The CLI and ``home up`` build one of these; nothing else reads env vars."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from home.jmfts.embedder import Embedder, OnnxMiniLM
+from home.jmfts.errors import InvalidInput
+from home.jmfts.vector_index import IndexKind
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8100
+
+
+@dataclass(frozen=True)
+class JmftsConfig:
+    """Everything a JMFTS server needs to start."""
+
+    data_dir: Path
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    embedder: str = "minilm-onnx"
+    onnx_cache: Path | None = None
+    index_kind: IndexKind = "flat"
+    #: Seconds between saves of a changed FAISS index (a stale one is rebuilt at start).
+    save_interval_s: float = 30.0
+
+
+EMBEDDERS: dict[str, Callable[[JmftsConfig], Embedder]] = {
+    "minilm-onnx": lambda config: OnnxMiniLM(config.onnx_cache),
+}
+
+
+def build_embedder(config: JmftsConfig) -> Embedder:
+    """The embedder the configuration names."""
+    try:
+        factory = EMBEDDERS[config.embedder]
+    except KeyError as exc:
+        raise InvalidInput(
+            f"embedder {config.embedder!r} is unknown; expected one of {sorted(EMBEDDERS)}"
+        ) from exc
+    return factory(config)

@@ -1,0 +1,119 @@
+"""The SQLite schema and connection: WAL, ``synchronous=FULL`` so an acked commit survives
+kill -9, foreign keys on. SQLite is the source of truth; the FAISS index is derived."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+SCHEMA_VERSION = "1"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS principals (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    is_owner INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    id INTEGER PRIMARY KEY,
+    principal_id INTEGER NOT NULL REFERENCES principals(id) ON DELETE CASCADE,
+    secret_sha256 TEXT NOT NULL,
+    label TEXT,
+    created_at TEXT NOT NULL,
+    expires_at TEXT,
+    revoked_at TEXT
+);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY,
+    parent_id INTEGER REFERENCES documents(id),
+    path TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    title TEXT,
+    content TEXT,
+    structured_content TEXT NOT NULL DEFAULT '{}',
+    usetype TEXT,
+    position INTEGER,
+    author_id INTEGER,
+    supersedes INTEGER,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    event_time TEXT,
+    content_hash TEXT
+);
+CREATE INDEX IF NOT EXISTS documents_parent ON documents(parent_id);
+CREATE INDEX IF NOT EXISTS documents_path ON documents(path);
+CREATE INDEX IF NOT EXISTS documents_usetype ON documents(usetype);
+CREATE INDEX IF NOT EXISTS documents_supersedes ON documents(supersedes);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_document ON chunks(document_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
+    title, content, tokenize = 'porter unicode61'
+);
+CREATE TABLE IF NOT EXISTS grants (
+    id INTEGER PRIMARY KEY,
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    principal_id INTEGER NOT NULL REFERENCES principals(id) ON DELETE CASCADE,
+    level TEXT NOT NULL CHECK (level IN ('read', 'write')),
+    created_at TEXT NOT NULL,
+    UNIQUE (document_id, principal_id)
+);
+CREATE TABLE IF NOT EXISTS predicates (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    namespace TEXT,
+    description TEXT,
+    iri TEXT UNIQUE,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS triples (
+    id INTEGER PRIMARY KEY,
+    subject_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    predicate_id INTEGER NOT NULL REFERENCES predicates(id) ON DELETE CASCADE,
+    object_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,
+    object_literal TEXT,
+    object_datatype TEXT,
+    source_document_id INTEGER,
+    valid_from TEXT,
+    valid_until TEXT,
+    recorded_at TEXT NOT NULL,
+    fact_type TEXT,
+    invalidated_at TEXT,
+    invalidated_by INTEGER,
+    invalidation_reason TEXT,
+    author_id INTEGER
+);
+CREATE INDEX IF NOT EXISTS triples_subject ON triples(subject_id);
+CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id);
+"""
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the store at ``path`` with the durability settings."""
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.executescript(SCHEMA)
+    conn.execute(
+        "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+    )
+    return conn
+
+
+def subtree_range(path: str) -> tuple[str, str]:
+    """Bounds so that ``lo <= p < hi`` holds exactly for paths under ``path`` (itself too).
+
+    Paths look like ``/1/5/9/``; every descendant starts with its ancestor's path, and the
+    successor of the trailing ``/`` is ``0``, so a range scan on the path index finds them.
+    """
+    return path, path[:-1] + "0"

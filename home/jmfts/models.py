@@ -1,0 +1,369 @@
+"""JMFTS wire shapes (pydantic), field-compatible with the real JMFTS API.
+
+The reference is the PyPI ``jmfts-client`` contracts and ``tau_jmfts.client.JmftsClient``:
+request models declare every field those clients serialise (with ``extra="forbid"``, as
+upstream does), response models carry every field they validate. Our additions are
+optional and documented: ``supersedes`` (workspace records), ``roots``/time-range search
+filters, and on each search hit ``id``, ``path`` (titled), ``title``, ``snippet``,
+``usetype``, ``created_at`` and ``age``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Usetypes held out of search unless a request names them (DESIGN.md).
+DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = ("entity", "summary")
+API_VERSION = "0.8.0"
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- health -------------------------------------------------------------------------
+
+
+class HealthResponse(BaseModel):
+    """``GET /``: liveness plus what this appliance embeds with."""
+
+    status: str
+    version: str
+    database: str
+    embedding_model: str
+    llm: str | None = None
+    implementation: str = "tether-jmfts"
+    documents: int | None = Field(
+        default=None, description="Only for an authenticated caller: documents it can read."
+    )
+
+
+# --- documents ----------------------------------------------------------------------
+
+
+class DocumentCreate(_Request):
+    """``POST /documents``. Every write is embedded and indexed before it is acknowledged,
+    whatever ``auto_embed`` says: findable-at-ack is this store's contract."""
+
+    title: str | None = None
+    content: str | None = None
+    parent_id: int | None = None
+    usetype: str | None = None
+    structured_content: dict[str, Any] | None = None
+    auto_embed: bool = True
+    embed_tokens: bool = True
+    auto_index_bm25: bool = True
+    sequential: bool | None = None
+    event_time: datetime | None = None
+    supersedes: int | None = Field(
+        default=None, description="Workspace only: the earlier record this one replaces."
+    )
+
+
+class DocumentUpdate(_Request):
+    """``PATCH /documents/{id}``; omitted fields are left as they are."""
+
+    title: str | None = None
+    content: str | None = None
+    usetype: str | None = None
+    structured_content: dict[str, Any] | None = None
+    re_embed: bool = True
+    parent_id: int | None = None
+
+
+class DocumentResponse(BaseModel):
+    """One document, as every endpoint returns it."""
+
+    id: int
+    parent_id: int | None
+    title: str | None
+    content: str | None
+    structured_content: dict[str, Any]
+    path: list[int] = Field(description="Ancestor ids, root first, this document last.")
+    depth: int
+    usetype: str | None
+    produced_by: str | None = None
+    position: int | None = None
+    created_at: datetime | None
+    updated_at: datetime | None
+    event_time: datetime | None = None
+    content_hash: str | None
+    settled: str = "settled"
+    content_source: str = "stored"
+    embed: list[float] | None = None
+    author_id: int | None = None
+    supersedes: int | None = None
+
+
+class SubtreeResponse(BaseModel):
+    """``GET /documents/{id}/subtree``."""
+
+    root: DocumentResponse
+    descendants: list[DocumentResponse]
+    total: int
+
+
+class EmbedResponse(BaseModel):
+    """``POST /documents/{id}/embed``: the document's vectors were (re)computed."""
+
+    document_id: int
+    chunks: int
+    dimension: int
+    model: str
+
+
+class DeleteResponse(BaseModel):
+    """A delete's acknowledgement."""
+
+    deleted: int
+    ids: list[int]
+
+
+# --- search ---------------------------------------------------------------------------
+
+UsetypeFilter = str | list[str]
+
+
+class SearchRequest(_Request):
+    """``POST /search/vector`` and ``/search/fulltext`` (and ``/search/bm25``)."""
+
+    query: str
+    limit: int = Field(default=10, ge=1, le=100)
+    usetype: UsetypeFilter | None = None
+    exclude_types: list[str] | None = None
+    parent_id: int | None = None
+    threshold: float = Field(default=0.0, ge=0.0, le=1.0)
+    as_of: datetime | None = None
+    project: dict[str, Any] | None = None
+    roots: list[int] | None = Field(default=None, description="Subtree filter: any of these.")
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+class HybridSearchRequest(SearchRequest):
+    """``POST /search/hybrid``: reciprocal rank fusion of vector and full-text ranks."""
+
+    methods: list[str] | None = None
+    weights: dict[str, float] | None = None
+    index_name: str = "default"
+    recency_weight: float = Field(default=0.0, ge=0.0)
+    importance_weight: float = Field(default=0.0, ge=0.0)
+    recency_halflife_days: float = Field(default=7.0, gt=0.0)
+    now: datetime | None = None
+
+
+class AppliedFilters(BaseModel):
+    """What the server actually ran."""
+
+    methods: list[str] | None = None
+    weights: dict[str, float] | None = None
+    exclude_types: list[str] = Field(default_factory=list)
+    usetype: UsetypeFilter | None = None
+    parent_id: int | None = None
+    roots: list[int] | None = None
+    limit: int
+    threshold: float | None = None
+    as_of: datetime | None = None
+    truncated: bool | None = None
+
+
+class SearchResultItem(BaseModel):
+    """One hit: the document, its score, and what a reader needs to cite it."""
+
+    document: DocumentResponse
+    score: float
+    method: str
+    id: int
+    path: str = Field(description="Titled path, root first: workspace/notes/x.")
+    title: str | None
+    snippet: str
+    usetype: str | None
+    created_at: datetime | None
+    age: str = Field(description="Age in words, e.g. '3 weeks ago'.")
+
+
+ScoreKind = Literal["cosine", "bm25", "fused_rank"]
+
+
+class SearchResponse(BaseModel):
+    """A page of hits. ``score_kind`` says what ``score`` means: cosine similarity,
+    BM25 relevance, or (hybrid) a reciprocal-rank-fusion value that ranks, not measures."""
+
+    results: list[SearchResultItem]
+    total: int
+    latency_ms: float
+    score_kind: ScoreKind
+    applied: AppliedFilters | None = None
+
+
+# --- access ---------------------------------------------------------------------------
+
+
+class PrincipalCreate(_Request):
+    """Create a non-owner principal."""
+
+    name: str = Field(min_length=1, max_length=200)
+
+
+class PrincipalResponse(BaseModel):
+    """A principal (who grants are issued to)."""
+
+    id: int
+    name: str
+    is_owner: bool
+    created_at: datetime | None
+
+
+class TokenCreate(_Request):
+    """Mint a bearer token."""
+
+    label: str | None = None
+    expires_at: datetime | None = None
+
+
+class TokenMintResponse(BaseModel):
+    """The only time a raw token is shown; only its hash is stored."""
+
+    id: int
+    principal_id: int
+    token: str
+    label: str | None
+    created_at: datetime | None
+    expires_at: datetime | None
+
+
+class TokenResponse(BaseModel):
+    """A token's metadata, never the token."""
+
+    id: int
+    principal_id: int
+    label: str | None
+    created_at: datetime | None
+    expires_at: datetime | None
+    revoked_at: datetime | None = None
+
+
+class GrantCreate(_Request):
+    """Grant a principal read or write (write implies read) on a subtree."""
+
+    principal_id: int
+    level: Literal["read", "write"]
+
+
+class GrantResponse(BaseModel):
+    """A subtree grant."""
+
+    id: int
+    document_id: int
+    principal_id: int
+    level: str
+    created_at: datetime | None
+
+
+# --- triples --------------------------------------------------------------------------
+
+
+class PredicateCreate(_Request):
+    """Create a predicate."""
+
+    name: str = Field(min_length=1, max_length=500)
+    namespace: str | None = None
+    description: str | None = None
+    iri: str | None = None
+
+
+class PredicateResponse(BaseModel):
+    """A predicate."""
+
+    id: int
+    name: str
+    namespace: str | None
+    iri: str | None = None
+    description: str | None
+    created_at: datetime | None
+
+
+class TripleCreate(_Request):
+    """A fact: subject, predicate, and exactly one of an object document or a literal."""
+
+    subject_id: int
+    predicate_id: int
+    object_id: int | None = None
+    object_literal: str | None = None
+    object_datatype: str | None = None
+    source_document_id: int | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    fact_type: str = "atemporal"
+
+
+class TripleSupersedRequest(TripleCreate):
+    """The successor of a triple (upstream's spelling of the class name is kept)."""
+
+    reason: str | None = None
+
+
+class TripleInvalidateRequest(_Request):
+    """Close a triple's record window: we no longer believe it."""
+
+    reason: str | None = None
+    superseding_triple_id: int | None = None
+
+
+class TripleResponse(BaseModel):
+    """A triple with both clocks: valid time (``valid_from``/``valid_until``) and record
+    time (``recorded_at`` until ``invalidated_at``)."""
+
+    id: int
+    subject_id: int
+    predicate_id: int
+    object_id: int | None
+    object_literal: str | None = None
+    object_datatype: str | None = None
+    derived_by: str | None = None
+    source_document_id: int | None
+    created_at: datetime | None
+    valid_from: datetime | None
+    valid_until: datetime | None
+    recorded_at: datetime | None
+    fact_type: str | None
+    invalidated_at: datetime | None
+    invalidated_by: int | None
+    invalidation_reason: str | None
+
+
+class TripleDetailResponse(BaseModel):
+    """A triple with its subject, predicate and object expanded."""
+
+    id: int
+    subject: DocumentResponse
+    predicate: PredicateResponse
+    object: DocumentResponse | None
+    object_literal: str | None = None
+    object_datatype: str | None = None
+    derived_by: str | None = None
+    source_document_id: int | None
+    created_at: datetime | None
+    valid_from: datetime | None
+    valid_until: datetime | None
+    recorded_at: datetime | None
+    fact_type: str | None
+    invalidated_at: datetime | None
+    invalidated_by: int | None
+    invalidation_reason: str | None
+
+
+# --- workspace ------------------------------------------------------------------------
+
+
+class WorkspaceView(BaseModel):
+    """The current state of an append-only workspace subtree, computed at read time:
+    every record not superseded by a later one, oldest first."""
+
+    workspace_id: int
+    current: list[DocumentResponse]
+    superseded: list[int]
+    records: int

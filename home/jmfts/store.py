@@ -1,0 +1,641 @@
+"""The document store: SQLite (truth) + FAISS (derived), behind one lock.
+
+Every write embeds first (no lock held), then commits rows, full-text entries and
+vectors in one SQLite transaction, then adds the vectors to FAISS, and only then returns:
+a document is findable by every search method at ack. At open, the saved FAISS index is
+checked against the chunk ids in SQLite and rebuilt from the stored vectors when it is
+missing, unreadable, or disagrees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from home.jmfts.access import AccessControl, Principal, Scope
+from home.jmfts.chunking import chunk_spans
+from home.jmfts.clock import from_stored, to_stored, utc_now
+from home.jmfts.db import connect, subtree_range
+from home.jmfts.embedder import Embedder, Vectors
+from home.jmfts.errors import Conflict, Forbidden, InvalidInput, NotFound, StoreMismatch
+from home.jmfts.models import DocumentCreate, DocumentResponse, DocumentUpdate
+from home.jmfts.vector_index import IndexKind, VectorIndex, ids_digest
+
+DB_FILE = "jmfts.sqlite3"
+WORKSPACE_USETYPE = "workspace"
+MAX_CONTENT_CHARS = 2_000_000
+
+
+def path_ids(path: str) -> list[int]:
+    """``/1/5/9/`` -> ``[1, 5, 9]``."""
+    return [int(p) for p in path.strip("/").split("/") if p]
+
+
+def usetype_clause(
+    column: str, usetype: str | list[str] | None, exclude: list[str] | None
+) -> tuple[str, list[str]]:
+    """SQL for a positive usetype glob set (overrides exclusion) or an exclusion list."""
+    if usetype is not None:
+        globs = usetype.split(",") if isinstance(usetype, str) else list(usetype)
+        globs = [g.strip() for g in globs]
+        if not globs or any(not g for g in globs):
+            raise InvalidInput("usetype names an empty glob; omit it to search every usetype")
+        return "(" + " OR ".join(f"{column} GLOB ?" for _ in globs) + ")", globs
+    if not exclude:
+        return "1", []
+    return (
+        "("
+        + column
+        + " IS NULL OR NOT ("
+        + " OR ".join(f"{column} GLOB ?" for _ in exclude)
+        + "))",
+        list(exclude),
+    )
+
+
+def document_response(row: sqlite3.Row, embed: list[float] | None = None) -> DocumentResponse:
+    """A document row on the wire."""
+    return DocumentResponse(
+        id=row["id"],
+        parent_id=row["parent_id"],
+        title=row["title"],
+        content=row["content"],
+        structured_content=json.loads(row["structured_content"] or "{}"),
+        path=path_ids(row["path"]),
+        depth=row["depth"],
+        usetype=row["usetype"],
+        position=row["position"],
+        created_at=from_stored(row["created_at"]),
+        updated_at=from_stored(row["updated_at"]),
+        event_time=from_stored(row["event_time"]),
+        content_hash=row["content_hash"],
+        embed=embed,
+        author_id=row["author_id"],
+        supersedes=row["supersedes"],
+    )
+
+
+def embed_text(title: str | None, content: str | None) -> str:
+    """What a document is embedded and full-text indexed as."""
+    return "\n".join(part for part in (title, content) if part)
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A document's chunks, embedded before any lock is taken."""
+
+    spans: list[tuple[int, int]]
+    vectors: Vectors
+
+
+class DocumentStore:
+    """Documents, access and vectors over one data directory."""
+
+    def __init__(self, data_dir: Path, embedder: Embedder, *, index_kind: IndexKind = "flat"):
+        self.data_dir = data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder
+        self.lock = threading.RLock()
+        self.conn = connect(data_dir / DB_FILE)
+        self.access = AccessControl(self.conn)
+        self._check_model()
+        self.index = VectorIndex(embedder.dimension, index_kind)
+        self.index_rebuilt = False
+        self._dirty = False
+        self._open_index(index_kind)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _check_model(self) -> None:
+        rows = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+        model, dim = rows.get("embedder_model"), rows.get("embedder_dimension")
+        if model is None:
+            self.conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('embedder_model', ?),"
+                " ('embedder_dimension', ?)",
+                (self.embedder.model_name, str(self.embedder.dimension)),
+            )
+        elif model != self.embedder.model_name or dim != str(self.embedder.dimension):
+            raise StoreMismatch(
+                f"{self.data_dir / DB_FILE} holds vectors from {model} ({dim}-d); "
+                f"refusing to open it with {self.embedder.model_name} "
+                f"({self.embedder.dimension}-d)"
+            )
+
+    def stored_chunk_ids(self) -> np.ndarray:
+        """Every chunk id in SQLite (the truth the index must agree with)."""
+        rows = self.conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+        return np.array([r[0] for r in rows], dtype=np.int64)
+
+    def _open_index(self, kind: IndexKind) -> None:
+        truth = self.stored_chunk_ids()
+        loaded = VectorIndex.load(self.data_dir)
+        if loaded is not None:
+            index, manifest = loaded
+            if (
+                manifest.model_name == self.embedder.model_name
+                and manifest.dimension == self.embedder.dimension
+                and manifest.kind == kind
+                and manifest.ids_sha256 == ids_digest(truth)
+                and ids_digest(index.ids()) == manifest.ids_sha256
+            ):
+                self.index = index
+                return
+        self.rebuild_index(kind)
+
+    def rebuild_index(self, kind: IndexKind | None = None) -> None:
+        """Rebuild the FAISS index from the vectors stored in SQLite, and save it."""
+        with self.lock:
+            index = VectorIndex(self.embedder.dimension, kind or self.index.kind)
+            cursor = self.conn.execute("SELECT id, vector FROM chunks ORDER BY id")
+            while batch := cursor.fetchmany(20_000):
+                ids = np.array([r[0] for r in batch], dtype=np.int64)
+                vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32)
+                index.add(ids, vecs.reshape(len(batch), self.embedder.dimension))
+            self.index = index
+            self.index_rebuilt = True
+            self.save_index()
+
+    def save_index(self) -> None:
+        """Persist the FAISS index beside the database."""
+        with self.lock:
+            self.index.save(self.data_dir, self.embedder.model_name)
+            self._dirty = False
+
+    def save_if_dirty(self) -> bool:
+        """Persist only when writes happened since the last save."""
+        with self.lock:
+            if not self._dirty:
+                return False
+            self.save_index()
+            return True
+
+    def close(self) -> None:
+        """Save the index and close the database."""
+        with self.lock:
+            self.save_if_dirty()
+            self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One SQLite transaction under the store lock; rolled back on any error."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    # -- access helpers --------------------------------------------------------------
+
+    def scope(self, principal: Principal) -> Scope:
+        """What ``principal`` may read and write."""
+        with self.lock:
+            return self.access.scope(principal)
+
+    def row(self, doc_id: int) -> sqlite3.Row | None:
+        """A document row regardless of access (internal use only)."""
+        return self.conn.execute(  # type: ignore[no-any-return]
+            "SELECT * FROM documents WHERE id = ?", (doc_id,)
+        ).fetchone()
+
+    def visible(self, principal: Principal, doc_id: int) -> sqlite3.Row:
+        """The row if ``principal`` may read it; otherwise the same 404 as a missing id."""
+        with self.lock:
+            row = self.row(doc_id)
+            if row is None or not self.access.scope(principal).can_read(row["path"]):
+                raise NotFound(f"document {doc_id} not found")
+            return row
+
+    def writable(self, principal: Principal, doc_id: int) -> sqlite3.Row:
+        """The row if ``principal`` may write it; 404 when invisible, 403 when read-only."""
+        row = self.visible(principal, doc_id)
+        if not self.scope(principal).can_write(row["path"]):
+            raise Forbidden(f"document {doc_id} is read-only for principal {principal.name!r}")
+        return row
+
+    def in_workspace(self, path: str) -> bool:
+        """Whether a path lies in an append-only workspace subtree."""
+        ids = path_ids(path)
+        marks = ",".join("?" * len(ids))
+        found = self.conn.execute(
+            f"SELECT 1 FROM documents WHERE id IN ({marks}) AND usetype = ? LIMIT 1",
+            (*ids, WORKSPACE_USETYPE),
+        ).fetchone()
+        return found is not None
+
+    # -- embedding -----------------------------------------------------------------
+
+    def embed_document(self, title: str | None, content: str | None) -> Embedded:
+        """Chunk and embed a document's text (no lock held: this is the slow part)."""
+        text = embed_text(title, content)
+        if not text.strip():
+            return Embedded([], np.zeros((0, self.embedder.dimension), dtype=np.float32))
+        spans = chunk_spans(text, self.embedder.token_offsets(text))
+        return Embedded(spans, self.embedder.embed([text[a:b] for a, b in spans]))
+
+    def _write_chunks(self, doc_id: int, embedded: Embedded) -> np.ndarray:
+        ids = []
+        for idx, ((start, end), vector) in enumerate(
+            zip(embedded.spans, embedded.vectors, strict=True)
+        ):
+            cur = self.conn.execute(
+                "INSERT INTO chunks(document_id, idx, char_start, char_end, vector)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (doc_id, idx, start, end, vector.astype(np.float32).tobytes()),
+            )
+            ids.append(int(cur.lastrowid or 0))
+        return np.array(ids, dtype=np.int64)
+
+    def _drop_chunks(self, doc_ids: list[int]) -> np.ndarray:
+        marks = ",".join("?" * len(doc_ids))
+        rows = self.conn.execute(
+            f"SELECT id FROM chunks WHERE document_id IN ({marks})", doc_ids
+        ).fetchall()
+        self.conn.execute(f"DELETE FROM chunks WHERE document_id IN ({marks})", doc_ids)
+        return np.array([r[0] for r in rows], dtype=np.int64)
+
+    # -- writes ----------------------------------------------------------------------
+
+    def create(self, principal: Principal, request: DocumentCreate) -> DocumentResponse:
+        """Create a document; it is embedded, indexed and findable when this returns."""
+        _check_size(request.content)
+        embedded = self.embed_document(request.title, request.content)
+        now = to_stored(utc_now())
+        with self.transaction() as conn:
+            scope = self.access.scope(principal)
+            parent = None
+            if request.parent_id is not None:
+                parent = self.row(request.parent_id)
+                if parent is None or not scope.can_read(parent["path"]):
+                    raise NotFound(f"parent document {request.parent_id} not found")
+                if not scope.can_write(parent["path"]):
+                    raise Forbidden(f"document {request.parent_id} is read-only for you")
+            elif not principal.is_owner:
+                raise Forbidden("only the owner principal may create root documents")
+            supersedes = request.supersedes
+            if supersedes is None and request.structured_content:
+                raw = request.structured_content.get("supersedes")
+                supersedes = raw if isinstance(raw, int) else None
+            if supersedes is not None:
+                self._check_supersedes(scope, parent, supersedes)
+            position = self._next_position(parent, request.sequential)
+            cur = conn.execute(
+                "INSERT INTO documents(parent_id, path, depth, title, content,"
+                " structured_content, usetype, position, author_id, supersedes, created_at,"
+                " updated_at, event_time, content_hash) VALUES"
+                " (?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    request.parent_id,
+                    0 if parent is None else parent["depth"] + 1,
+                    request.title,
+                    request.content,
+                    json.dumps(request.structured_content or {}),
+                    request.usetype,
+                    position,
+                    principal.id,
+                    supersedes,
+                    now,
+                    now,
+                    to_stored(request.event_time) if request.event_time else None,
+                    content_hash(request.content),
+                ),
+            )
+            doc_id = int(cur.lastrowid or 0)
+            path = ("/" if parent is None else parent["path"]) + f"{doc_id}/"
+            conn.execute("UPDATE documents SET path = ? WHERE id = ?", (path, doc_id))
+            conn.execute(
+                "INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
+                (doc_id, request.title or "", request.content or ""),
+            )
+            chunk_ids = self._write_chunks(doc_id, embedded)
+        with self.lock:
+            self.index.add(chunk_ids, embedded.vectors)
+            self._dirty = True
+            return document_response(self._must(doc_id))
+
+    def _check_supersedes(self, scope: Scope, parent: sqlite3.Row | None, old_id: int) -> None:
+        old = self.row(old_id)
+        if old is None or not scope.can_read(old["path"]):
+            raise NotFound(f"superseded record {old_id} not found")
+        if parent is None or not self.in_workspace(parent["path"]):
+            raise InvalidInput("supersedes is only meaningful for a record inside a workspace")
+
+    def _next_position(self, parent: sqlite3.Row | None, sequential: bool | None) -> int | None:
+        if parent is None or sequential is False:
+            return None
+        if sequential is None and parent["position"] is None:
+            return None
+        last = self.conn.execute(
+            "SELECT MAX(position) FROM documents WHERE parent_id = ?", (parent["id"],)
+        ).fetchone()[0]
+        return 0 if last is None else int(last) + 1
+
+    def _must(self, doc_id: int) -> sqlite3.Row:
+        row = self.row(doc_id)
+        if row is None:
+            raise NotFound(f"document {doc_id} not found")
+        return row
+
+    def update(
+        self, principal: Principal, doc_id: int, request: DocumentUpdate
+    ) -> DocumentResponse:
+        """Update fields (and re-embed when text changed), or move under a new parent."""
+        _check_size(request.content)
+        current = self.writable(principal, doc_id)
+        if self.in_workspace(current["path"]):
+            raise Conflict(f"document {doc_id} is in an append-only workspace; append a record")
+        title = request.title if request.title is not None else current["title"]
+        content = request.content if request.content is not None else current["content"]
+        text_changed = (title, content) != (current["title"], current["content"])
+        embedded = self.embed_document(title, content) if text_changed else None
+        with self.transaction() as conn:
+            current = self.writable(principal, doc_id)
+            sets: dict[str, Any] = {"updated_at": to_stored(utc_now())}
+            if request.title is not None:
+                sets["title"] = request.title
+            if request.content is not None:
+                sets["content"] = request.content
+                sets["content_hash"] = content_hash(request.content)
+            if request.usetype is not None:
+                sets["usetype"] = request.usetype
+            if request.structured_content is not None:
+                sets["structured_content"] = json.dumps(request.structured_content)
+            assignments = ", ".join(f"{k} = ?" for k in sets)
+            conn.execute(
+                f"UPDATE documents SET {assignments} WHERE id = ?", (*sets.values(), doc_id)
+            )
+            if request.parent_id is not None and request.parent_id != current["parent_id"]:
+                self._move(principal, current, request.parent_id)
+            removed = np.zeros(0, dtype=np.int64)
+            added = np.zeros(0, dtype=np.int64)
+            if embedded is not None:
+                conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
+                conn.execute(
+                    "INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
+                    (doc_id, title or "", content or ""),
+                )
+                removed = self._drop_chunks([doc_id])
+                added = self._write_chunks(doc_id, embedded)
+        with self.lock:
+            if embedded is not None:
+                self.index.remove(removed)
+                self.index.add(added, embedded.vectors)
+                self._dirty = True
+            return document_response(self._must(doc_id))
+
+    def _move(self, principal: Principal, doc: sqlite3.Row, new_parent_id: int) -> None:
+        target = self.row(new_parent_id)
+        scope = self.access.scope(principal)
+        if target is None or not scope.can_read(target["path"]):
+            raise NotFound(f"new parent {new_parent_id} not found")
+        if not scope.can_write(target["path"]):
+            raise Forbidden(f"document {new_parent_id} is read-only for you")
+        if target["path"].startswith(doc["path"]):
+            raise InvalidInput(f"moving {doc['id']} under {new_parent_id} would make a cycle")
+        if self.in_workspace(target["path"]):
+            raise Conflict("records cannot be moved into an append-only workspace")
+        old_path = doc["path"]
+        new_path = target["path"] + f"{doc['id']}/"
+        delta = target["depth"] + 1 - doc["depth"]
+        lo, hi = subtree_range(old_path)
+        self.conn.execute(
+            "UPDATE documents SET path = ? || substr(path, ?), depth = depth + ?"
+            " WHERE path >= ? AND path < ?",
+            (new_path, len(old_path) + 1, delta, lo, hi),
+        )
+        self.conn.execute(
+            "UPDATE documents SET parent_id = ? WHERE id = ?", (new_parent_id, doc["id"])
+        )
+
+    def delete(self, principal: Principal, doc_id: int) -> list[int]:
+        """Delete a document and its subtree; returns the ids removed."""
+        current = self.writable(principal, doc_id)
+        if self.in_workspace(current["path"]):
+            raise Conflict(
+                f"document {doc_id} is in an append-only workspace; it cannot be deleted"
+            )
+        with self.transaction() as conn:
+            lo, hi = subtree_range(current["path"])
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM documents WHERE path >= ? AND path < ?", (lo, hi)
+                )
+            ]
+            removed = self._drop_chunks(ids)
+            marks = ",".join("?" * len(ids))
+            conn.execute(f"DELETE FROM documents_fts WHERE rowid IN ({marks})", ids)
+            conn.execute(f"DELETE FROM documents WHERE id IN ({marks})", ids)
+        with self.lock:
+            self.index.remove(removed)
+            self._dirty = True
+        return ids
+
+    def reembed(self, principal: Principal, doc_id: int) -> int:
+        """Recompute one document's vectors (``POST /documents/{id}/embed``)."""
+        row = self.writable(principal, doc_id)
+        embedded = self.embed_document(row["title"], row["content"])
+        with self.transaction():
+            removed = self._drop_chunks([doc_id])
+            added = self._write_chunks(doc_id, embedded)
+        with self.lock:
+            self.index.remove(removed)
+            self.index.add(added, embedded.vectors)
+            self._dirty = True
+        return len(added)
+
+    # -- reads -----------------------------------------------------------------------
+
+    def document_vector(self, doc_id: int) -> list[float] | None:
+        """The mean of a document's chunk vectors, renormalised (``include_embed``)."""
+        rows = self.conn.execute(
+            "SELECT vector FROM chunks WHERE document_id = ? ORDER BY idx", (doc_id,)
+        ).fetchall()
+        if not rows:
+            return None
+        matrix = np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32)
+        mean = matrix.reshape(len(rows), -1).mean(axis=0)
+        return [float(x) for x in mean / max(float(np.linalg.norm(mean)), 1e-12)]
+
+    def get(
+        self, principal: Principal, doc_id: int, *, include_embed: bool = False
+    ) -> DocumentResponse:
+        """One visible document."""
+        with self.lock:
+            row = self.visible(principal, doc_id)
+            return document_response(row, self.document_vector(doc_id) if include_embed else None)
+
+    def query(
+        self,
+        principal: Principal,
+        where: str,
+        params: list[Any],
+        *,
+        order: str = "d.position IS NULL, d.position, d.id",
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[sqlite3.Row]:
+        """Visible documents matching ``where`` (internal building block)."""
+        with self.lock:
+            clause, scope_params = self.access.scope(principal).sql()
+            sql = f"SELECT d.* FROM documents d WHERE {clause} AND ({where}) ORDER BY {order}"
+            args: list[Any] = [*scope_params, *params]
+            if limit is not None:
+                sql += " LIMIT ? OFFSET ?"
+                args += [limit, offset]
+            return list(self.conn.execute(sql, args))
+
+    def children(
+        self,
+        principal: Principal,
+        doc_id: int,
+        *,
+        depth: int = 1,
+        usetype: str | None = None,
+        title: str | None = None,
+        title_prefix: str | None = None,
+        limit: int = 100,
+    ) -> list[DocumentResponse]:
+        """Children (``depth=1``), descendants to a depth, or all of them (``depth=-1``)."""
+        parent = self.visible(principal, doc_id)
+        lo, hi = subtree_range(parent["path"])
+        where, params = "d.path >= ? AND d.path < ? AND d.id != ?", [lo, hi, doc_id]
+        if depth >= 0:
+            where += " AND d.depth <= ?"
+            params.append(parent["depth"] + max(depth, 1))
+        where, params = _narrow(where, params, usetype, title, title_prefix)
+        rows = self.query(principal, where, params, limit=limit)
+        return [document_response(r) for r in rows]
+
+    def subtree(
+        self, principal: Principal, doc_id: int, *, max_depth: int | None, usetype: str | None
+    ) -> tuple[DocumentResponse, list[DocumentResponse]]:
+        """A document and its visible descendants, depth first by path."""
+        root = self.visible(principal, doc_id)
+        lo, hi = subtree_range(root["path"])
+        where, params = "d.path >= ? AND d.path < ? AND d.id != ?", [lo, hi, doc_id]
+        if max_depth is not None:
+            where += " AND d.depth <= ?"
+            params.append(root["depth"] + max_depth)
+        where, params = _narrow(where, params, usetype, None, None)
+        rows = self.query(principal, where, params, order="d.depth, d.position, d.id")
+        return document_response(root), [document_response(r) for r in rows]
+
+    def ancestors(self, principal: Principal, doc_id: int) -> list[DocumentResponse]:
+        """Visible ancestors, root first (the document itself excluded)."""
+        row = self.visible(principal, doc_id)
+        ids = path_ids(row["path"])[:-1]
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.query(principal, f"d.id IN ({marks})", ids, order="d.depth")
+        return [document_response(r) for r in rows]
+
+    def roots(self, principal: Principal) -> list[DocumentResponse]:
+        """Top-level documents this principal sees: true roots, or its grant roots."""
+        if principal.is_owner:
+            rows = self.query(principal, "d.parent_id IS NULL", [], order="d.id")
+            return [document_response(r) for r in rows]
+        scope = self.scope(principal)
+        tops = [
+            p
+            for p in scope.read_paths or ()
+            if not any(p != q and p.startswith(q) for q in scope.read_paths or ())
+        ]
+        ids = [path_ids(p)[-1] for p in tops]
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        return [
+            document_response(r)
+            for r in self.query(principal, f"d.id IN ({marks})", ids, order="d.id")
+        ]
+
+    def list_documents(
+        self,
+        principal: Principal,
+        *,
+        parent_id: int | None,
+        usetype: str | None,
+        title_prefix: str | None,
+        limit: int,
+        offset: int,
+    ) -> list[DocumentResponse]:
+        """A page of visible documents, optionally under one parent."""
+        where, params = "1", []
+        if parent_id is not None:
+            self.visible(principal, parent_id)
+            where, params = "d.parent_id = ?", [parent_id]
+        where, params = _narrow(where, params, usetype, None, title_prefix)
+        rows = self.query(principal, where, params, order="d.id", limit=limit, offset=offset)
+        return [document_response(r) for r in rows]
+
+    def titled_paths(self, rows: list[sqlite3.Row]) -> dict[int, str]:
+        """``workspace/notes/x`` for each row, from its ancestors' titles."""
+        wanted = {i for r in rows for i in path_ids(r["path"])}
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        with self.lock:
+            titles = dict(
+                self.conn.execute(
+                    f"SELECT id, COALESCE(title, '#' || id) FROM documents WHERE id IN ({marks})",
+                    list(wanted),
+                ).fetchall()
+            )
+        return {
+            r["id"]: "/".join(titles.get(i, f"#{i}") for i in path_ids(r["path"])) for r in rows
+        }
+
+    def count_visible(self, principal: Principal) -> int:
+        """How many documents ``principal`` can read (never a corpus-wide count)."""
+        with self.lock:
+            clause, params = self.access.scope(principal).sql()
+            return int(
+                self.conn.execute(
+                    f"SELECT COUNT(*) FROM documents d WHERE {clause}", params
+                ).fetchone()[0]
+            )
+
+
+def _narrow(
+    where: str,
+    params: list[Any],
+    usetype: str | None,
+    title: str | None,
+    title_prefix: str | None,
+) -> tuple[str, list[Any]]:
+    if usetype is not None:
+        where += " AND d.usetype GLOB ?"
+        params.append(usetype)
+    if title is not None:
+        where += " AND d.title = ?"
+        params.append(title)
+    if title_prefix is not None:
+        where += " AND substr(d.title, 1, ?) = ?"
+        params += [len(title_prefix), title_prefix]
+    return where, params
+
+
+def _check_size(content: str | None) -> None:
+    if content is not None and len(content) > MAX_CONTENT_CHARS:
+        raise InvalidInput(
+            f"content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}"
+        )
+
+
+def content_hash(content: str | None) -> str | None:
+    """sha256 of a document's content (``None`` for no content)."""
+    return None if content is None else hashlib.sha256(content.encode()).hexdigest()

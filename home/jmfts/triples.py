@@ -1,0 +1,328 @@
+"""Bitemporal triples: valid time (``valid_from``/``valid_until``: when it was true in the
+world) and record time (``recorded_at`` until ``invalidated_at``: when we believed it).
+
+Supersede closes the old triple's windows and records the successor; invalidate closes the
+record window only. Nothing is deleted by either, so ``as_of=T`` answers "what did we
+believe at T" by selecting rows recorded at or before T and not yet invalidated at T.
+A triple is visible to a principal when its subject (and object document, if any) is.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from home.jmfts.access import Principal
+from home.jmfts.clock import from_stored, to_stored, utc_now
+from home.jmfts.errors import Conflict, InvalidInput, NotFound
+from home.jmfts.models import (
+    PredicateCreate,
+    PredicateResponse,
+    TripleCreate,
+    TripleDetailResponse,
+    TripleInvalidateRequest,
+    TripleResponse,
+    TripleSupersedRequest,
+)
+from home.jmfts.store import DocumentStore, document_response
+
+_FACT_TYPES = {"atemporal", "temporal", "event", "state"}
+
+
+def predicate_response(row: sqlite3.Row) -> PredicateResponse:
+    """A predicate row on the wire."""
+    return PredicateResponse(
+        id=row["id"],
+        name=row["name"],
+        namespace=row["namespace"],
+        iri=row["iri"],
+        description=row["description"],
+        created_at=from_stored(row["created_at"]),
+    )
+
+
+def triple_response(row: sqlite3.Row) -> TripleResponse:
+    """A triple row on the wire."""
+    return TripleResponse(
+        id=row["id"],
+        subject_id=row["subject_id"],
+        predicate_id=row["predicate_id"],
+        object_id=row["object_id"],
+        object_literal=row["object_literal"],
+        object_datatype=row["object_datatype"],
+        source_document_id=row["source_document_id"],
+        created_at=from_stored(row["recorded_at"]),
+        valid_from=from_stored(row["valid_from"]),
+        valid_until=from_stored(row["valid_until"]),
+        recorded_at=from_stored(row["recorded_at"]),
+        fact_type=row["fact_type"],
+        invalidated_at=from_stored(row["invalidated_at"]),
+        invalidated_by=row["invalidated_by"],
+        invalidation_reason=row["invalidation_reason"],
+    )
+
+
+class TripleStore:
+    """Predicates and triples over a :class:`DocumentStore`'s database."""
+
+    def __init__(self, store: DocumentStore) -> None:
+        self._store = store
+        self._conn = store.conn
+
+    # -- predicates --------------------------------------------------------------
+
+    def create_predicate(self, request: PredicateCreate) -> PredicateResponse:
+        """Create a predicate; a taken name or IRI is a conflict."""
+        with self._store.transaction():
+            try:
+                cur = self._conn.execute(
+                    "INSERT INTO predicates(name, namespace, description, iri, created_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (
+                        request.name,
+                        request.namespace,
+                        request.description,
+                        request.iri,
+                        to_stored(utc_now()),
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise Conflict(f"predicate {request.name!r} (or its IRI) exists") from exc
+            return predicate_response(self._predicate(int(cur.lastrowid or 0)))
+
+    def _predicate(self, predicate_id: int) -> sqlite3.Row:
+        row = self._conn.execute(
+            "SELECT * FROM predicates WHERE id = ?", (predicate_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"predicate {predicate_id} not found")
+        return row  # type: ignore[no-any-return]
+
+    def get_predicate(self, predicate_id: int) -> PredicateResponse:
+        """One predicate."""
+        with self._store.lock:
+            return predicate_response(self._predicate(predicate_id))
+
+    def list_predicates(self, namespace: str | None) -> list[PredicateResponse]:
+        """Every predicate, optionally of one namespace."""
+        with self._store.lock:
+            sql, args = "SELECT * FROM predicates", []
+            if namespace is not None:
+                sql, args = sql + " WHERE namespace = ?", [namespace]
+            return [predicate_response(r) for r in self._conn.execute(sql + " ORDER BY id", args)]
+
+    # -- triples -----------------------------------------------------------------
+
+    def _check_refs(self, principal: Principal, request: TripleCreate) -> None:
+        if (request.object_id is None) == (request.object_literal is None):
+            raise InvalidInput("a triple's object is exactly one of object_id and object_literal")
+        if request.object_datatype is not None and request.object_literal is None:
+            raise InvalidInput("object_datatype types a literal; give object_literal")
+        if request.fact_type not in _FACT_TYPES:
+            raise InvalidInput(
+                f"fact_type {request.fact_type!r}: expected one of {sorted(_FACT_TYPES)}"
+            )
+        if (
+            request.valid_from is not None
+            and request.valid_until is not None
+            and request.valid_until <= request.valid_from
+        ):
+            raise InvalidInput("valid_until must be after valid_from")
+        self._store.writable(principal, request.subject_id)
+        if request.object_id is not None:
+            self._store.visible(principal, request.object_id)
+        if request.source_document_id is not None:
+            self._store.visible(principal, request.source_document_id)
+        self._predicate(request.predicate_id)
+
+    def _insert(self, principal: Principal, request: TripleCreate, now: str) -> int:
+        cur = self._conn.execute(
+            "INSERT INTO triples(subject_id, predicate_id, object_id, object_literal,"
+            " object_datatype, source_document_id, valid_from, valid_until, recorded_at,"
+            " fact_type, author_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                request.subject_id,
+                request.predicate_id,
+                request.object_id,
+                request.object_literal,
+                request.object_datatype,
+                request.source_document_id,
+                to_stored(request.valid_from) if request.valid_from else None,
+                to_stored(request.valid_until) if request.valid_until else None,
+                now,
+                request.fact_type,
+                principal.id,
+            ),
+        )
+        return int(cur.lastrowid or 0)
+
+    def create(self, principal: Principal, request: TripleCreate) -> TripleResponse:
+        """Record a triple."""
+        with self._store.transaction():
+            self._check_refs(principal, request)
+            triple_id = self._insert(principal, request, to_stored(utc_now()))
+            return triple_response(self._row(triple_id))
+
+    def _row(self, triple_id: int) -> sqlite3.Row:
+        row = self._conn.execute("SELECT * FROM triples WHERE id = ?", (triple_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"triple {triple_id} not found")
+        return row  # type: ignore[no-any-return]
+
+    def _visible_row(self, principal: Principal, triple_id: int) -> sqlite3.Row:
+        row = self._row(triple_id)
+        try:
+            self._store.visible(principal, row["subject_id"])
+            if row["object_id"] is not None:
+                self._store.visible(principal, row["object_id"])
+        except NotFound as exc:
+            raise NotFound(f"triple {triple_id} not found") from exc
+        return row
+
+    def get(self, principal: Principal, triple_id: int) -> TripleResponse:
+        """One visible triple."""
+        with self._store.lock:
+            return triple_response(self._visible_row(principal, triple_id))
+
+    def supersede(
+        self, principal: Principal, triple_id: int, request: TripleSupersedRequest
+    ) -> TripleResponse:
+        """Record a successor; the old triple's valid and record windows close."""
+        with self._store.transaction():
+            old = self._visible_row(principal, triple_id)
+            self._store.writable(principal, old["subject_id"])
+            if old["invalidated_at"] is not None:
+                raise Conflict(f"triple {triple_id} is already invalidated")
+            self._check_refs(principal, request)
+            now = utc_now()
+            stamp = to_stored(now)
+            new_id = self._insert(principal, request, stamp)
+            closes_at = to_stored(request.valid_from) if request.valid_from else stamp
+            self._conn.execute(
+                "UPDATE triples SET invalidated_at = ?, invalidated_by = ?,"
+                " invalidation_reason = ?, valid_until = COALESCE(valid_until, ?) WHERE id = ?",
+                (stamp, new_id, request.reason or "superseded", closes_at, triple_id),
+            )
+            return triple_response(self._row(new_id))
+
+    def invalidate(
+        self, principal: Principal, triple_id: int, request: TripleInvalidateRequest
+    ) -> TripleResponse:
+        """Close the record window: from now on we no longer believe this triple."""
+        with self._store.transaction():
+            row = self._visible_row(principal, triple_id)
+            self._store.writable(principal, row["subject_id"])
+            if row["invalidated_at"] is not None:
+                raise Conflict(f"triple {triple_id} is already invalidated")
+            if request.superseding_triple_id is not None:
+                self._visible_row(principal, request.superseding_triple_id)
+            self._conn.execute(
+                "UPDATE triples SET invalidated_at = ?, invalidated_by = ?,"
+                " invalidation_reason = ? WHERE id = ?",
+                (
+                    to_stored(utc_now()),
+                    request.superseding_triple_id,
+                    request.reason or "invalidated",
+                    triple_id,
+                ),
+            )
+            return triple_response(self._row(triple_id))
+
+    def delete(self, principal: Principal, triple_id: int) -> None:
+        """Erase a triple outright (prefer invalidate, which keeps history)."""
+        with self._store.transaction():
+            row = self._visible_row(principal, triple_id)
+            self._store.writable(principal, row["subject_id"])
+            self._conn.execute("DELETE FROM triples WHERE id = ?", (triple_id,))
+
+    def query(
+        self,
+        principal: Principal,
+        *,
+        entity_id: int | None = None,
+        predicate_id: int | None = None,
+        predicate: str | None = None,
+        direction: str = "both",
+        valid_at: datetime | None = None,
+        valid_only: bool = False,
+        as_of: datetime | None = None,
+        include_invalidated: bool = True,
+        fact_type: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[TripleDetailResponse]:
+        """Triples matching the filters, over documents the principal can read."""
+        if direction not in ("both", "outgoing", "incoming"):
+            raise InvalidInput(f"direction {direction!r}: expected both, outgoing or incoming")
+        with self._store.lock:
+            scope = self._store.access.scope(principal)
+            s_clause, s_params = scope.sql("s.path")
+            o_clause, o_params = scope.sql("o.path")
+            where = [s_clause, f"(t.object_id IS NULL OR {o_clause})"]
+            args: list[Any] = [*s_params, *o_params]
+            if entity_id is not None:
+                self._store.visible(principal, entity_id)
+                sides = {
+                    "outgoing": "t.subject_id = ?",
+                    "incoming": "t.object_id = ?",
+                    "both": "(t.subject_id = ? OR t.object_id = ?)",
+                }[direction]
+                where.append(sides)
+                args += [entity_id] * sides.count("?")
+            if predicate_id is not None:
+                where.append("t.predicate_id = ?")
+                args.append(predicate_id)
+            if predicate is not None:
+                where.append("p.name = ?")
+                args.append(predicate)
+            if fact_type is not None:
+                where.append("t.fact_type = ?")
+                args.append(fact_type)
+            if as_of is not None:
+                stamp = to_stored(as_of)
+                where.append(
+                    "t.recorded_at <= ? AND (t.invalidated_at IS NULL OR t.invalidated_at > ?)"
+                )
+                args += [stamp, stamp]
+            elif not include_invalidated or valid_only:
+                where.append("t.invalidated_at IS NULL")
+            if valid_at is not None:
+                stamp = to_stored(valid_at)
+                where.append(
+                    "(t.valid_from IS NULL OR t.valid_from <= ?)"
+                    " AND (t.valid_until IS NULL OR t.valid_until > ?)"
+                )
+                args += [stamp, stamp]
+            rows = self._conn.execute(
+                "SELECT t.* FROM triples t JOIN predicates p ON p.id = t.predicate_id"
+                " JOIN documents s ON s.id = t.subject_id"
+                " LEFT JOIN documents o ON o.id = t.object_id"
+                f" WHERE {' AND '.join(where)} ORDER BY t.id LIMIT ? OFFSET ?",
+                [*args, limit, offset],
+            ).fetchall()
+            return [self._detail(r) for r in rows]
+
+    def _detail(self, row: sqlite3.Row) -> TripleDetailResponse:
+        subject = self._store.row(row["subject_id"])
+        obj = self._store.row(row["object_id"]) if row["object_id"] is not None else None
+        base = triple_response(row)
+        if subject is None:  # unreachable while ON DELETE CASCADE holds; never a 500
+            raise NotFound(f"triple {row['id']} lost its subject")
+        return TripleDetailResponse(
+            id=base.id,
+            subject=document_response(subject),
+            predicate=predicate_response(self._predicate(row["predicate_id"])),
+            object=document_response(obj) if obj is not None else None,
+            object_literal=base.object_literal,
+            object_datatype=base.object_datatype,
+            source_document_id=base.source_document_id,
+            created_at=base.created_at,
+            valid_from=base.valid_from,
+            valid_until=base.valid_until,
+            recorded_at=base.recorded_at,
+            fact_type=base.fact_type,
+            invalidated_at=base.invalidated_at,
+            invalidated_by=base.invalidated_by,
+            invalidation_reason=base.invalidation_reason,
+        )

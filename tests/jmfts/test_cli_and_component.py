@@ -1,0 +1,113 @@
+"""``home memory`` against a running server, and the ``JmftsServer`` component lifecycle."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from home.jmfts.config import JmftsConfig
+from home.jmfts.server import JmftsServer
+from tests.jmfts.conftest import ServerProcess
+
+CLI_TIMEOUT_S = 120
+
+
+def _home(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    home = Path(sys.executable).with_name("home")
+    return subprocess.run(
+        [str(home), "memory", *args, "--url", server.url, "--data-dir", str(server.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_memory_cli_put_search_get_tree_grant_token_triples(server: ServerProcess) -> None:
+    token_file = server.data_dir / "admin.token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    put = _home(server, "put", "workspace/notes/x", "The boiler service is due in March", "--json")
+    assert put.returncode == 0, put.stderr
+    doc = json.loads(put.stdout)
+    assert doc["title"] == "x" and doc["depth"] == 2
+    again = _home(server, "put", "workspace/notes/x", "The boiler service moved to April", "--json")
+    assert json.loads(again.stdout)["supersedes"] == doc["id"]  # workspace: appended
+
+    for method in ("vector", "fulltext", "hybrid"):
+        found = _home(server, "search", "boiler service", "--method", method, "--json")
+        assert found.returncode == 0, found.stderr
+        results = json.loads(found.stdout)["results"]
+        assert results[0]["path"] == "workspace/notes/x"
+        assert "April" in results[0]["snippet"]
+        assert {"id", "path", "title", "snippet", "score", "usetype", "created_at", "age"} <= set(
+            results[0]
+        )
+
+    got = _home(server, "get", "workspace/notes/x", "--json")
+    assert json.loads(got.stdout)["content"] == "The boiler service moved to April"
+    tree = _home(server, "tree", "--json")
+    assert json.loads(tree.stdout)["trees"][0]["root"]["title"] == "workspace"
+
+    grant = _home(server, "grant", "workspace", "agent-one", "--level", "write", "--json")
+    assert grant.returncode == 0 and json.loads(grant.stdout)["level"] == "write"
+    minted = _home(server, "token", "agent-one", "--json")
+    agent_token = json.loads(minted.stdout)["token"]
+    with server.client(agent_token) as agent:
+        assert agent.get(f"/documents/{doc['id']}").status_code == 200
+
+    added = _home(server, "triples", "add", "workspace/notes", "about", "boilers", "--json")
+    assert added.returncode == 0, added.stderr
+    listed = _home(server, "triples", "list", "workspace/notes", "--json")
+    assert [t["object_literal"] for t in json.loads(listed.stdout)["triples"]] == ["boilers"]
+
+
+def test_memory_cli_exit_codes(server: ServerProcess) -> None:
+    assert _home(server, "get", "no/such/path").returncode == 1
+    assert _home(server, "search", "x", "--method", "nonsense").returncode == 2
+    unreachable = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("home")),
+            "memory",
+            "get",
+            "x",
+            "--url",
+            "http://127.0.0.1:9",
+            "--data-dir",
+            str(server.data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        check=False,
+    )
+    assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr
+
+
+async def test_component_start_health_stop(tmp_path: Path, onnx_cache: Path) -> None:
+    server = JmftsServer(JmftsConfig(data_dir=tmp_path / "jm", port=0, onnx_cache=onnx_cache))
+    async with server:
+        host, port = server.address
+        assert host == "127.0.0.1" and port > 0
+        assert await server.health()
+        assert server.admin_token_file is not None
+        token = server.admin_token_file.read_text().strip()
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            created = await client.post(
+                "/documents",
+                json={"title": "component", "content": "hello"},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert created.status_code == 200
+            docs = await client.get("/docs")
+            assert docs.status_code == 200
+    assert not await server.health()
+    async with JmftsServer(JmftsConfig(data_dir=tmp_path / "jm", port=0)) as reopened:
+        assert reopened.store is not None and not reopened.store.index_rebuilt  # saved at stop
+        assert reopened.store.index.count == 1

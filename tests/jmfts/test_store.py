@@ -1,0 +1,118 @@
+"""The store in-process: findable at ack, chunking, index persistence and rebuild."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from home.jmfts.access import Principal
+from home.jmfts.embedder import OnnxMiniLM
+from home.jmfts.errors import StoreMismatch
+from home.jmfts.models import DocumentCreate, DocumentUpdate, SearchRequest
+from home.jmfts.search import search
+from home.jmfts.store import DB_FILE, DocumentStore
+from home.jmfts.vector_index import INDEX_FILE, INDEX_MANIFEST
+
+ADMIN = Principal(id=1, name="admin", is_owner=True)
+
+
+@pytest.fixture
+def store(tmp_path: Path, embedder: OnnxMiniLM) -> Iterator[DocumentStore]:
+    store = DocumentStore(tmp_path / "data", embedder)
+    with store.lock:
+        store.access.bootstrap_admin(store.data_dir)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _ids(store: DocumentStore, method: str, query: str) -> list[int]:
+    response = search(store, ADMIN, method, SearchRequest(query=query, limit=5))
+    return [hit.id for hit in response.results]
+
+
+def test_create_and_update_are_findable_at_ack(store: DocumentStore) -> None:
+    root = store.create(ADMIN, DocumentCreate(title="journal"))
+    doc = store.create(
+        ADMIN,
+        DocumentCreate(parent_id=root.id, title="dentist", content="Dentist appointment on Friday"),
+    )
+    for method in ("vector", "fulltext", "hybrid"):
+        assert _ids(store, method, "dentist appointment")[0] == doc.id, method
+    store.update(ADMIN, doc.id, DocumentUpdate(content="Piano lesson moved to Monday"))
+    for method in ("vector", "fulltext", "hybrid"):
+        assert _ids(store, method, "piano lesson")[0] == doc.id, method
+    assert doc.id not in _ids(store, "fulltext", "appointment friday")
+
+
+def test_long_text_is_found_by_a_late_chunk(store: DocumentStore) -> None:
+    filler = " ".join(f"The ledger line {i} records an ordinary entry." for i in range(150))
+    tail = "Finally, the lighthouse keeper fed the cormorants sardines."
+    doc = store.create(ADMIN, DocumentCreate(title="long", content=filler + " " + tail))
+    chunks = store.conn.execute(
+        "SELECT COUNT(*) FROM chunks WHERE document_id = ?", (doc.id,)
+    ).fetchone()[0]
+    assert chunks > 3
+    response = search(
+        store, ADMIN, "vector", SearchRequest(query="lighthouse keeper feeding birds")
+    )
+    assert response.results[0].id == doc.id
+    assert "lighthouse" in response.results[0].snippet
+
+
+def test_delete_removes_vectors_from_index(store: DocumentStore) -> None:
+    doc = store.create(ADMIN, DocumentCreate(title="tmp", content="ephemeral quokka note"))
+    before = store.index.count
+    store.delete(ADMIN, doc.id)
+    assert store.index.count < before
+    assert doc.id not in _ids(store, "vector", "quokka")
+    assert set(store.index.ids().tolist()) == set(store.stored_chunk_ids().tolist())
+
+
+def test_index_is_saved_verified_and_rebuilt(tmp_path: Path, embedder: OnnxMiniLM) -> None:
+    data = tmp_path / "data"
+    first = DocumentStore(data, embedder)
+    ids = [
+        first.create(ADMIN, DocumentCreate(title=f"n{i}", content=f"note {i}")).id for i in range(5)
+    ]
+    first.close()
+
+    reopened = DocumentStore(data, embedder)
+    assert not reopened.index_rebuilt  # the saved index matched SQLite
+    assert reopened.index.count == 5
+    reopened.close()
+
+    (data / INDEX_FILE).unlink()
+    missing = DocumentStore(data, embedder)
+    assert missing.index_rebuilt
+    assert set(missing.index.ids().tolist()) == set(missing.stored_chunk_ids().tolist())
+    missing.close()
+
+    # A stale index (a write after the last save, as after kill -9) is detected and rebuilt.
+    conn = sqlite3.connect(data / DB_FILE)
+    conn.execute(
+        "INSERT INTO chunks(document_id, idx, char_start, char_end, vector) VALUES (?, 1, 0, 1, ?)",
+        (ids[0], np.ones(384, dtype=np.float32).tobytes()),
+    )
+    conn.commit()
+    conn.close()
+    stale = DocumentStore(data, embedder)
+    assert stale.index_rebuilt and stale.index.count == 6
+    stale.close()
+    assert (data / INDEX_MANIFEST).is_file()
+
+
+def test_store_refuses_another_embedder_model(tmp_path: Path, embedder: OnnxMiniLM) -> None:
+    data = tmp_path / "data"
+    DocumentStore(data, embedder).close()
+    conn = sqlite3.connect(data / DB_FILE)
+    conn.execute("UPDATE meta SET value = '768' WHERE key = 'embedder_dimension'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreMismatch, match="768"):
+        DocumentStore(data, embedder)
