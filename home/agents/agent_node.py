@@ -1,0 +1,520 @@
+"""The agent node: one persistent τ process, fed one prompt per inbound event.
+
+Lifecycle: ``async with AgentNode(...) as node`` connects to NATS, starts τ
+(handshake first), subscribes ``events.workspace.<agent>.in`` and the node's
+own ``events.workspace.<agent>.out.>``, and runs one worker task that takes
+turns from a queue, in arrival order:
+
+1. write the turn's binding (id, device) to the per-run binding file, which the
+   extensions re-read on every publish;
+2. ``prompt`` τ (acceptance), then wait for the ``agent_end`` with the same
+   submission id (completion), under the node's wall clock;
+3. over the wall clock: ``abort``, wait for the turn to unwind, report it;
+4. τ dead mid-turn: restart it under the restart policy and deliver the same
+   utterance once more (never a lost utterance).
+
+Events arriving mid-turn wait in the queue, so τ never sees a second prompt
+while one is in flight, and its ``-32000`` never reaches a user. A refusal to
+speak that the node reads off its own ``out.>`` queues one follow-up prompt
+asking for a speakable rewrite, ahead of anything else waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+
+from home.agents.errors import (
+    AgentError,
+    InboundError,
+    RestartBudgetExhausted,
+    TauExited,
+    TauRpcError,
+)
+from home.agents.inbound import parse_inbound
+from home.agents.launch import ModelEndpoint, RunContext, TauLaunch, build_launch
+from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
+from home.agents.restart import RestartTracker
+from home.agents.tau_process import TauProcess
+from home.tau_ext.binding import TurnBinding, write_binding
+from home.tau_ext.prose import rewrite_request
+from shared.errors import ContractError
+from shared.event import EnvelopeLimits, Event
+from shared.schema.catalog import NodeSpec
+from shared.subjects import agent_out_prefix, parse_subject, reply_subject, workspace_in_subject
+
+log = logging.getLogger(__name__)
+
+# How long an aborted turn may take to unwind before τ is killed and restarted.
+ABORT_GRACE_S = 10.0
+# How many event ids are remembered for deduplication.
+DEDUP_WINDOW = 4096
+# Deliveries of one utterance across τ deaths (the first, and one retry).
+MAX_DELIVERIES = 2
+
+
+@dataclass
+class PendingTurn:
+    """One prompt waiting its turn."""
+
+    text: str
+    binding: TurnBinding
+    correlation: dict[str, Any]
+    reprompt: bool = False
+    deliveries: int = 0
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How one prompt ended."""
+
+    binding_id: str
+    submission_id: str
+    end_reason: str
+    reprompt: bool
+    error: str | None
+    elapsed_s: float
+
+
+@dataclass
+class NodeStats:
+    """Counters a supervisor or a test reads; every refusal and failure is counted here."""
+
+    received: int = 0
+    duplicates: int = 0
+    invalid: int = 0
+    prompts: int = 0
+    completed: int = 0
+    aborted: int = 0
+    failed: int = 0
+    redelivered: int = 0
+    reprompts: int = 0
+    restarts: int = 0
+    busy_retries: int = 0
+    outcomes: list[TurnOutcome] = field(default_factory=list)
+
+
+class AgentNode:
+    """One τ-backed agent on the bus. Use as an async context manager."""
+
+    def __init__(
+        self,
+        spec: NodeSpec,
+        *,
+        nats_url: str,
+        data_dir: Path,
+        model: ModelEndpoint,
+        repo_root: Path,
+        jmfts_url: str | None = None,
+        jmfts_token_file: Path | None = None,
+        system_prompt: str | None = None,
+        wall_clock_s: float | None = None,
+    ) -> None:
+        agent = spec.agent
+        if agent is None:
+            raise AgentError(f"{spec.name}: not an agent node (kind {spec.kind!r})")
+        self.spec = spec
+        self.agent = agent
+        self.nats_url = nats_url
+        self.model = model
+        self.run_dir = data_dir / "agents" / agent
+        self.binding_file = self.run_dir / "binding.json"
+        self.wall_clock_s = wall_clock_s if wall_clock_s is not None else spec.wall_clock_s
+        self.launch: TauLaunch = build_launch(
+            spec,
+            repo_root=repo_root,
+            run_dir=self.run_dir,
+            context=RunContext(
+                agent=agent,
+                nats_url=nats_url,
+                binding_file=self.binding_file,
+                jmfts_url=jmfts_url,
+                jmfts_token_file=jmfts_token_file,
+            ),
+            system_prompt=system_prompt,
+        )
+        self.stats = NodeStats()
+        self.limits = EnvelopeLimits()
+        self._restarts = RestartTracker(spec.restart_policy)
+        self._nc: NatsClient | None = None
+        self._subs: list[Any] = []
+        self._tau: TauProcess | None = None
+        self._tau_lock = asyncio.Lock()
+        self._queue: deque[PendingTurn] = deque()
+        self._queued = asyncio.Event()
+        self._ends: dict[str, asyncio.Future[WireEvent]] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._reprompted: set[str] = set()
+        self._current: PendingTurn | None = None
+        self._turn_seq = 0
+        self._out_seq = 0
+        self._worker: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        self.idle = asyncio.Event()
+        self._listeners: list[Callable[[WireEvent], None]] = []
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def __aenter__(self) -> AgentNode:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect, start τ, subscribe, and start the worker."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._nc = await nats.connect(
+                self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
+            )
+            await self._start_tau()
+            if self.spec.kind == "tau_bus_agent":
+                # τ's builtin nats_bus subscribes and prompts itself; the node only supervises.
+                self._worker = asyncio.create_task(
+                    self._supervise_bus(), name=f"{self.spec.name}-supervisor"
+                )
+                return
+            self._subs.append(
+                await self._nc.subscribe(workspace_in_subject(self.agent), cb=self._on_inbound)
+            )
+            self._subs.append(
+                await self._nc.subscribe(f"{agent_out_prefix(self.agent)}.>", cb=self._on_out)
+            )
+            await self._nc.flush()
+            self._worker = asyncio.create_task(self._work(), name=f"{self.spec.name}-worker")
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Stop the worker, τ and the NATS connection (in that order)."""
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+        try:
+            if self._tau is not None:
+                await self._tau.close()
+                self._tau = None
+        finally:
+            nc, self._nc = self._nc, None
+            if nc is not None:
+                with contextlib.suppress(Exception):
+                    await nc.drain()
+
+    async def wait_failed(self) -> BaseException:
+        """Block until the node gives up (restart budget spent); return why."""
+        assert self._worker is not None, "node not started"
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._worker
+        return self.failure or AgentError("the worker stopped")
+
+    @property
+    def tau_pid(self) -> int | None:
+        """The pid of the current τ process (for a supervisor's hard kill, and tests)."""
+        return self._tau.pid if self._tau is not None else None
+
+    @property
+    def queued(self) -> int:
+        """How many prompts wait behind the one in flight."""
+        return len(self._queue)
+
+    # --- τ ---------------------------------------------------------------------
+
+    async def _start_tau(self) -> None:
+        tau = TauProcess(
+            self.launch,
+            self.model,
+            self._on_wire_event,
+            stderr_path=self.run_dir / "tau.stderr.log",
+        )
+        await tau.__aenter__()
+        self._tau = tau
+        log.info("%s: τ started, pid %s", self.spec.name, tau.pid)
+
+    async def _ensure_tau(self) -> TauProcess:
+        """The live τ, restarting a dead one under the restart policy."""
+        async with self._tau_lock:
+            tau = self._tau
+            if tau is not None and not tau.exited.is_set():
+                return tau
+            if tau is not None:
+                log.warning(
+                    "%s: τ pid %s exited (%s); restarting",
+                    self.spec.name,
+                    tau.pid,
+                    tau.returncode,
+                )
+                await tau.close()
+                self._tau = None
+            delay = self._restarts.next_delay(time.monotonic())
+            await asyncio.sleep(delay)
+            await self._start_tau()
+            self.stats.restarts += 1
+            assert self._tau is not None
+            return self._tau
+
+    def watch_wire(self, listener: Callable[[WireEvent], None]) -> None:
+        """Call ``listener`` with every event τ writes (monitors, benchmarks, tests)."""
+        self._listeners.append(listener)
+
+    def _on_wire_event(self, event: WireEvent) -> None:
+        for listener in self._listeners:
+            listener(event)
+        if event.type == "agent_end" and event.submission_id is not None:
+            future = self._ends.get(event.submission_id)
+            if future is not None and not future.done():
+                future.set_result(event)
+
+    # --- inbound ---------------------------------------------------------------
+
+    async def _on_inbound(self, msg: Msg) -> None:
+        self.stats.received += 1
+        try:
+            inbound = parse_inbound(msg.data, self.limits)
+        except InboundError as exc:
+            self.stats.invalid += 1
+            log.warning("%s: %s (subject %s)", self.spec.name, exc, msg.subject)
+            return
+        if inbound.event.event_id in self._seen:
+            self.stats.duplicates += 1
+            return
+        self._seen[inbound.event.event_id] = None
+        while len(self._seen) > DEDUP_WINDOW:
+            self._seen.popitem(last=False)
+        self._turn_seq += 1
+        turn = PendingTurn(
+            text=inbound.text,
+            binding=TurnBinding(
+                binding_id=inbound.binding_id,
+                device=inbound.device,
+                event_id=inbound.event.event_id,
+                turn=self._turn_seq,
+            ),
+            correlation={
+                "subject": msg.subject,
+                "binding_id": inbound.binding_id,
+                "event_id": inbound.event.event_id,
+            },
+        )
+        self._enqueue(turn)
+
+    def _enqueue(self, turn: PendingTurn, *, first: bool = False) -> None:
+        if first:
+            self._queue.appendleft(turn)
+        else:
+            self._queue.append(turn)
+        self.idle.clear()
+        self._queued.set()
+
+    async def _on_out(self, msg: Msg) -> None:
+        """Read the node's own output: a refusal to speak earns one re-prompt."""
+        try:
+            info = parse_subject(msg.subject)
+            if info.kind != "reply":
+                return
+            event = Event.from_json(msg.data, self.limits)
+        except ContractError:
+            return
+        payload = event.payload
+        if payload.get("kind") != "refusal" or event.binding_id is None:
+            return
+        current = self._current
+        if current is None or current.binding.binding_id != event.binding_id:
+            return
+        if current.reprompt or event.binding_id in self._reprompted:
+            return
+        self._reprompted.add(event.binding_id)
+        self.stats.reprompts += 1
+        reason = str(payload.get("reason") or "it could not be spoken")
+        self._enqueue(
+            PendingTurn(
+                text=rewrite_request(reason),
+                binding=current.binding,
+                correlation={**current.correlation, "reprompt": True},
+                reprompt=True,
+            ),
+            first=True,
+        )
+
+    # --- the worker ------------------------------------------------------------
+
+    async def _next(self) -> PendingTurn:
+        while not self._queue:
+            self.idle.set()
+            self._queued.clear()
+            await self._queued.wait()
+        return self._queue.popleft()
+
+    async def _work(self) -> None:
+        try:
+            while True:
+                turn = await self._next()
+                self._current = turn
+                try:
+                    await self._run_turn(turn)
+                finally:
+                    self._current = None
+        except RestartBudgetExhausted as exc:
+            self.failure = exc
+            log.error("%s: giving up: %s", self.spec.name, exc)
+
+    async def _supervise_bus(self) -> None:
+        try:
+            while True:
+                tau = await self._ensure_tau()
+                await tau.exited.wait()
+        except RestartBudgetExhausted as exc:
+            self.failure = exc
+            log.error("%s: giving up: %s", self.spec.name, exc)
+
+    async def _run_turn(self, turn: PendingTurn) -> None:
+        while True:
+            tau = await self._ensure_tau()
+            turn.deliveries += 1
+            try:
+                outcome = await self._prompt_once(tau, turn)
+            except TauExited as exc:
+                if turn.deliveries >= MAX_DELIVERIES:
+                    self.stats.failed += 1
+                    log.error(
+                        "%s: τ died twice on binding %s; dropping it: %s",
+                        self.spec.name,
+                        turn.binding.binding_id,
+                        exc,
+                    )
+                    await self._report(turn, "failed", f"the agent process died: {exc}")
+                    return
+                self.stats.redelivered += 1
+                continue
+            self.stats.outcomes.append(outcome)
+            return
+
+    async def _prompt_once(self, tau: TauProcess, turn: PendingTurn) -> TurnOutcome:
+        write_binding(self.binding_file, turn.binding)
+        submission_id = str(uuid.uuid4())
+        ended: asyncio.Future[WireEvent] = asyncio.get_running_loop().create_future()
+        self._ends[submission_id] = ended
+        started = time.monotonic()
+        try:
+            await self._submit(tau, turn, submission_id)
+            self.stats.prompts += 1
+            end = await self._await_end(tau, ended, turn)
+        finally:
+            self._ends.pop(submission_id, None)
+        reason = end.end_reason or ("error" if end.is_error else "done")
+        if reason == "aborted":
+            self.stats.aborted += 1
+        elif end.is_error:
+            self.stats.failed += 1
+            log.warning("%s: turn ended in error: %s", self.spec.name, end.error)
+        else:
+            self.stats.completed += 1
+        return TurnOutcome(
+            binding_id=turn.binding.binding_id,
+            submission_id=submission_id,
+            end_reason=reason,
+            reprompt=turn.reprompt,
+            error=end.error,
+            elapsed_s=time.monotonic() - started,
+        )
+
+    async def _submit(self, tau: TauProcess, turn: PendingTurn, submission_id: str) -> None:
+        params = prompt_params(turn.text, submission_id, turn.correlation)
+        while True:
+            try:
+                await tau.request("prompt", params)
+                return
+            except TauRpcError as exc:
+                # Only this node prompts, so "a turn is already in flight" is τ still
+                # unwinding the last one; wait it out rather than surface it.
+                if exc.code != SUBMISSION_REJECTED:
+                    raise
+                self.stats.busy_retries += 1
+                await asyncio.sleep(0.05)
+
+    async def _await_end(
+        self, tau: TauProcess, ended: asyncio.Future[WireEvent], turn: PendingTurn
+    ) -> WireEvent:
+        exited: asyncio.Future[Any] = asyncio.ensure_future(tau.exited.wait())
+        try:
+            waiting: set[asyncio.Future[Any]] = {ended, exited}
+            done, _ = await asyncio.wait(
+                waiting, timeout=self.wall_clock_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if ended in done:
+                return ended.result()
+            if exited in done:
+                raise TauExited(tau.returncode, tau.stderr_tail())
+            # Over the wall clock: interrupt the turn, never abandon it in flight.
+            log.warning(
+                "%s: turn %s over the wall clock of %gs; aborting",
+                self.spec.name,
+                turn.binding.binding_id,
+                self.wall_clock_s,
+            )
+            with contextlib.suppress(AgentError):
+                await tau.request("abort", {}, timeout_s=ABORT_GRACE_S)
+            done, _ = await asyncio.wait(
+                waiting, timeout=ABORT_GRACE_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            await self._report(
+                turn, "aborted", f"the turn took longer than {self.wall_clock_s:g}s and was stopped"
+            )
+            if ended in done:
+                end = ended.result()
+                return end if end.end_reason == "aborted" else _aborted(end)
+            # The turn would not unwind: a hard kill; the supervisor restarts τ.
+            tau.kill()
+            await tau.exited.wait()
+            return WireEvent(type="agent_end", end_reason="aborted", is_error=True)
+        finally:
+            exited.cancel()
+
+    async def _report(self, turn: PendingTurn, kind: str, reason: str) -> None:
+        """Put a turn that did not finish normally on the reply rail (not spoken)."""
+        device = turn.binding.device
+        if self._nc is None or device is None:
+            return
+        self._out_seq += 1
+        event = Event.new(
+            "reply",
+            {"agent": self.agent, "text": "", "spoken": False, "kind": kind, "reason": reason},
+            source=self.spec.name,
+            sequence_number=self._out_seq,
+            binding_id=turn.binding.binding_id,
+        )
+        with contextlib.suppress(Exception):
+            await self._nc.publish(reply_subject(self.agent, device), event.to_json(self.limits))
+
+
+def _aborted(end: WireEvent) -> WireEvent:
+    return WireEvent(
+        type=end.type,
+        submission_id=end.submission_id,
+        end_reason="aborted",
+        is_error=end.is_error,
+        error=end.error,
+        raw=end.raw,
+    )

@@ -1,0 +1,52 @@
+"""Exceptions of the agent node.
+
+AgentError
+├── AgentConfigError        the catalog entry or the flags cannot make this agent
+├── InboundError            an inbound event cannot become a prompt (counted, never fatal)
+├── TauProtocolError        τ wrote something the RPC protocol does not allow
+│   └── TauRpcError         τ answered a request with a JSON-RPC error
+├── TauExited               the τ process is gone (exit code, last stderr lines)
+└── RestartBudgetExhausted  the restart policy allows no further restart
+"""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Base of every error raised by :mod:`home.agents`."""
+
+
+class AgentConfigError(AgentError):
+    """A node spec, an extension file or a flag cannot make a runnable agent."""
+
+
+class InboundError(AgentError):
+    """An event on the agent's inbound rail cannot become a prompt."""
+
+
+class TauProtocolError(AgentError):
+    """τ wrote a line that is not valid JSON-RPC 2.0 for this protocol version."""
+
+
+class TauRpcError(TauProtocolError):
+    """τ answered a request with a JSON-RPC error object."""
+
+    def __init__(self, method: str, code: int, message: str) -> None:
+        self.method = method
+        self.code = code
+        self.message = message
+        super().__init__(f"τ refused {method!r}: {code} {message}")
+
+
+class TauExited(AgentError):
+    """The τ process exited (or was killed) while the node still needed it."""
+
+    def __init__(self, returncode: int | None, stderr_tail: str = "") -> None:
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        tail = f"; last stderr: {stderr_tail.strip()[-400:]}" if stderr_tail.strip() else ""
+        super().__init__(f"τ exited with code {returncode}{tail}")
+
+
+class RestartBudgetExhausted(AgentError):
+    """More restarts inside the policy's window than ``max_restarts`` allows."""

@@ -1,0 +1,71 @@
+"""An inbound event on ``events.workspace.<agent>.in``, as the prompt it becomes (pure).
+
+The router delivers the sensation event with its ``binding_id`` (minted once,
+preserved on every hop). The device the answer goes back to is the sensation's:
+read from ``payload.device``, else from the subject the router recorded, else
+from the publishing edge node's name (``edge.audio.<device>``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from home.agents.errors import InboundError
+from shared.errors import ContractError
+from shared.event import EnvelopeLimits, Event, new_binding_id
+from shared.subjects import NAME_TOKEN, device_of
+
+# Keys under which a router may record the subject an event arrived on.
+_SUBJECT_KEYS = ("subject", "from_subject", "original_subject")
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """One utterance to prompt with, and where its answer goes."""
+
+    event: Event
+    text: str
+    binding_id: str
+    device: str | None
+
+
+def parse_inbound(raw: bytes, limits: EnvelopeLimits | None = None) -> Inbound:
+    """Parse and check one inbound event; raise InboundError saying what is wrong."""
+    try:
+        event = Event.from_json(raw, limits or EnvelopeLimits())
+    except ContractError as exc:
+        raise InboundError(f"inbound event refused: {exc}") from exc
+    text = event.payload.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise InboundError(
+            f"inbound event {event.event_id}: payload.text must be a non-empty string, "
+            f"got {text!r:.80}"
+        )
+    return Inbound(
+        event=event,
+        text=text.strip(),
+        binding_id=event.binding_id or new_binding_id(),
+        device=device_for(event),
+    )
+
+
+def device_for(event: Event) -> str | None:
+    """The device a sensation came from, or None when nothing names one."""
+    device = event.payload.get("device")
+    if isinstance(device, str) and NAME_TOKEN.fullmatch(device):
+        return device
+    for holder in (event.extra, event.audit):
+        for key in _SUBJECT_KEYS:
+            subject = holder.get(key)
+            if isinstance(subject, str):
+                try:
+                    found = device_of(subject)
+                except ContractError:
+                    continue
+                if found is not None:
+                    return found
+    for name in (event.origin_node, event.source):
+        parts = name.split(".")
+        if len(parts) == 3 and parts[0] == "edge" and NAME_TOKEN.fullmatch(parts[2]):
+            return parts[2]
+    return None

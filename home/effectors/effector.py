@@ -1,0 +1,172 @@
+"""The effector node: one verb's events in, one JMFTS write each, one ack out.
+
+:class:`Effector` subscribes ``events.workspace.*.out.<verb>``, reads the agent
+from the subject (the substrate only lets an agent publish its own ``out.>``),
+loads that agent's token from the token directory, performs the verb's write
+and acks on the verb's ack subject with the turn's ``binding_id``. Every event
+is acked: a failure is ``ok: false`` with the ``error``; an event that cannot be
+acked at all (no binding id, not an envelope) is counted and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+
+from home.effectors.errors import CredentialError, EffectorError
+from home.effectors.jmfts_http import JmftsClient
+from shared.errors import ContractError
+from shared.event import EnvelopeLimits, Event
+from shared.subjects import check_name, parse_subject
+
+log = logging.getLogger(__name__)
+
+DEDUP_WINDOW = 4096
+
+# One verb's write: (client as the agent, agent, payload) -> the document id written.
+Write = Callable[[JmftsClient, str, dict[str, Any]], Awaitable[int]]
+
+
+@dataclass(frozen=True)
+class VerbEffector:
+    """What one effector does: the verb it serves, where it acks, the write it performs."""
+
+    node: str
+    verb: str
+    ack_subject: Callable[[str], str]
+    write: Write
+
+
+@dataclass
+class EffectorStats:
+    """Counters: every event is either acked ok, acked failed, or counted as unackable."""
+
+    received: int = 0
+    ok: int = 0
+    failed: int = 0
+    unackable: int = 0
+    duplicates: int = 0
+
+
+def read_token(token_dir: Path, agent: str) -> str:
+    """The agent's bearer token from ``<token_dir>/<agent>.token``."""
+    path = token_dir / f"{check_name(agent, 'agent')}.token"
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise CredentialError(f"no JMFTS token for agent {agent!r} ({path}: {exc})") from exc
+    if not token:
+        raise CredentialError(f"the JMFTS token file for agent {agent!r} is empty ({path})")
+    return token
+
+
+class Effector:
+    """A running effector node. ``async with Effector(...)``."""
+
+    def __init__(
+        self, spec: VerbEffector, *, nats_url: str, jmfts_url: str, token_dir: Path
+    ) -> None:
+        self.spec = spec
+        self.nats_url = nats_url
+        self.jmfts_url = jmfts_url
+        self.token_dir = token_dir
+        self.stats = EffectorStats()
+        self.limits = EnvelopeLimits()
+        self._nc: NatsClient | None = None
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seq = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def pattern(self) -> str:
+        """The verb rail this effector subscribes."""
+        return f"events.workspace.*.out.{self.spec.verb}"
+
+    async def __aenter__(self) -> Effector:
+        self._nc = await nats.connect(self.nats_url, name=self.spec.node, max_reconnect_attempts=-1)
+        await self._nc.subscribe(self.pattern, cb=self._on_verb)
+        await self._nc.flush()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        nc, self._nc = self._nc, None
+        if nc is not None:
+            await nc.drain()
+
+    async def _on_verb(self, msg: Msg) -> None:
+        self.stats.received += 1
+        try:
+            agent = parse_subject(msg.subject).agent
+            event = Event.from_json(msg.data, self.limits)
+        except ContractError as exc:
+            self.stats.unackable += 1
+            log.warning("%s: refused an event on %s: %s", self.spec.node, msg.subject, exc)
+            return
+        if agent is None or event.binding_id is None:
+            self.stats.unackable += 1
+            log.warning("%s: event %s has no binding_id to ack", self.spec.node, event.event_id)
+            return
+        if event.event_id in self._seen:
+            self.stats.duplicates += 1
+            return
+        self._seen[event.event_id] = None
+        while len(self._seen) > DEDUP_WINDOW:
+            self._seen.popitem(last=False)
+        # Writes run concurrently so one slow agent does not hold up another's ack.
+        task = asyncio.create_task(self._perform(agent, event))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _perform(self, agent: str, event: Event) -> None:
+        assert event.binding_id is not None
+        payload: dict[str, Any] = {"agent": agent, "verb": self.spec.verb}
+        try:
+            token = read_token(self.token_dir, agent)
+            async with JmftsClient(self.jmfts_url, token=token) as client:
+                doc_id = await self.spec.write(client, agent, event.payload)
+            payload.update(ok=True, doc_id=doc_id, error=None)
+            self.stats.ok += 1
+        except EffectorError as exc:
+            payload.update(ok=False, error=str(exc))
+            self.stats.failed += 1
+            log.warning("%s: %s for %s failed: %s", self.spec.node, self.spec.verb, agent, exc)
+        self._seq += 1
+        ack = Event.new(
+            f"{self.spec.verb}.ack",
+            payload,
+            source=self.spec.node,
+            sequence_number=self._seq,
+            binding_id=event.binding_id,
+            hops=(*event.hops, self.spec.node),
+        )
+        if self._nc is not None:
+            await self._nc.publish(self.spec.ack_subject(event.binding_id), ack.to_json())
+
+
+def note_text(payload: dict[str, Any]) -> str:
+    """The ``text`` of a verb payload, refused (as an effector error) when missing."""
+    text = payload.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise EffectorError(f"payload.text must be a non-empty string, got {text!r:.80}")
+    return text.strip()

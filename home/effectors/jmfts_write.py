@@ -1,0 +1,45 @@
+"""``effector.jmfts_write``: a durable record into the agent's workspace, ``workspace/<agent>``.
+
+Run: ``python -m home.effectors.jmfts_write --nats URL --jmfts-url URL --token-dir DIR``.
+Acks on ``events.journal.jmfts_write.<binding_id>`` with ``ok`` and the ``doc_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from home.effectors.cli import make_app
+from home.effectors.effector import VerbEffector, note_text
+from home.effectors.jmfts_http import JmftsClient
+from shared.subjects import jmfts_write_ack_subject
+
+WORKSPACE_ROOT = "workspace"
+USETYPE = "record"
+
+
+async def write_record(client: JmftsClient, agent: str, payload: dict[str, Any]) -> int:
+    """Write one record under ``workspace/<agent>`` as the agent; return its document id."""
+    text = note_text(payload)
+    title = payload.get("title")
+    parent = await client.ensure_path([WORKSPACE_ROOT, agent])
+    doc = await client.create(
+        title=title if isinstance(title, str) and title.strip() else text[:80],
+        content=text,
+        parent_id=parent.id,
+        usetype=USETYPE,
+        structured_content={"agent": agent},
+    )
+    return doc.id
+
+
+SPEC = VerbEffector(
+    node="effector.jmfts_write",
+    verb="jmfts_write",
+    ack_subject=jmfts_write_ack_subject,
+    write=write_record,
+)
+
+app = make_app(SPEC)
+
+if __name__ == "__main__":
+    app()

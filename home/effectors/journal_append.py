@@ -1,0 +1,44 @@
+"""``effector.journal_append``: an agent's note into its journal subtree, ``journal/<agent>``.
+
+Run: ``python -m home.effectors.journal_append --nats URL --jmfts-url URL --token-dir DIR``.
+Acks on ``events.journal.append.<binding_id>`` with ``ok`` and the ``doc_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from home.effectors.cli import make_app
+from home.effectors.effector import VerbEffector, note_text
+from home.effectors.jmfts_http import JmftsClient
+from shared.subjects import journal_append_ack_subject
+
+JOURNAL_ROOT = "journal"
+USETYPE = "journal_entry"
+
+
+async def append_note(client: JmftsClient, agent: str, payload: dict[str, Any]) -> int:
+    """Write one note under ``journal/<agent>`` as the agent; return its document id."""
+    text = note_text(payload)
+    parent = await client.ensure_path([JOURNAL_ROOT, agent])
+    doc = await client.create(
+        title=text[:80],
+        content=text,
+        parent_id=parent.id,
+        usetype=USETYPE,
+        structured_content={"agent": agent},
+    )
+    return doc.id
+
+
+SPEC = VerbEffector(
+    node="effector.journal_append",
+    verb="journal_append",
+    ack_subject=journal_append_ack_subject,
+    write=append_note,
+)
+
+app = make_app(SPEC)
+
+if __name__ == "__main__":
+    app()

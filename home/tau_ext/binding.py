@@ -1,0 +1,62 @@
+"""The per-run binding file: which flow the current turn belongs to.
+
+The node writes it before each prompt; the extensions re-read it on every
+publish, so everything a turn puts on the bus carries that turn's
+``binding_id`` (and the device its answer goes to) without the τ process ever
+being restarted or told anything over stdio.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from home.tau_ext.errors import BindingFileError
+from shared.errors import SubjectError
+from shared.subjects import check_binding_id, check_name
+
+
+@dataclass(frozen=True)
+class TurnBinding:
+    """The flow of the turn in flight: its binding id, device and the event that started it."""
+
+    binding_id: str
+    device: str | None
+    event_id: str
+    turn: int
+
+    def __post_init__(self) -> None:
+        check_binding_id(self.binding_id)
+        if self.device is not None:
+            check_name(self.device, "device")
+
+
+def write_binding(path: Path, binding: TurnBinding) -> None:
+    """Replace the binding file atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(binding)), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_binding(path: Path) -> TurnBinding:
+    """Read the binding file; raise BindingFileError naming the file and the problem."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise BindingFileError(f"{path}: no binding yet (no turn has started)") from exc
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BindingFileError(f"{path}: unreadable binding file: {exc}") from exc
+    if not isinstance(data, dict):
+        raise BindingFileError(f"{path}: expected a JSON object")
+    try:
+        return TurnBinding(
+            binding_id=str(data["binding_id"]),
+            device=None if data.get("device") is None else str(data["device"]),
+            event_id=str(data["event_id"]),
+            turn=int(data["turn"]),
+        )
+    except (KeyError, TypeError, ValueError, SubjectError) as exc:
+        raise BindingFileError(f"{path}: malformed binding file: {exc!r}") from exc

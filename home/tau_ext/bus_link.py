@@ -1,0 +1,126 @@
+"""The extensions' one NATS connection: publish an envelope, await its ack.
+
+Every publish re-reads the node's binding file, so the event carries the
+binding id of the turn in flight. A verb with an ack subscribes the ack subject
+*before* publishing (a fast effector cannot ack into a subscription that does
+not exist yet), then waits, polling the tool's abort signal, bounded by the
+verb's timeout. Publish-and-hope is not in the vocabulary: no ack in time, or
+an ack that reports failure, raises :class:`AckError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.errors
+from nats.aio.client import Client as NatsClient
+
+from home.tau_ext.binding import TurnBinding, read_binding
+from home.tau_ext.errors import AckError, ExtensionError
+from shared.errors import EnvelopeError
+from shared.event import EnvelopeLimits, Event
+
+_ACK_POLL_S = 0.1
+
+
+def ack_failure(payload: dict[str, Any]) -> str | None:
+    """Why an ack payload reports failure, or None for success (DESIGN.md "Acks")."""
+    if payload.get("ok") is False:
+        return f"ok=false: {payload.get('error') or 'no reason given'}"
+    if payload.get("error") is not None:
+        return f"error: {payload['error']}"
+    status = payload.get("status")
+    if status is not None and status != "ok":
+        return f"status={status!r}"
+    return None
+
+
+class BusLink:
+    """One extension's connection to the bus, scoped to one agent."""
+
+    def __init__(self, *, agent: str, nats_url: str, binding_file: Path, source: str) -> None:
+        self.agent = agent
+        self.nats_url = nats_url
+        self.binding_file = binding_file
+        self.source = source
+        self.limits = EnvelopeLimits()
+        self._nc: NatsClient | None = None
+        self._seq = itertools.count(1)
+
+    async def connect(self) -> None:
+        """Connect (called from τ's ``session_start``)."""
+        self._nc = await nats.connect(self.nats_url, name=self.source, max_reconnect_attempts=-1)
+
+    async def close(self) -> None:
+        """Drain and close (called from τ's ``session_shutdown``)."""
+        nc, self._nc = self._nc, None
+        if nc is not None:
+            await nc.drain()
+
+    @property
+    def nc(self) -> NatsClient:
+        """The live connection; raises if the session has not started."""
+        if self._nc is None:
+            raise ExtensionError("not connected to NATS (session_start has not run)")
+        return self._nc
+
+    def binding(self) -> TurnBinding:
+        """The turn in flight, re-read from the node's file on every call."""
+        return read_binding(self.binding_file)
+
+    def envelope(self, event_type: str, payload: dict[str, Any], binding: TurnBinding) -> Event:
+        """A new event from this agent, carrying the turn's binding id."""
+        return Event.new(
+            event_type,
+            payload,
+            source=self.source,
+            sequence_number=next(self._seq),
+            binding_id=binding.binding_id,
+            hops=(self.source,),
+        )
+
+    async def publish(self, subject: str, event: Event) -> None:
+        """Publish one event (refused here if it is not text-only or too large)."""
+        await self.nc.publish(subject, event.to_json(self.limits))
+
+    async def publish_and_await_ack(
+        self,
+        subject: str,
+        event: Event,
+        ack_subject: str,
+        *,
+        timeout_s: float,
+        signal: Any = None,
+    ) -> Event:
+        """Publish ``event`` and return the ack that arrives on ``ack_subject``."""
+        sub = await self.nc.subscribe(ack_subject)
+        try:
+            await self.publish(subject, event)
+            deadline = time.monotonic() + timeout_s
+            while True:
+                if signal is not None and signal.is_aborted():
+                    raise asyncio.CancelledError(f"aborted while waiting for {ack_subject}")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AckError(
+                        f"no ack on {ack_subject} within {timeout_s:g}s; the action is unconfirmed"
+                    )
+                try:
+                    msg = await sub.next_msg(timeout=min(_ACK_POLL_S, remaining))
+                except nats.errors.TimeoutError:
+                    continue
+                try:
+                    ack = Event.from_json(msg.data, self.limits)
+                except EnvelopeError as exc:
+                    raise AckError(f"the ack on {ack_subject} is not a valid event: {exc}") from exc
+                failure = ack_failure(ack.payload)
+                if failure is not None:
+                    raise AckError(f"the effector reported failure on {ack_subject}: {failure}")
+                return ack
+        finally:
+            await sub.unsubscribe()

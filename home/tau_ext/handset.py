@@ -1,0 +1,147 @@
+"""The handset extension: the ``speak`` tool and the prose rules, for one device at a time.
+
+Loaded by τ by path. ``speak`` publishes ``events.workspace.<agent>.out.speak.<device>``
+and waits for ``events.action.speech.completed.<binding_id>``; no ack within
+``ack_timeout_s`` is a tool error the model reads. A successful speak is
+terminal: its result ends the turn mechanically and says so in words.
+
+The prose of the model's own messages is routed by the shape of the turn
+(:mod:`home.tau_ext.prose`): status lines and unspeakable answers go to the
+reply rail (the latter with ``spoken: false`` and the reason, which the node
+reads off its own ``out.>`` and answers with one re-prompt), speakable answers
+are spoken, silence is allowed.
+
+Config (``--ext-config handset:KEY=VALUE``): ``agent``, ``nats_url``,
+``binding_file`` (run context, given by the node), ``ack_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from tau_agent_core.tools.base import ToolError
+
+from home.tau_ext.bus_link import BusLink
+from home.tau_ext.errors import ExtensionError
+from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
+from shared.subjects import (
+    check_name,
+    deviceless_speak_subject,
+    reply_subject,
+    speak_subject,
+    speech_completed_subject,
+)
+
+TOUCHES_BUS = True
+SUBJECTS = (
+    "events.workspace.*.out.speak.*",
+    "events.workspace.*.out.reply.*",
+    "events.action.speech.completed.*",
+)
+RUN_CONTEXT = ("agent", "nats_url", "binding_file")
+
+DEFAULT_ACK_TIMEOUT_S = 30.0
+
+SPEAK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {
+            "type": "string",
+            "description": "What to say aloud: one or two plain spoken sentences.",
+        }
+    },
+    "required": ["text"],
+}
+SPEAK_DESCRIPTION = (
+    "Say text aloud to the user through their device. This is how you answer. "
+    "Your turn is over once it returns."
+)
+SPOKEN_RESULT = "Spoken. Your turn is over: make no further tool calls and write nothing."
+
+log = logging.getLogger(__name__)
+
+
+def register(api: Any) -> None:
+    """Register ``speak`` and the prose-routing ``turn_end`` hook on τ's extension API."""
+    config = api.config
+    agent = check_name(str(config.get("agent", "")), "handset config 'agent'")
+    link = BusLink(
+        agent=agent,
+        nats_url=str(config.get("nats_url", "")),
+        binding_file=Path(str(config.get("binding_file", ""))),
+        source=f"agent.{agent}",
+    )
+    ack_timeout_s = float(config.get("ack_timeout_s", DEFAULT_ACK_TIMEOUT_S))
+
+    async def speak_and_wait(text: str, signal: Any = None) -> None:
+        binding = link.binding()
+        subject = (
+            speak_subject(agent, binding.device)
+            if binding.device is not None
+            else deviceless_speak_subject(agent)
+        )
+        event = link.envelope("speak", {"text": text, "agent": agent, "device": binding.device},
+                              binding)  # fmt: skip
+        await link.publish_and_await_ack(
+            subject,
+            event,
+            speech_completed_subject(binding.binding_id),
+            timeout_s=ack_timeout_s,
+            signal=signal,
+        )
+
+    async def publish_reply(payload: dict[str, Any]) -> None:
+        binding = link.binding()
+        if binding.device is None:
+            log.warning("handset: no device for binding %s; reply not published", binding)
+            return
+        event = link.envelope("reply", {"agent": agent, **payload}, binding)
+        await link.publish(reply_subject(agent, binding.device), event)
+
+    async def execute_speak(
+        tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any, ctx: Any
+    ) -> dict[str, Any]:
+        text = params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ToolError(f"speak: 'text' must be a non-empty string, got {text!r}")
+        try:
+            await speak_and_wait(text.strip(), signal)
+        except ExtensionError as exc:
+            raise ToolError(f"speak: {exc}") from exc
+        return {"content": [{"type": "text", "text": SPOKEN_RESULT}], "terminate": True}
+
+    async def on_turn_end(event: dict[str, Any], ctx: Any) -> None:
+        for message in event.get("messages") or []:
+            if not isinstance(message, dict) or message.get("role") != "assistant":
+                continue
+            prose = assistant_prose(message)
+            if prose.kind is ProseKind.STATUS:
+                await publish_reply({"text": prose.text, "spoken": False, "kind": "status"})
+            elif prose.kind is ProseKind.ANSWER:
+                reason = unspeakable_reason(prose.text)
+                if reason is None:
+                    await speak_and_wait(prose.text)
+                else:
+                    await publish_reply(
+                        {"text": prose.text, "spoken": False, "kind": "refusal", "reason": reason}
+                    )
+
+    async def on_session_start(event: dict[str, Any], ctx: Any) -> None:
+        await link.connect()
+
+    async def on_session_shutdown(event: dict[str, Any], ctx: Any) -> None:
+        await link.close()
+
+    api.on("session_start", on_session_start)
+    api.on("session_shutdown", on_session_shutdown)
+    api.on("turn_end", on_turn_end)
+    api.register_tool(
+        {
+            "name": "speak",
+            "description": SPEAK_DESCRIPTION,
+            "parameters": SPEAK_SCHEMA,
+            "execute": execute_speak,
+        }
+    )

@@ -1,0 +1,78 @@
+"""The prose rules of DESIGN.md, as pure functions over one assistant message.
+
+- text in a turn that also called a tool → a status line (reply rail);
+- text in a turn that called nothing → the answer: spoken if speakable, else
+  sent to the reply rail with ``spoken: false`` and the reason;
+- no text and no tool → silence, a valid turn.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Longer than this is a document, not something to read aloud.
+MAX_SPOKEN_CHARS = 600
+
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$", re.MULTILINE)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
+_URL = re.compile(r"https?://\S+")
+
+
+class ProseKind(enum.Enum):
+    """What one assistant message's text is, by the shape of its turn."""
+
+    SILENCE = "silence"
+    STATUS = "status"
+    ANSWER = "answer"
+
+
+@dataclass(frozen=True)
+class Prose:
+    """The text of one assistant message and what it is."""
+
+    kind: ProseKind
+    text: str
+
+
+def assistant_prose(message: dict[str, Any]) -> Prose:
+    """Classify an assistant message (τ's serialized shape: content blocks)."""
+    blocks = message.get("content") or []
+    if isinstance(blocks, str):
+        blocks = [{"type": "text", "text": blocks}]
+    text = "".join(
+        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    ).strip()
+    called_tool = any(isinstance(b, dict) and b.get("type") == "toolCall" for b in blocks)
+    if not text:
+        return Prose(ProseKind.SILENCE, "")
+    return Prose(ProseKind.STATUS if called_tool else ProseKind.ANSWER, text)
+
+
+def unspeakable_reason(text: str) -> str | None:
+    """Why ``text`` cannot be read aloud as it stands, or None when it can."""
+    if "```" in text:
+        return "it contains a code block"
+    if len(_TABLE_ROW.findall(text)) >= 2:
+        return "it contains a table"
+    if len(_LIST_ITEM.findall(text)) >= 3:
+        return "it is a list"
+    if _URL.search(text):
+        return "it contains a link"
+    if len(text) > MAX_SPOKEN_CHARS:
+        return f"it is {len(text)} characters long (at most {MAX_SPOKEN_CHARS} are spoken)"
+    letters = sum(c.isalpha() for c in text)
+    if letters < len(text) / 2:
+        return "it is mostly symbols, not words"
+    return None
+
+
+def rewrite_request(reason: str) -> str:
+    """The follow-up prompt the node sends once after a refusal to speak."""
+    return (
+        f"Your last answer could not be read aloud because {reason}. "
+        "Say the same thing again in one or two plain spoken sentences, "
+        "and give it to the speak tool."
+    )

@@ -1,0 +1,331 @@
+"""The agent node end to end: real nats-server, real τ, the real extensions, a scripted model.
+
+Each test publishes utterances on ``events.workspace.edge_asr.in`` as the router
+would, answers speak events as the edge would, and asserts on what crossed the
+bus and what the (scripted) model was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from home.agents.agent_node import AgentNode
+from home.agents.launch import ModelEndpoint
+from shared.schema.catalog import NodeCatalog, NodeSpec
+from tests.home.conftest import REPO_ROOT, EdgeSide
+from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedModel]:
+    async with ScriptedModel() as scripted:
+        yield scripted
+
+
+def with_extension_config(spec: NodeSpec, name: str, **config: Any) -> NodeSpec:
+    """``spec`` with ``config`` merged into one extension's config."""
+    extensions = tuple(
+        replace(ext, config={**ext.config, **config}) if ext.name == name else ext
+        for ext in spec.extensions
+    )
+    return replace(spec, extensions=extensions)
+
+
+@asynccontextmanager
+async def running_node(
+    spec: NodeSpec,
+    nats_url: str,
+    model: ScriptedModel,
+    data_dir: Path,
+    **kw: Any,
+) -> AsyncIterator[AgentNode]:
+    async with AgentNode(
+        spec,
+        nats_url=nats_url,
+        data_dir=data_dir,
+        model=ModelEndpoint(base_url=model.url),
+        repo_root=REPO_ROOT,
+        **kw,
+    ) as node:
+        yield node
+
+
+async def until(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+def speak_back(request: RecordedRequest) -> Reply:
+    """A responder that speaks the user's words back."""
+    return Reply.call("speak", {"text": f"You said {request.last_user_text}."})
+
+
+def proc_file(pid: int, name: str) -> bytes:
+    return Path(f"/proc/{pid}/{name}").read_bytes()
+
+
+def tool_results(request: RecordedRequest) -> list[str]:
+    return [content_text(m.get("content")) for m in request.messages if m.get("role") == "tool"]
+
+
+async def test_full_turn_from_utterance_to_speech_ack(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.script(Reply.call("speak", {"text": "Yes, the kettle is on."}))
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        said = await edge.say("is the kettle on")
+        speaks = await edge.wait_for("speak.tui")
+        await until(lambda: len(node.stats.outcomes) == 1)
+
+    (speak,) = speaks
+    assert speak.subject == "events.workspace.edge_asr.out.speak.tui"
+    assert speak.event.payload["text"] == "Yes, the kettle is on."
+    assert speak.event.binding_id == said.binding_id
+    assert speak.event.source == "agent.edge_asr"
+    (outcome,) = node.stats.outcomes
+    # Completion is the agent_end of this submission; speak ended it as a terminal tool.
+    assert outcome.end_reason == "terminate"
+    assert outcome.binding_id == said.binding_id
+    # One model request for one utterance; it carried the utterance and offered every verb.
+    (request,) = model.requests
+    assert request.last_user_text == "is the kettle on"
+    assert sorted(request.tool_names) == ["delegate", "jmfts_write", "journal_append", "speak"]
+    assert not any(name in request.tool_names for name in ("bash", "read", "write", "edit"))
+
+
+async def test_unspeakable_answer_goes_to_the_reply_rail_and_is_reprompted_once(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.script(
+        Reply.say("```python\nprint('the kettle is on')\n```"),
+        Reply.call("speak", {"text": "The kettle is on."}),
+    )
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        said = await edge.say("is the kettle on")
+        speaks = await edge.wait_for("speak.tui")
+        await until(lambda: len(node.stats.outcomes) == 2)
+
+    (refusal,) = [e for e in edge.on("reply.tui") if e.event.payload.get("kind") == "refusal"]
+    assert refusal.event.payload["spoken"] is False
+    assert refusal.event.payload["reason"] == "it contains a code block"
+    assert refusal.event.binding_id == said.binding_id
+    assert node.stats.reprompts == 1
+    assert len(model.requests) == 2
+    assert "could not be read aloud because it contains a code block" in (
+        model.requests[1].last_user_text
+    )
+    assert [s.event.payload["text"] for s in speaks] == ["The kettle is on."]
+    assert speaks[0].event.binding_id == said.binding_id
+
+
+async def test_a_second_refusal_earns_no_second_reprompt(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.script(
+        Reply.say("| kettle | on |\n| toaster | off |"),
+        Reply.say("| kettle | on |\n| toaster | off |"),
+    )
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        await edge.say("what is on")
+        await edge.wait_for("reply.tui", 2)
+        await until(lambda: len(node.stats.outcomes) == 2)
+        await asyncio.sleep(0.3)  # room for a wrong third prompt to show up
+
+    assert node.stats.reprompts == 1
+    assert len(model.requests) == 2
+    assert edge.on("speak") == []
+
+
+async def test_status_lines_go_to_the_reply_rail_and_silence_is_a_valid_turn(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.script(
+        Reply.call("delegate", {"text": "find my notes on kettles"}, text="Asking the operator."),
+        Reply(),
+    )
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        said = await edge.say("find my kettle notes")
+        await until(lambda: len(node.stats.outcomes) == 1)
+        delegated = await edge.wait_for("delegate")
+
+    (status,) = edge.on("reply.tui")
+    assert status.event.payload == {
+        "agent": "edge_asr",
+        "text": "Asking the operator.",
+        "spoken": False,
+        "kind": "status",
+    }
+    assert delegated[0].event.payload["text"] == "find my notes on kettles"
+    assert delegated[0].event.binding_id == said.binding_id
+    assert edge.on("speak") == []
+    assert node.stats.outcomes[0].end_reason == "done"
+    assert node.stats.reprompts == 0
+
+
+async def test_no_speech_ack_within_the_timeout_is_a_tool_error_the_model_reads(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    edge.ack_speech = False
+    spec = with_extension_config(catalog["agent.edge_asr"], "handset", ack_timeout_s=0.5)
+    model.script(Reply.call("speak", {"text": "It is on."}), Reply())
+    async with running_node(spec, nats_url, model, tmp_path) as node:
+        said = await edge.say("is the kettle on")
+        await until(lambda: len(node.stats.outcomes) == 1)
+
+    assert len(edge.on("speak.tui")) == 1
+    assert len(model.requests) == 2, "the failed speak must go back to the model"
+    (result,) = tool_results(model.requests[1])
+    assert f"no ack on events.action.speech.completed.{said.binding_id}" in result
+    assert node.stats.outcomes[0].end_reason == "done"
+
+
+async def test_two_quick_utterances_are_both_answered_in_order(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    gate = asyncio.Event()
+    model.script(Reply.call("speak", {"text": "First answer."}, gate=gate))
+    model.responder = speak_back
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        first = await edge.say("first question")
+        await model.wait_requests(1)
+        second = await edge.say("second question")  # arrives while the first turn is in flight
+        await until(lambda: node.queued == 1)
+        gate.set()
+        speaks = await edge.wait_for("speak.tui", 2)
+        await until(lambda: len(node.stats.outcomes) == 2)
+
+    assert [s.event.payload["text"] for s in speaks] == [
+        "First answer.",
+        "You said second question.",
+    ]
+    assert [s.event.binding_id for s in speaks] == [first.binding_id, second.binding_id]
+    assert [r.last_user_text for r in model.requests] == ["first question", "second question"]
+    assert node.stats.busy_retries == 0
+    assert [o.end_reason for o in node.stats.outcomes] == ["terminate", "terminate"]
+
+
+async def test_a_turn_over_the_wall_clock_is_aborted_and_reported(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    never = asyncio.Event()
+    model.script(Reply.call("speak", {"text": "Too late."}, gate=never))
+    model.responder = speak_back
+    try:
+        async with running_node(
+            catalog["agent.edge_asr"], nats_url, model, tmp_path, wall_clock_s=1.0
+        ) as node:
+            slow = await edge.say("a slow question")
+            await until(lambda: len(node.stats.outcomes) == 1)
+            await edge.say("a quick one")
+            speaks = await edge.wait_for("speak.tui")
+            await until(lambda: len(node.stats.outcomes) == 2)
+    finally:
+        never.set()
+
+    assert node.stats.outcomes[0].end_reason == "aborted"
+    assert node.stats.aborted == 1
+    (report,) = [e for e in edge.on("reply.tui") if e.event.payload.get("kind") == "aborted"]
+    assert report.event.binding_id == slow.binding_id
+    assert "longer than 1s" in report.event.payload["reason"]
+    # The process was interrupted, not replaced, and took the next turn.
+    assert node.stats.restarts == 0
+    assert [s.event.payload["text"] for s in speaks] == ["You said a quick one."]
+
+
+async def test_kill_9_of_tau_mid_turn_restarts_it_and_the_utterance_is_answered(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    stuck = asyncio.Event()
+    model.script(Reply.call("speak", {"text": "Never sent."}, gate=stuck))
+    model.responder = speak_back
+    try:
+        async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+            said = await edge.say("are you there")
+            await model.wait_requests(1)
+            first_pid = node.tau_pid
+            assert first_pid is not None
+            os.kill(first_pid, signal.SIGKILL)
+            speaks = await edge.wait_for("speak.tui")
+            await until(lambda: len(node.stats.outcomes) == 1)
+            second_pid = node.tau_pid
+            # The restarted process takes new turns too.
+            await edge.say("still there")
+            speaks = await edge.wait_for("speak.tui", 2)
+    finally:
+        stuck.set()
+
+    assert second_pid not in (None, first_pid)
+    assert node.stats.restarts == 1
+    assert node.stats.redelivered == 1
+    assert speaks[0].event.binding_id == said.binding_id
+    assert speaks[0].event.payload["text"] == "You said are you there."
+    assert speaks[1].event.payload["text"] == "You said still there."
+
+
+async def test_malformed_inbound_events_are_counted_and_the_node_carries_on(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.responder = speak_back
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        await edge.nc.publish("events.workspace.edge_asr.in", b"{not json")
+        await edge.nc.publish("events.workspace.edge_asr.in", b'{"event_type": "x"}')
+        said = await edge.say("   ")
+        again = await edge.say("hello")
+        await edge.nc.publish("events.workspace.edge_asr.in", again.to_json())
+        speaks = await edge.wait_for("speak.tui")
+        await until(lambda: node.stats.received == 5)
+
+    assert said.binding_id != again.binding_id
+    assert node.stats.invalid == 3
+    assert node.stats.duplicates == 1
+    assert [s.event.payload["text"] for s in speaks] == ["You said hello."]
+    assert len(model.requests) == 1
+
+
+async def test_the_token_never_reaches_the_model_or_the_bus(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    token = "tok-" + os.urandom(16).hex()
+    token_file = tmp_path / "edge_asr.token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    spec = with_extension_config(catalog["agent.edge_asr"], "verbs", ack_timeout_s=0.5)
+    model.script(
+        Reply.call("journal_append", {"text": "asked about the kettle"}),
+        Reply.call("jmfts_write", {"text": "kettle: on", "title": "kettle"}),
+        Reply.call("speak", {"text": "Noted."}),
+    )
+    async with running_node(
+        spec,
+        nats_url,
+        model,
+        tmp_path,
+        jmfts_url="http://127.0.0.1:9",
+        jmfts_token_file=token_file,
+    ) as node:
+        await edge.say("remember the kettle is on")
+        await until(lambda: len(node.stats.outcomes) == 1)
+        pid = node.tau_pid
+        assert pid is not None
+        cmdline, environ = proc_file(pid, "cmdline"), proc_file(pid, "environ")
+
+    assert len(model.requests) == 3
+    for request in model.requests:
+        assert token.encode() not in request.raw
+    assert token.encode() not in edge.all_raw()
+    assert token.encode() not in cmdline
+    assert token.encode() not in environ
+    # No effector answered here, so both verbs came back to the model as tool errors.
+    errors = tool_results(model.requests[2])
+    assert any("no ack on events.journal.append." in e for e in errors)
+    assert any("no ack on events.journal.jmfts_write." in e for e in errors)

@@ -1,0 +1,79 @@
+"""The other posture: τ's own builtin ``nats_bus``, unchanged, as a node the catalog can name.
+
+τ subscribes the agent's inbound rail itself, drives one turn per event, and
+its speak waits for our ``speech.completed`` ack: the envelope and the verb
+contract are the same wire either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from home.agents.agent_node import AgentNode
+from home.agents.launch import ModelEndpoint
+from home.agents.protocol import WireEvent
+from shared.schema.catalog import NodeSpec, parse_node_catalog
+from shared.yaml_source import parse_yaml
+from tests.home.conftest import REPO_ROOT, EdgeSide
+from tests.support.scripted_model import Reply, ScriptedModel
+
+CATALOG = """
+catalog: bus-posture
+nodes:
+  agent.edge_asr:
+    kind: tau_bus_agent
+    runs_on: home
+    publishes: [events.workspace.edge_asr.out.>]
+    subscribes: [events.workspace.edge_asr.in, events.action.speech.completed.*]
+    config:
+      nats_bus: {ack_timeout_s: 5}
+    wall_clock_s: 60
+"""
+
+
+@pytest.fixture
+def bus_spec() -> NodeSpec:
+    return parse_node_catalog(parse_yaml(CATALOG, "bus-posture.yaml"), "bus-posture.yaml")[
+        "agent.edge_asr"
+    ]
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedModel]:
+    async with ScriptedModel() as scripted:
+        yield scripted
+
+
+async def test_taus_builtin_nats_bus_completes_a_turn_against_our_events(
+    bus_spec: NodeSpec, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.script(Reply.call("speak", {"text": "It is on."}))
+    ends: list[WireEvent] = []
+    async with AgentNode(
+        bus_spec,
+        nats_url=nats_url,
+        data_dir=tmp_path,
+        model=ModelEndpoint(base_url=model.url),
+        repo_root=REPO_ROOT,
+    ) as node:
+        assert node.launch.uses_bus
+        assert "tau_agent_core.extensions_builtin.nats_bus" in node.launch.argv
+        node.watch_wire(lambda e: ends.append(e) if e.type == "agent_end" else None)
+        await asyncio.sleep(0.5)  # τ's nats_bus subscribes in session_start, after the handshake
+        said = await edge.say("is the kettle on")
+        speaks = await edge.wait_for("speak")
+        async with asyncio.timeout(30):
+            while not ends:
+                await asyncio.sleep(0.02)
+
+    (speak,) = speaks
+    # τ's own verb subject carries no device; the router resolves it from the binding id.
+    assert speak.subject == "events.workspace.edge_asr.out.speak"
+    assert speak.event.binding_id == said.binding_id
+    assert speak.event.payload == {"text": "It is on.", "agent": "edge_asr"}
+    assert ends[0].end_reason == "terminate"
+    assert model.requests[0].last_user_text == "is the kettle on"

@@ -1,0 +1,284 @@
+"""The agent node's pure parts: the RPC wire, the launch, inbound parsing, restarts, prose."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from home.agents.errors import (
+    AgentConfigError,
+    InboundError,
+    RestartBudgetExhausted,
+    TauProtocolError,
+)
+from home.agents.inbound import parse_inbound
+from home.agents.launch import ModelEndpoint, RunContext, build_launch, read_extension
+from home.agents.protocol import (
+    RpcResponse,
+    WireEvent,
+    check_capabilities,
+    encode_request,
+    parse_line,
+)
+from home.agents.restart import RestartTracker
+from home.tau_ext.binding import TurnBinding, read_binding, write_binding
+from home.tau_ext.bus_link import ack_failure
+from home.tau_ext.errors import BindingFileError
+from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
+from shared.event import Event
+from shared.schema.catalog import ExtensionSpec, NodeCatalog, RestartPolicy
+from tests.home.conftest import REPO_ROOT
+
+# --- protocol ---------------------------------------------------------------
+
+
+def test_request_is_one_json_rpc_line() -> None:
+    line = encode_request(7, "prompt", {"text": "hi"})
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "prompt",
+        "params": {"text": "hi"},
+    }
+
+
+def test_a_prompt_answers_twice_acceptance_then_agent_end() -> None:
+    accepted = parse_line(
+        b'{"jsonrpc":"2.0","id":3,"result":{"accepted":true,"submission_id":"s"}}'
+    )
+    ended = parse_line(
+        b'{"jsonrpc":"2.0","method":"event","params":{"type":"agent_end",'
+        b'"submission_id":"s","end_reason":"terminate","is_error":false}}'
+    )
+    assert isinstance(accepted, RpcResponse) and accepted.ok and accepted.id == 3
+    assert isinstance(ended, WireEvent)
+    assert (ended.type, ended.submission_id, ended.end_reason) == ("agent_end", "s", "terminate")
+
+
+def test_a_refused_submission_is_an_error_response() -> None:
+    refused = parse_line(
+        b'{"jsonrpc":"2.0","id":4,"error":{"code":-32000,"message":"a turn is already in flight"}}'
+    )
+    assert isinstance(refused, RpcResponse)
+    assert not refused.ok and refused.error_code == -32000
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"not json",
+        b"[1,2]",
+        b'{"jsonrpc":"1.0","id":1,"result":{}}',
+        b'{"jsonrpc":"2.0","method":"event","params":{}}',
+        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}',
+        b'{"jsonrpc":"2.0","id":1,"result":[]}',
+    ],
+)
+def test_malformed_lines_are_protocol_errors(line: bytes) -> None:
+    with pytest.raises(TauProtocolError):
+        parse_line(line)
+
+
+def test_capabilities_check_the_major_version_and_the_verbs() -> None:
+    commands = [{"name": n} for n in ("prompt", "abort", "get_capabilities")]
+    caps = check_capabilities({"protocol_version": "3.0", "commands": commands})
+    assert "abort" in caps.commands
+    with pytest.raises(TauProtocolError, match=r"protocol 4\.1"):
+        check_capabilities({"protocol_version": "4.1", "commands": commands})
+    with pytest.raises(TauProtocolError, match="lacks the commands"):
+        check_capabilities({"protocol_version": "3.2", "commands": commands[:1]})
+
+
+# --- launch -----------------------------------------------------------------
+
+
+def context(tmp_path: Path) -> RunContext:
+    return RunContext(
+        agent="edge_asr",
+        nats_url="nats://127.0.0.1:4222",
+        binding_file=tmp_path / "binding.json",
+        jmfts_url="http://127.0.0.1:8700",
+        jmfts_token_file=tmp_path / "token",
+    )
+
+
+def test_launch_is_headless_without_builtin_tools_and_hands_extensions_by_path(
+    catalog: NodeCatalog, tmp_path: Path
+) -> None:
+    launch = build_launch(
+        catalog["agent.edge_asr"], repo_root=REPO_ROOT, run_dir=tmp_path, context=context(tmp_path)
+    )
+    argv = launch.argv
+    assert argv[1:3] == ["--mode", "rpc"]
+    for flag in ("--no-builtin-tools", "--no-extensions", "--no-session", "--bus"):
+        assert flag in argv
+    # --no-tools would also strip the extension tools: the verbs must stay.
+    assert "--no-tools" not in argv
+    assert argv[argv.index("--extension") + 1] == str(REPO_ROOT / "home/tau_ext/handset.py")
+    assert 'handset:agent="edge_asr"' in argv
+    assert f'handset:binding_file="{tmp_path / "binding.json"}"' in argv
+    assert "verbs:ack_timeout_s=10" in argv
+    # The token file is a fact only an extension that names it receives.
+    assert not any("jmfts_token_file" in a for a in argv)
+    assert set(launch.env) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT",
+                               "TAU_HOME", "HOME", "PYTHONUNBUFFERED"}  # fmt: skip
+
+
+def test_environment_is_allow_listed(catalog: NodeCatalog, tmp_path: Path) -> None:
+    launch = build_launch(
+        catalog["agent.edge_asr"],
+        repo_root=REPO_ROOT,
+        run_dir=tmp_path,
+        context=context(tmp_path),
+        environ={"PATH": "/usr/bin", "JMFTS_TOKEN": "secret", "OPENAI_API_KEY": "sk-x"},
+    )
+    assert launch.env["PATH"] == "/usr/bin"
+    assert "JMFTS_TOKEN" not in launch.env and "OPENAI_API_KEY" not in launch.env
+
+
+def test_bus_flag_only_when_an_extension_touches_the_bus(
+    catalog: NodeCatalog, tmp_path: Path
+) -> None:
+    quiet = tmp_path / "quiet.py"
+    quiet.write_text(
+        'RUN_CONTEXT = ("agent", "jmfts_token_file")\n\ndef register(api):\n    pass\n'
+    )
+    spec = replace(
+        catalog["agent.edge_asr"], extensions=(ExtensionSpec(name="quiet", path=str(quiet)),)
+    )
+    launch = build_launch(spec, repo_root=REPO_ROOT, run_dir=tmp_path, context=context(tmp_path))
+    assert "--bus" not in launch.argv
+    assert f'quiet:jmfts_token_file="{tmp_path / "token"}"' in launch.argv
+    assert not any("nats_url" in a for a in launch.argv)
+
+
+def test_extension_declarations_are_read_without_importing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text('RUN_CONTEXT = ("agent", "password")\n')
+    with pytest.raises(AgentConfigError, match="password"):
+        read_extension("bad", bad, {})
+    broken = tmp_path / "broken.py"
+    broken.write_text("def register(:\n")
+    with pytest.raises(AgentConfigError, match=r"broken.py:1"):
+        read_extension("broken", broken, {})
+    with pytest.raises(AgentConfigError, match="cannot read"):
+        read_extension("missing", tmp_path / "missing.py", {})
+
+
+def test_model_endpoint_becomes_one_tau_config_entry() -> None:
+    entry = ModelEndpoint(base_url="http://127.0.0.1:8080/v1", extra_body={"x": 1}).tau_entry()
+    assert entry["backend"] == "openai"
+    assert entry["base_url"] == "http://127.0.0.1:8080/v1"
+    assert entry["extra_body"] == {"x": 1}
+
+
+# --- inbound ----------------------------------------------------------------
+
+
+def sensation(payload: dict[str, object], **kw: object) -> bytes:
+    event = Event.new("sensation.turn", payload, source="router", sequence_number=1, **kw)  # type: ignore[arg-type]
+    data: bytes = event.to_json()
+    return data
+
+
+def test_inbound_device_from_payload_then_subject_then_edge_node() -> None:
+    assert parse_inbound(sensation({"text": "hi", "device": "board"})).device == "board"
+    with_subject = json.loads(sensation({"text": "hi"}))
+    with_subject["audit"] = {"subject": "events.sensation.tui.turn"}
+    assert parse_inbound(json.dumps(with_subject).encode()).device == "tui"
+    from_edge = json.loads(sensation({"text": "hi"}))
+    from_edge["origin_node"] = "edge.audio.board"
+    assert parse_inbound(json.dumps(from_edge).encode()).device == "board"
+    assert parse_inbound(sensation({"text": "hi"})).device is None
+
+
+def test_inbound_keeps_the_binding_id_and_mints_one_only_when_absent() -> None:
+    assert parse_inbound(sensation({"text": "hi"}, binding_id="abc123")).binding_id == "abc123"
+    assert len(parse_inbound(sensation({"text": "hi"})).binding_id) == 32
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"{", "not valid JSON"),
+        (b'{"event_type": "x"}', "event_id"),
+        (sensation({"words": ["hi"]}), "payload.text"),
+        (sensation({"text": "  "}), "payload.text"),
+    ],
+)
+def test_bad_inbound_events_say_what_is_wrong(raw: bytes, message: str) -> None:
+    with pytest.raises(InboundError, match=message):
+        parse_inbound(raw)
+
+
+# --- restart policy -----------------------------------------------------------
+
+
+def test_restart_backoff_doubles_to_the_cap_and_the_budget_is_per_window() -> None:
+    tracker = RestartTracker(
+        RestartPolicy(max_restarts=3, window_s=60, backoff_s=0.5, backoff_max_s=1.5)
+    )
+    assert [tracker.next_delay(t) for t in (0.0, 1.0, 2.0)] == [0.5, 1.0, 1.5]
+    with pytest.raises(RestartBudgetExhausted):
+        tracker.next_delay(3.0)
+    assert tracker.next_delay(61.5) == 1.0  # the first restart left the window
+
+
+# --- binding file, acks, prose ------------------------------------------------------
+
+
+def test_binding_file_round_trips_and_names_its_problems(tmp_path: Path) -> None:
+    path = tmp_path / "binding.json"
+    with pytest.raises(BindingFileError, match="no binding yet"):
+        read_binding(path)
+    binding = TurnBinding(binding_id="b1", device="tui", event_id="e1", turn=1)
+    write_binding(path, binding)
+    assert read_binding(path) == binding
+    path.write_text('{"binding_id": "has space", "event_id": "e", "turn": 1}')
+    with pytest.raises(BindingFileError, match="malformed"):
+        read_binding(path)
+
+
+@pytest.mark.parametrize(
+    ("payload", "failed"),
+    [
+        ({"doc_id": 4}, False),
+        ({"ok": True}, False),
+        ({"ok": False, "error": "denied"}, True),
+        ({"error": "disk full"}, True),
+        ({"status": "ok"}, False),
+        ({"status": "refused"}, True),
+    ],
+)
+def test_ack_failure_reads_both_dialects(payload: dict[str, object], failed: bool) -> None:
+    assert (ack_failure(payload) is not None) == failed
+
+
+def test_prose_kind_follows_the_shape_of_the_turn() -> None:
+    text = {"type": "text", "text": "Checking."}
+    call = {"type": "toolCall", "name": "delegate"}
+    assert assistant_prose({"content": [text, call]}).kind is ProseKind.STATUS
+    assert assistant_prose({"content": [text]}).kind is ProseKind.ANSWER
+    assert assistant_prose({"content": [call]}).kind is ProseKind.SILENCE
+    assert assistant_prose({"content": []}).kind is ProseKind.SILENCE
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("The kettle is on.", None),
+        ("```\nls\n```", "code block"),
+        ("| a | b |\n| c | d |", "table"),
+        ("- one\n- two\n- three", "list"),
+        ("See https://example.org", "link"),
+        ("word " * 200, "characters long"),
+        ("{}[]<>=+-*/ 123 456", "symbols"),
+    ],
+)
+def test_unspeakable_reasons(text: str, reason: str | None) -> None:
+    found = unspeakable_reason(text)
+    assert (found is None) if reason is None else (found is not None and reason in found)

@@ -1,0 +1,121 @@
+"""Fixtures for the home side: a real nats-server, the node catalog, the edge's side of a turn."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.msg import Msg
+
+from shared.errors import ContractError
+from shared.event import Event, new_binding_id
+from shared.schema.catalog import NodeCatalog, load_node_catalog
+from shared.subjects import speech_completed_subject, workspace_in_subject
+from tests.shared.conftest import nats_url  # noqa: F401  (the session's real nats-server)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def catalog() -> NodeCatalog:
+    """The shipped node catalog."""
+    return load_node_catalog(REPO_ROOT / "schemas" / "nodes.yaml")
+
+
+@dataclass
+class BusEvent:
+    """One event seen on the bus, with its subject."""
+
+    subject: str
+    event: Event
+    raw: bytes
+
+
+@dataclass
+class EdgeSide:
+    """The test standing where the edge stands: it publishes utterances and acks speech.
+
+    It records everything on ``events.>``; with ``ack_speech`` on, every speak
+    event is acknowledged on ``events.action.speech.completed.<binding_id>``
+    exactly as the edge TTS node does after playback.
+    """
+
+    nc: Any
+    agent: str
+    device: str = "tui"
+    ack_speech: bool = True
+    seen: list[BusEvent] = field(default_factory=list)
+    _seq: int = 0
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def on_event(self, msg: Msg) -> None:
+        try:
+            event = Event.from_json(msg.data)
+        except ContractError:  # not an event of ours: nothing to record
+            return
+        async with self._changed:
+            self.seen.append(BusEvent(msg.subject, event, msg.data))
+            self._changed.notify_all()
+        if self.ack_speech and ".out.speak" in msg.subject and event.binding_id:
+            self._seq += 1
+            ack = Event.new(
+                "speech.completed",
+                {"ok": True, "text": event.payload.get("text")},
+                source=f"edge.audio.{self.device}",
+                sequence_number=self._seq,
+                binding_id=event.binding_id,
+            )
+            await self.nc.publish(speech_completed_subject(event.binding_id), ack.to_json())
+
+    async def say(self, text: str, *, binding_id: str | None = None, **payload: Any) -> Event:
+        """Publish one utterance on the agent's inbound rail, as the router delivers it."""
+        self._seq += 1
+        event = Event.new(
+            "sensation.turn",
+            {"text": text, "device": self.device, **payload},
+            source=f"edge.audio.{self.device}",
+            sequence_number=self._seq,
+            binding_id=binding_id or new_binding_id(),
+        )
+        await self.nc.publish(workspace_in_subject(self.agent), event.to_json())
+        await self.nc.flush()
+        return event
+
+    def on(self, rail: str) -> list[BusEvent]:
+        """Events seen on ``events.workspace.<agent>.out.<rail>...``."""
+        prefix = f"events.workspace.{self.agent}.out.{rail}"
+        return [e for e in self.seen if e.subject.startswith(prefix)]
+
+    async def wait_for(self, rail: str, count: int = 1, timeout_s: float = 30.0) -> list[BusEvent]:
+        """Wait until ``count`` events have been seen on ``rail``; return them."""
+        async with asyncio.timeout(timeout_s), self._changed:
+            await self._changed.wait_for(lambda: len(self.on(rail)) >= count)
+        return self.on(rail)
+
+    def all_raw(self) -> bytes:
+        """Every event seen, concatenated (for leak checks)."""
+        return b"\n".join(e.raw for e in self.seen)
+
+
+@pytest.fixture
+async def edge(nats_url: str) -> AsyncIterator[EdgeSide]:  # noqa: F811
+    """The edge's side of a turn for agent ``edge_asr`` on device ``tui``."""
+    nc = await nats.connect(nats_url)
+    side = EdgeSide(nc=nc, agent="edge_asr")
+    await nc.subscribe("events.>", cb=side.on_event)
+    await nc.flush()
+    try:
+        yield side
+    finally:
+        await nc.drain()
+
+
+def payload_json(event: BusEvent) -> str:
+    """An event's payload as compact JSON (for assertion messages)."""
+    return json.dumps(event.event.payload)
