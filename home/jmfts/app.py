@@ -22,6 +22,7 @@ from home.jmfts.errors import Forbidden, InvalidInput, JmftsError, Unauthorized
 from home.jmfts.models import (
     API_VERSION,
     DeleteResponse,
+    DocumentBatch,
     DocumentCreate,
     DocumentResponse,
     DocumentUpdate,
@@ -124,6 +125,12 @@ def create_app(store: DocumentStore) -> FastAPI:
             if existing:
                 return document_response(existing[0])
         return store.create(who, body)
+
+    @app.post("/documents/batch", response_model=list[DocumentResponse], tags=["documents"])
+    def create_documents(body: DocumentBatch, who: Who) -> list[DocumentResponse]:
+        """Create up to 1000 documents in one transaction (all or none), embedded in one
+        batch; every one is findable when this returns. Parents must already exist."""
+        return store.create_many(who, body.documents)
 
     @app.get("/documents", response_model=list[DocumentResponse], tags=["documents"])
     def list_documents(

@@ -63,6 +63,12 @@ class DocumentCreate(_Request):
     )
 
 
+class DocumentBatch(_Request):
+    """``POST /documents/batch`` (ours): many creates, one transaction, one embed batch."""
+
+    documents: list[DocumentCreate] = Field(min_length=1, max_length=1000)
+
+
 class DocumentUpdate(_Request):
     """``PATCH /documents/{id}``; omitted fields are left as they are."""
 

@@ -101,7 +101,13 @@ def vector_hits(
     store: DocumentStore, flt: Filter, query: str, limit: int, threshold: float = 0.0
 ) -> list[Hit]:
     """Top documents by cosine similarity of their best chunk to the query."""
-    qvec = store.embedder.embed([query])[0]
+    return nearest_documents(store, flt, store.embedder.embed([query])[0], limit, threshold)
+
+
+def nearest_documents(
+    store: DocumentStore, flt: Filter, qvec: np.ndarray, limit: int, threshold: float = 0.0
+) -> list[Hit]:
+    """Top documents for an already embedded query vector (unit length)."""
     with store.lock:
         total = store.index.count
         only = None

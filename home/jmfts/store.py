@@ -245,6 +245,22 @@ class DocumentStore:
         spans = chunk_spans(text, self.embedder.token_offsets(text))
         return Embedded(spans, self.embedder.embed([text[a:b] for a, b in spans]))
 
+    def embed_many(self, texts: list[tuple[str | None, str | None]]) -> list[Embedded]:
+        """Chunk and embed many documents with one batched embedder call."""
+        spans: list[list[tuple[int, int]]] = []
+        pieces: list[str] = []
+        for title, content in texts:
+            text = embed_text(title, content)
+            doc_spans = chunk_spans(text, self.embedder.token_offsets(text)) if text.strip() else []
+            spans.append(doc_spans)
+            pieces += [text[a:b] for a, b in doc_spans]
+        vectors = self.embedder.embed(pieces)
+        out, at = [], 0
+        for doc_spans in spans:
+            out.append(Embedded(doc_spans, vectors[at : at + len(doc_spans)]))
+            at += len(doc_spans)
+        return out
+
     def _write_chunks(self, doc_id: int, embedded: Embedded) -> np.ndarray:
         ids = []
         for idx, ((start, end), vector) in enumerate(
@@ -270,60 +286,94 @@ class DocumentStore:
 
     def create(self, principal: Principal, request: DocumentCreate) -> DocumentResponse:
         """Create a document; it is embedded, indexed and findable when this returns."""
-        _check_size(request.content)
-        embedded = self.embed_document(request.title, request.content)
+        return self.create_many(principal, [request])[0]
+
+    def create_many(
+        self,
+        principal: Principal,
+        requests: list[DocumentCreate],
+        *,
+        embedded: list[Embedded] | None = None,
+    ) -> list[DocumentResponse]:
+        """Create documents in one transaction (all or none); findable when this returns.
+
+        ``embedded`` passes vectors computed elsewhere (one per request, same embedder);
+        otherwise the texts are embedded here in one batched call, before the lock.
+        """
+        for request in requests:
+            _check_size(request.content)
+        if embedded is None:
+            embedded = self.embed_many([(r.title, r.content) for r in requests])
+        if len(embedded) != len(requests):
+            raise InvalidInput(f"{len(embedded)} embeddings for {len(requests)} documents")
         now = to_stored(utc_now())
+        doc_ids: list[int] = []
+        chunk_ids: list[np.ndarray] = []
         with self.transaction() as conn:
             scope = self.access.scope(principal)
-            parent = None
-            if request.parent_id is not None:
-                parent = self.row(request.parent_id)
-                if parent is None or not scope.can_read(parent["path"]):
-                    raise NotFound(f"parent document {request.parent_id} not found")
-                if not scope.can_write(parent["path"]):
-                    raise Forbidden(f"document {request.parent_id} is read-only for you")
-            elif not principal.is_owner:
-                raise Forbidden("only the owner principal may create root documents")
-            supersedes = request.supersedes
-            if supersedes is None and request.structured_content:
-                raw = request.structured_content.get("supersedes")
-                supersedes = raw if isinstance(raw, int) else None
-            if supersedes is not None:
-                self._check_supersedes(scope, parent, supersedes)
-            position = self._next_position(parent, request.sequential)
-            cur = conn.execute(
-                "INSERT INTO documents(parent_id, path, depth, title, content,"
-                " structured_content, usetype, position, author_id, supersedes, created_at,"
-                " updated_at, event_time, content_hash) VALUES"
-                " (?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    request.parent_id,
-                    0 if parent is None else parent["depth"] + 1,
-                    request.title,
-                    request.content,
-                    json.dumps(request.structured_content or {}),
-                    request.usetype,
-                    position,
-                    principal.id,
-                    supersedes,
-                    now,
-                    now,
-                    to_stored(request.event_time) if request.event_time else None,
-                    content_hash(request.content),
-                ),
-            )
-            doc_id = int(cur.lastrowid or 0)
-            path = ("/" if parent is None else parent["path"]) + f"{doc_id}/"
-            conn.execute("UPDATE documents SET path = ? WHERE id = ?", (path, doc_id))
-            conn.execute(
-                "INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
-                (doc_id, request.title or "", request.content or ""),
-            )
-            chunk_ids = self._write_chunks(doc_id, embedded)
+            for request, vectors in zip(requests, embedded, strict=True):
+                doc_id = self._insert(conn, scope, principal, request, now)
+                doc_ids.append(doc_id)
+                chunk_ids.append(self._write_chunks(doc_id, vectors))
         with self.lock:
-            self.index.add(chunk_ids, embedded.vectors)
+            for ids, vectors in zip(chunk_ids, embedded, strict=True):
+                self.index.add(ids, vectors.vectors)
             self._dirty = True
-            return document_response(self._must(doc_id))
+            return [document_response(self._must(doc_id)) for doc_id in doc_ids]
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        scope: Scope,
+        principal: Principal,
+        request: DocumentCreate,
+        now: str,
+    ) -> int:
+        parent = None
+        if request.parent_id is not None:
+            parent = self.row(request.parent_id)
+            if parent is None or not scope.can_read(parent["path"]):
+                raise NotFound(f"parent document {request.parent_id} not found")
+            if not scope.can_write(parent["path"]):
+                raise Forbidden(f"document {request.parent_id} is read-only for you")
+        elif not principal.is_owner:
+            raise Forbidden("only the owner principal may create root documents")
+        supersedes = request.supersedes
+        if supersedes is None and request.structured_content:
+            raw = request.structured_content.get("supersedes")
+            supersedes = raw if isinstance(raw, int) else None
+        if supersedes is not None:
+            self._check_supersedes(scope, parent, supersedes)
+        position = self._next_position(parent, request.sequential)
+        cur = conn.execute(
+            "INSERT INTO documents(parent_id, path, depth, title, content,"
+            " structured_content, usetype, position, author_id, supersedes, created_at,"
+            " updated_at, event_time, content_hash) VALUES"
+            " (?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                request.parent_id,
+                0 if parent is None else parent["depth"] + 1,
+                request.title,
+                request.content,
+                json.dumps(request.structured_content or {}),
+                request.usetype,
+                position,
+                principal.id,
+                supersedes,
+                now,
+                now,
+                to_stored(request.event_time) if request.event_time else None,
+                content_hash(request.content),
+            ),
+        )
+        doc_id = int(cur.lastrowid or 0)
+        path = ("/" if parent is None else parent["path"]) + f"{doc_id}/"
+        conn.execute("UPDATE documents SET path = ? WHERE id = ?", (path, doc_id))
+        conn.execute(
+            "INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
+            (doc_id, request.title or "", request.content or ""),
+        )
+        return doc_id
 
     def _check_supersedes(self, scope: Scope, parent: sqlite3.Row | None, old_id: int) -> None:
         old = self.row(old_id)

@@ -173,3 +173,21 @@ def test_triples_are_bitemporal(shared_server: ServerProcess) -> None:
             json={"subject_id": ada["id"], "predicate_id": pred["id"]},
         )
         assert bad.status_code == 400 and "exactly one" in bad.json()["detail"]
+
+
+def test_batch_create_is_atomic_and_findable(shared_server: ServerProcess) -> None:
+    with shared_server.client() as admin:
+        root = _post(admin, "/documents", {"title": "batch-root"})
+        docs = [
+            {"parent_id": root["id"], "title": f"b{i}", "content": f"batch walrus fact {i}"}
+            for i in range(3)
+        ]
+        created = _post(admin, "/documents/batch", {"documents": docs})
+        hits = _post(admin, "/search/fulltext", {"query": "walrus", "parent_id": root["id"]})
+        assert {h["id"] for h in hits["results"]} == {d["id"] for d in created}
+        broken = [*docs, {"parent_id": 10**12, "title": "orphan", "content": "batch narwhal"}]
+        assert admin.post("/documents/batch", json={"documents": broken}).status_code == 404
+        after = _post(admin, "/search/fulltext", {"query": "narwhal"})
+        assert after["results"] == []
+        children = admin.get(f"/documents/{root['id']}/children").json()
+        assert len(children) == 3  # the refused batch left nothing behind
