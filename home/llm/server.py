@@ -1,0 +1,184 @@
+"""The embedded llama.cpp server as a component ``home up`` supervises.
+
+:class:`LlamaServer` starts ``python -m llama_cpp.server`` on loopback with the
+packaged GGUF, waits until ``GET /v1/models`` answers, and terminates the
+process (then kills it) on :meth:`LlamaServer.stop`. Thread counts are set for
+the machine: llama.cpp's throughput collapses once its threads exceed the free
+cores, and on a 2-core home machine NATS, τ and JMFTS want a core too.
+
+The server runs with ``chat_format=chatml-function-calling``: when a request
+names one tool in ``tool_choice``, llama-cpp-python turns that tool's JSON
+schema into a grammar and the arguments are valid by construction (see
+:mod:`home.llm.endpoint`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from home.llm.errors import LlmServerError
+from home.llm.model_file import EMBEDDED_MODEL_ID, packaged_gguf
+
+CHAT_FORMAT = "chatml-function-calling"
+_STOP_GRACE_S = 5.0
+
+
+def default_threads() -> int:
+    """Leave one core to the rest of home: 1 thread on 2 cores, at most 4."""
+    return max(1, min(4, (os.cpu_count() or 2) - 1))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on ``host`` right now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LlamaServerConfig:
+    """How to run the server; every default works on this machine."""
+
+    model_path: Path | None = None
+    model_alias: str = EMBEDDED_MODEL_ID
+    host: str = "127.0.0.1"
+    port: int = 0
+    n_threads: int = field(default_factory=default_threads)
+    n_threads_batch: int = field(default_factory=default_threads)
+    n_ctx: int = 4096
+    log_path: Path | None = None
+    start_timeout_s: float = 120.0
+
+
+class LlamaServer:
+    """The embedded model server. ``async with LlamaServer(config) as llm: llm.url``."""
+
+    def __init__(self, config: LlamaServerConfig | None = None) -> None:
+        self.config = config or LlamaServerConfig()
+        self._proc: asyncio.subprocess.Process | None = None
+        self._port = self.config.port
+
+    @property
+    def url(self) -> str:
+        """The OpenAI-compatible base URL (``.../v1``)."""
+        return f"http://{self.config.host}:{self._port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id, once started."""
+        return self._proc.pid if self._proc is not None else None
+
+    def argv(self) -> list[str]:
+        """The server's command line."""
+        model = self.config.model_path or packaged_gguf()
+        return [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--model_alias",
+            self.config.model_alias,
+            "--host",
+            self.config.host,
+            "--port",
+            str(self._port),
+            "--n_threads",
+            str(self.config.n_threads),
+            "--n_threads_batch",
+            str(self.config.n_threads_batch),
+            "--n_ctx",
+            str(self.config.n_ctx),
+            "--chat_format",
+            CHAT_FORMAT,
+            "--verbose",
+            "False",
+        ]
+
+    async def __aenter__(self) -> LlamaServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Start the process and wait until it serves; raise LlmServerError if it will not."""
+        if self._port == 0:
+            self._port = free_port(self.config.host)
+        argv = self.argv()
+        log_path = self.config.log_path
+        log = log_path.open("ab") if log_path is not None else None
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log or asyncio.subprocess.DEVNULL,
+                stderr=log or asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            if log is not None:
+                log.close()
+        try:
+            await self._wait_ready()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _wait_ready(self) -> None:
+        deadline = asyncio.get_running_loop().time() + self.config.start_timeout_s
+        while True:
+            if self._proc is None or self._proc.returncode is not None:
+                code = None if self._proc is None else self._proc.returncode
+                raise LlmServerError(f"llama.cpp server exited with code {code} while starting")
+            if await self.health():
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise LlmServerError(
+                    f"llama.cpp server not healthy at {self.url} "
+                    f"after {self.config.start_timeout_s:g}s"
+                )
+            await asyncio.sleep(0.2)
+
+    async def health(self) -> bool:
+        """True when the process runs and ``GET /v1/models`` lists the model."""
+        if self._proc is None or self._proc.returncode is not None:
+            return False
+        try:
+            async with httpx.AsyncClient(timeout=2.0) as client:
+                response = await client.get(f"{self.url}/models")
+        except httpx.HTTPError:
+            return False
+        if response.status_code != 200:
+            return False
+        models = response.json().get("data", [])
+        return any(m.get("id") == self.config.model_alias for m in models)
+
+    async def stop(self) -> None:
+        """Terminate the process, then kill it if it lingers."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), _STOP_GRACE_S)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()

@@ -1,0 +1,80 @@
+"""The embedded model for real: SmolLM2-135M under llama.cpp, and one whole turn through τ."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from home.agents.agent_node import AgentNode
+from home.llm.endpoint import embedded_endpoint, forced_tool_choice
+from home.llm.errors import ModelFileError
+from home.llm.model_file import packaged_gguf
+from home.llm.server import LlamaServer, LlamaServerConfig
+from home.tau_ext.handset import SPEAK_SCHEMA
+from shared.schema.catalog import NodeCatalog
+from tests.home.conftest import REPO_ROOT, EdgeSide
+
+
+def test_the_gguf_is_found_through_package_metadata() -> None:
+    path = packaged_gguf()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert path.stat().st_size > 50_000_000
+    with pytest.raises(ModelFileError, match="not installed"):
+        packaged_gguf("no-such-model-package")
+
+
+@pytest.fixture
+async def llm(tmp_path: Path) -> AsyncIterator[LlamaServer]:
+    log = tmp_path / "llama.log"
+    async with LlamaServer(LlamaServerConfig(log_path=log)) as server:
+        yield server
+
+
+@pytest.mark.slow
+async def test_server_lifecycle_and_a_schema_constrained_tool_call(llm: LlamaServer) -> None:
+    assert await llm.health()
+    body = {
+        "model": "smollm2",
+        "messages": [
+            {"role": "system", "content": "Answer by calling speak."},
+            {"role": "user", "content": "What colour is the sky?"},
+        ],
+        "tools": [{"type": "function", "function": {"name": "speak", "parameters": SPEAK_SCHEMA}}],
+        "tool_choice": forced_tool_choice("speak"),
+        "max_tokens": 64,
+    }
+    async with httpx.AsyncClient(timeout=120) as client:
+        answer = (await client.post(f"{llm.url}/chat/completions", json=body)).json()
+    (call,) = answer["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "speak"
+    arguments = json.loads(call["function"]["arguments"])
+    assert isinstance(arguments["text"], str)
+
+
+@pytest.mark.slow
+async def test_a_turn_with_the_embedded_model_ends_in_a_speak_or_a_reply(
+    llm: LlamaServer, catalog: NodeCatalog, nats_url: str, edge: EdgeSide, tmp_path: Path
+) -> None:
+    async with AgentNode(
+        catalog["agent.edge_asr"],
+        nats_url=nats_url,
+        data_dir=tmp_path,
+        model=embedded_endpoint(llm.url, "speak"),
+        repo_root=REPO_ROOT,
+    ) as node:
+        said = await edge.say("What colour is the sky?")
+        async with asyncio.timeout(120):
+            while not node.stats.outcomes:
+                await asyncio.sleep(0.05)
+
+    answers = [e for e in edge.seen if e.subject.startswith("events.workspace.edge_asr.out.")
+               and (".speak." in e.subject or ".reply." in e.subject)]  # fmt: skip
+    assert answers, "the turn ended without a speak or a reply"
+    assert all(a.event.binding_id == said.binding_id for a in answers)
+    assert answers[0].event.payload["text"].strip()
+    assert node.stats.outcomes[0].end_reason in ("terminate", "done")
