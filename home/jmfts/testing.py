@@ -74,6 +74,15 @@ class RunningJmfts:
             body["event_time"] = event_time.isoformat()
         return int((await self._call("POST", "/documents", json=body))["id"])
 
+    async def grant(self, name: str, path: str, level: str = "read") -> None:
+        """Grant the principal called ``name`` ``level`` on the subtree at ``path``."""
+        principals = await self._call("GET", "/access/principals")
+        pid = next(int(p["id"]) for p in principals if p["name"] == name)
+        doc = await self.ensure_path(path)
+        await self._call(
+            "POST", f"/access/documents/{doc}/grants", json={"principal_id": pid, "level": level}
+        )
+
     async def principal(
         self, name: str, grants: list[str], *, read: list[str] | tuple[str, ...] = ()
     ) -> str:
