@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from home.jmfts.cli import jmfts_app, memory_app
+from home.memory.cli import register as register_memory_commands
 
 app = typer.Typer(
     name="home",
@@ -13,6 +14,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(jmfts_app, name="jmfts")
+register_memory_commands(memory_app)
 app.add_typer(memory_app, name="memory")
 
 
