@@ -8,6 +8,7 @@ boundary as :class:`MemoryStoreError`.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -18,6 +19,7 @@ import httpx
 from home.memory.errors import MemoryStoreError
 
 DEFAULT_TIMEOUT_S = 10.0
+NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class MemoryStore:
             base_url=self.base_url,
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout_s,
+            # A request's headers and body go out at once, not behind a delayed ACK.
+            transport=httpx.AsyncHTTPTransport(socket_options=NODELAY),
         )
         self._resolved: dict[str, int] = {}
 
