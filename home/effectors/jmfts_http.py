@@ -136,10 +136,18 @@ class JmftsClient:
         """The document at ``titles`` (a root, then children by title), created if missing."""
         if not titles:
             raise ValueError("ensure_path needs at least one title")
-        node = next((d for d in await self.roots() if d.title == titles[0]), None)
+        # A principal sees its grant roots as its roots (journal/edge_asr shows as
+        # "edge_asr"): start from the earliest title that is a visible root.
+        roots = await self.roots()
+        start, node = 0, None
+        for i, first in enumerate(titles):
+            node = next((d for d in roots if d.title == first), None)
+            if node is not None:
+                start = i
+                break
         if node is None:
             node = await self.create(title=titles[0], content=None, parent_id=None)
-        for title in titles[1:]:
+        for title in titles[start + 1 :]:
             found = await self.children(node.id, title=title)
             node = found[0] if found else await self.create(
                 title=title, content=None, parent_id=node.id

@@ -23,7 +23,10 @@ EVALUATOR_SYSTEM = (
     "world (names, preferences, plans, places, dates), each as one short standalone "
     "sentence in the third person. Skip greetings, questions, small talk and anything "
     "the assistant said on its own. Answer only with lines that start with '- ', one "
-    "fact per line, or the single word NONE."
+    "fact per line, or the single word NONE.\n"
+    "Example: the user said 'my sister Ana moved to Porto last week'. You answer:\n"
+    "- The user's sister is called Ana.\n"
+    "- The user's sister Ana lives in Porto."
 )
 EVALUATOR_PROMPT = (
     "Read the conversation above, most of all its latest turns. What in it is worth "

@@ -103,6 +103,7 @@ class EvaluationRecord:
     busy_with: str | None = None
     error: str | None = None
     elapsed_ms: float | None = None
+    answer: str | None = None  # the evaluator's own words, cut short: what the facts came from
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with ``kind`` for the ledger."""

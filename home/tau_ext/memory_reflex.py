@@ -39,7 +39,12 @@ from typing import Any
 
 from home.memory.config import ReflexConfig, parse_config
 from home.memory.errors import MemoryReflexError
-from home.memory.evaluator import EVALUATOR_PROMPT, EVALUATOR_SYSTEM, assistant_text, parse_facts
+from home.memory.evaluator import (
+    EVALUATOR_PROMPT,
+    EVALUATOR_SYSTEM,
+    assistant_text,
+    parse_facts,
+)
 from home.memory.fsrs import ReviewBook
 from home.memory.recall import ScoredHit, render_recall, used_by_reply
 from home.memory.records import (
@@ -66,6 +71,7 @@ RUN_CONTEXT = ("agent", "nats_url", "binding_file", "jmfts_url", "jmfts_token_fi
 
 RECALL_MESSAGE_TYPE = "memory_recall"
 EVALUATOR_LABEL = "memory_reflex evaluator"
+ANSWER_CHARS = 500
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +250,23 @@ class MemoryReflex:
             memorize_subject, MEMORIZE_EVENT, _memorize_payload(record), device, record.binding_id
         )
 
+    def _evaluator_model(self, ctx: Any) -> Any:
+        """The configured model by name, else the session's own.
+
+        The evaluator has no tools, so a ``tool_choice`` the agent's model forces on
+        every request (the embedded llama.cpp model's speak grammar) is dropped for it.
+        τ refuses a grammar smuggled in ``extra_body`` and ``spawn_branch`` takes no
+        decode constraint, so the evaluator's answer form is asked for, not enforced.
+        """
+        if self.config.evaluator_model is not None:
+            return self.config.evaluator_model
+        model = ctx.resolve_model(None)
+        extra = dict(getattr(model, "extra_body", None) or {})
+        if "tool_choice" not in extra:
+            return None
+        extra.pop("tool_choice")
+        return model.model_copy(update={"extra_body": extra})
+
     async def _evaluate(
         self, ctx: Any, evaluation_id: str, position: str | None, binding_id: str | None,
         device: str | None,
@@ -263,7 +286,7 @@ class MemoryReflex:
                 position,
                 EVALUATOR_PROMPT,
                 tools=[],
-                model=self.config.evaluator_model,
+                model=self._evaluator_model(ctx),
                 max_turns=1,
                 label=EVALUATOR_LABEL,
                 system_prompt=EVALUATOR_SYSTEM,
@@ -272,7 +295,9 @@ class MemoryReflex:
             if not result.ok:
                 record = replace(base, error=f"the evaluator failed: {result.error}")
             else:
-                facts = parse_facts(assistant_text(result.messages))
+                answer = assistant_text(result.messages)
+                base = replace(base, answer=answer[:ANSWER_CHARS])
+                facts = parse_facts(answer)
                 if not facts or self.depositor is None:
                     record = replace(base, status="nothing")
                 else:
@@ -312,6 +337,7 @@ def _memorize_payload(record: EvaluationRecord) -> dict[str, Any]:
             {"id": d.id, "action": d.action, "supersedes": d.supersedes} for d in record.deposits
         ],
         "busy_with": record.busy_with,
+        "answer": record.answer,
         "error": record.error,
         "elapsed_ms": record.elapsed_ms,
     }
