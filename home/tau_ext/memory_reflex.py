@@ -245,7 +245,10 @@ class MemoryReflex:
             await self.api.append_entry(MEMORIZE_ENTRY, record.to_dict())
         except (RuntimeError, ValueError) as exc:
             log.warning("memory_reflex: evaluation entry not recorded in the session: %s", exc)
-        self.ledger.write(record.to_dict())
+        try:
+            self.ledger.write(record.to_dict())
+        except MemoryReflexError as exc:  # off the turn: logged, and the report still goes out
+            log.warning("memory_reflex: %s", exc)
         await self._report(
             memorize_subject, MEMORIZE_EVENT, _memorize_payload(record), device, record.binding_id
         )

@@ -17,9 +17,7 @@ from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
 from home.jmfts.testing import RunningJmfts, running_jmfts
 from home.memory.evaluator import EVALUATOR_MARKER
-from shared.event import Event
 from shared.schema.catalog import NodeCatalog, NodeSpec
-from shared.subjects import workspace_in_subject
 from tests.home.conftest import REPO_ROOT, EdgeSide, catalog  # noqa: F401  (fixture)
 from tests.shared.conftest import nats_url  # noqa: F401  (the session's real nats-server)
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
@@ -145,27 +143,6 @@ async def edge_for(nats_url: str, agent: str = AGENT) -> AsyncIterator[EdgeSide]
     finally:
         print(f"edge for {agent} saw {[e.subject for e in side.seen]}")
         await nc.drain()
-
-
-RESEND_S = 0.5
-
-
-async def say(edge: EdgeSide, node: AgentNode, text: str, timeout_s: float = 30.0) -> Event:
-    """Say ``text`` and make sure the node received it, resending the same event (same
-    event_id: the node deduplicates) until it has.
-
-    Why: on this shared machine the node sometimes misses an event published right after
-    it subscribed, although nats-server holds its subscription afterwards (seen in the
-    agents' own tests too); an at-least-once publisher is what the envelope is built for.
-    """
-    before = node.stats.received
-    event = await edge.say(text)
-    async with asyncio.timeout(timeout_s):
-        while node.stats.received == before:
-            await asyncio.sleep(RESEND_S)
-            if node.stats.received == before:
-                await edge.nc.publish(workspace_in_subject(edge.agent), event.to_json())
-    return event
 
 
 async def until(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:

@@ -17,7 +17,6 @@ from tests.home.memory.conftest import (
     edge_for,
     memory_agent,
     reflex_spec,
-    say,
     until,
     user_texts,
 )
@@ -84,7 +83,7 @@ async def test_calibrate_reads_what_the_reflex_recorded(
         ) as node,
     ):
         for question in questions:
-            await say(edge, node, question)
+            await edge.say(question)
         await until(lambda: len(node.stats.outcomes) == len(questions))
 
     plot = tmp_path / "cal.png"

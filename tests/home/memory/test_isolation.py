@@ -13,7 +13,7 @@ from home.memory.fsrs import ReviewBook
 from home.memory.reflex import Depositor, Recaller
 from home.memory.store import MemoryStore
 from shared.schema.catalog import NodeCatalog
-from tests.home.memory.conftest import Brain, edge_for, memory_agent, reflex_spec, say
+from tests.home.memory.conftest import Brain, edge_for, memory_agent, reflex_spec
 
 A, B = "mem_a", "mem_b"
 ROOT_A, ROOT_B = f"workspace/{A}", f"workspace/{B}"
@@ -33,19 +33,19 @@ async def test_an_agent_recalls_anothers_memory_only_once_granted_read(
         edge_for(nats_url, B) as edge_b,
         memory_agent(
             spec_a, nats_url=nats_url, jmfts=jmfts, token=token_a, brain=brain, data_dir=home
-        ) as node_a,
+        ),
         memory_agent(
             spec_b, nats_url=nats_url, jmfts=jmfts, token=token_b, brain=brain, data_dir=home
-        ) as node_b,
+        ),
     ):
-        await say(edge_a, node_a, "my bike lock code is 3141")
+        await edge_a.say("my bike lock code is 3141")
         (deposit,) = await edge_a.wait_for("memorize.tui")
         (doc_id,) = deposit.event.payload["document_ids"]
 
-        await say(edge_b, node_b, "what is the code of my bike lock")
+        await edge_b.say("what is the code of my bike lock")
         (refused,) = await edge_b.wait_for("recall.tui")
         await jmfts.grant(B, ROOT_A, "read")
-        await say(edge_b, node_b, "what is the code of my bike lock")
+        await edge_b.say("what is the code of my bike lock")
         granted = (await edge_b.wait_for("recall.tui", 2))[1]
 
     # Ungranted: A's root does not exist for B; nothing of A's was scored or shown.

@@ -15,7 +15,6 @@ from tests.home.memory.conftest import (
     edge_for,
     memory_agent,
     reflex_spec,
-    say,
     session_entries,
     until,
     user_texts,
@@ -56,13 +55,13 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
             data_dir=tmp_path / "home",
         ) as node,
     ):
-        first = await say(edge, node, "my dog is called Biscuit")
+        first = await edge.say("my dog is called Biscuit")
         (deposit,) = await edge.wait_for("memorize.tui")
-        await say(edge, node, "what should I cook tonight")
+        await edge.say("what should I cook tonight")
         await edge.wait_for("memorize.tui", 2)
-        await say(edge, node, "remember, my dog's name is Biscuit")
+        await edge.say("remember, my dog's name is Biscuit")
         await edge.wait_for("memorize.tui", 3)
-        later = await say(edge, node, "what is my dog called")
+        later = await edge.say("what is my dog called")
         await edge.wait_for("recall.tui", 4)
         await until(lambda: len(node.stats.outcomes) == 4)
         entries = await session_entries(node, "memory_memorize")
@@ -106,9 +105,9 @@ async def test_a_near_duplicate_supersedes_instead_of_piling_up(
             token=token,
             brain=brain,
             data_dir=tmp_path / "home",
-        ) as node,
+        ),
     ):
-        await say(edge, node, "the dentist is on Tuesday at three")
+        await edge.say("the dentist is on Tuesday at three")
         (report,) = await edge.wait_for("memorize.tui")
 
     (deposit,) = report.event.payload["deposits"]
@@ -136,11 +135,11 @@ async def test_the_evaluator_runs_off_the_turn_and_an_overlap_is_reported_busy(
             data_dir=tmp_path / "home",
         ) as node,
     ):
-        await say(edge, node, "I live on the fourth floor")
+        await edge.say("I live on the fourth floor")
         await edge.wait_for("speak.tui")
         await until(lambda: len(brain.evaluator_requests) == 1)
         # The evaluator is held in its model call; the next utterance is answered anyway.
-        second = await say(edge, node, "is it raining")
+        second = await edge.say("is it raining")
         speaks = await edge.wait_for("speak.tui", 2)
         (busy,) = await edge.wait_for("memorize.tui")
         assert not brain.evaluation_gate.is_set()
@@ -173,12 +172,12 @@ async def test_a_deposit_is_recallable_on_the_very_next_turn(
             token=token,
             brain=brain,
             data_dir=tmp_path / "home",
-        ) as node,
+        ),
     ):
-        await say(edge, node, "my locker code is 4711")
+        await edge.say("my locker code is 4711")
         (deposit,) = await edge.wait_for("memorize.tui")
         # The very next turn, as soon as the deposit's report is out.
-        nxt = await say(edge, node, "what is my locker code")
+        nxt = await edge.say("what is my locker code")
         recalls = await edge.wait_for("recall.tui", 2)
 
     (doc_id,) = deposit.event.payload["document_ids"]

@@ -13,7 +13,6 @@ from tests.home.memory.conftest import (
     edge_for,
     memory_agent,
     reflex_spec,
-    say,
     session_entries,
     user_texts,
 )
@@ -44,7 +43,7 @@ async def test_recalled_memories_precede_the_utterance_oldest_first_with_ages(
             data_dir=tmp_path / "home",
         ) as node,
     ):
-        said = await say(edge, node, "where does my sister Alice live now")
+        said = await edge.say("where does my sister Alice live now")
         await edge.wait_for("speak.tui")
         recalls = await edge.wait_for("recall.tui")
         entries = await session_entries(node, "memory_recall")
@@ -82,7 +81,7 @@ async def test_a_search_below_the_threshold_injects_nothing_but_is_recorded(
             data_dir=tmp_path / "home",
         ) as node,
     ):
-        await say(edge, node, "what is the capital of Mongolia")
+        await edge.say("what is the capital of Mongolia")
         await edge.wait_for("speak.tui")
         (report,) = await edge.wait_for("recall.tui")
         (entry,) = await session_entries(node, "memory_recall")
