@@ -33,6 +33,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -143,8 +144,8 @@ class MemoryReflex:
         return binding.binding_id, binding.device
 
     async def _report(
-        self, subject_of: Any, event_type: str, payload: dict[str, Any], device: str | None,
-        binding_id: str | None,
+        self, subject_of: Callable[[str, str], str], event_type: str, payload: dict[str, Any],
+        device: str | None, binding_id: str | None,
     ) -> None:  # fmt: skip
         """Publish a past-tense report, if the turn has a device to name in the subject."""
         if device is None or binding_id is None:
@@ -172,7 +173,10 @@ class MemoryReflex:
         record, shown = await self.recaller.recall(query, binding_id=binding_id)
         self._pending = TurnRecall(record, shown)
         await self.api.append_entry(RECALL_ENTRY, record.to_dict())
-        self.ledger.write(record.to_dict())
+        try:
+            self.ledger.write(record.to_dict())
+        except MemoryReflexError as exc:  # the session entry stands; the turn goes on
+            log.warning("memory_reflex: %s", exc)
         await self._report(
             recall_subject, RECALL_EVENT, _recall_payload(record), device, binding_id
         )
@@ -205,9 +209,12 @@ class MemoryReflex:
             unused_ids=sorted(h.memory.id for h in pending.shown if h.memory.id not in used),
         )
         await self.api.append_entry(USE_ENTRY, use.to_dict())
-        self.ledger.write(use.to_dict())
-        if self.recaller is not None:
-            self.recaller.review(pending.shown, used)
+        try:
+            self.ledger.write(use.to_dict())
+            if self.recaller is not None:
+                self.recaller.review(pending.shown, used)
+        except MemoryReflexError as exc:  # the session entry stands; the turn goes on
+            log.warning("memory_reflex: %s", exc)
 
     # -- memorize ----------------------------------------------------------------------
 
