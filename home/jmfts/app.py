@@ -48,7 +48,8 @@ from home.jmfts.models import (
     TripleSupersedRequest,
     WorkspaceView,
 )
-from home.jmfts.store import DocumentStore, content_hash, document_response
+from home.jmfts.rows import content_hash, document_response
+from home.jmfts.store import DocumentStore
 from home.jmfts.triples import TripleStore
 from home.jmfts.workspace import workspace_view
 

@@ -20,11 +20,8 @@ from rich.tree import Tree
 
 from home.jmfts.access import ADMIN_TOKEN_FILE
 from home.jmfts.client import MemoryClient
-from home.jmfts.config import DEFAULT_HOST, DEFAULT_PORT, JmftsConfig
-from home.jmfts.embedder import MANIFEST_FILE, OnnxManifest
 from home.jmfts.errors import InvalidInput, JmftsError
-from home.jmfts.onnx_export import export
-from home.jmfts.server import JmftsServer
+from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 DEFAULT_DATA_DIR = Path.home() / ".local" / "share" / "tether" / "jmfts"
@@ -78,6 +75,10 @@ def serve(
     as_json: AsJson = False,
 ) -> None:
     """Serve JMFTS over HTTP until Ctrl-C; prints the URL it listens on (OpenAPI at /docs)."""
+    # Imported here so `home memory ...` (a thin HTTP client) never loads the server stack.
+    from home.jmfts.config import JmftsConfig  # noqa: PLC0415
+    from home.jmfts.server import JmftsServer  # noqa: PLC0415
+
     if index not in ("flat", "hnsw"):
         raise _fail(InvalidInput(f"--index {index!r}: expected flat or hnsw"))
     config = JmftsConfig(data_dir=data_dir, host=host, port=port, index_kind=index)  # type: ignore[arg-type]
@@ -127,6 +128,9 @@ def setup(
     ] = None,
 ) -> None:
     """Export all-MiniLM-L6-v2 to ONNX once (the only step that uses torch) and cache it."""
+    from home.jmfts.embedder import MANIFEST_FILE, OnnxManifest  # noqa: PLC0415
+    from home.jmfts.onnx_export import export  # noqa: PLC0415
+
     with console.status("exporting all-MiniLM-L6-v2 to ONNX (torch, once)…"):
         try:
             target = export(cache_dir, force=force)

@@ -22,7 +22,7 @@ from home.jmfts.errors import (
     NotFound,
     Unauthorized,
 )
-from home.jmfts.store import WORKSPACE_USETYPE
+from home.jmfts.models import WORKSPACE_USETYPE
 
 _BY_STATUS: dict[int, type[JmftsError]] = {
     400: InvalidInput,

@@ -18,6 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field
 #: Usetypes held out of search unless a request names them (DESIGN.md).
 DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = ("entity", "summary")
 API_VERSION = "0.8.0"
+#: A document of this usetype makes its subtree an append-only workspace.
+WORKSPACE_USETYPE = "workspace"
+#: Where a standalone server listens unless told otherwise (loopback only).
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8100
 
 
 class _Request(BaseModel):
@@ -36,9 +41,6 @@ class HealthResponse(BaseModel):
     embedding_model: str
     llm: str | None = None
     implementation: str = "tether-jmfts"
-    documents: int | None = Field(
-        default=None, description="Only for an authenticated caller: documents it can read."
-    )
 
 
 # --- documents ----------------------------------------------------------------------

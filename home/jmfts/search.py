@@ -28,7 +28,8 @@ from home.jmfts.models import (
     SearchResponse,
     SearchResultItem,
 )
-from home.jmfts.store import DocumentStore, document_response, embed_text, usetype_clause
+from home.jmfts.rows import document_response, embed_text, usetype_clause
+from home.jmfts.store import DocumentStore
 
 RRF_K = 60
 SNIPPET_CHARS = 240

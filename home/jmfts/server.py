@@ -21,6 +21,7 @@ import socket
 from pathlib import Path
 from types import TracebackType
 
+import faiss
 import httpx
 import uvicorn
 
@@ -69,6 +70,7 @@ class JmftsServer:
     async def start(self) -> None:
         """Open the store, bind, serve; returns once the server accepts connections."""
         config = self.config
+        faiss.omp_set_num_threads(config.faiss_threads)
         self.store = await asyncio.to_thread(_open_store, config)
         with self.store.lock:
             _, self.admin_token_file = self.store.access.bootstrap_admin(config.data_dir)

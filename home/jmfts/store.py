@@ -9,7 +9,6 @@ missing, unreadable, or disagrees.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
@@ -23,70 +22,22 @@ import numpy as np
 
 from home.jmfts.access import AccessControl, Principal, Scope
 from home.jmfts.chunking import chunk_spans
-from home.jmfts.clock import from_stored, to_stored, utc_now
+from home.jmfts.clock import to_stored, utc_now
 from home.jmfts.db import connect, subtree_range
 from home.jmfts.embedder import Embedder, Vectors
 from home.jmfts.errors import Conflict, Forbidden, InvalidInput, NotFound, StoreMismatch
-from home.jmfts.models import DocumentCreate, DocumentResponse, DocumentUpdate
+from home.jmfts.models import (
+    WORKSPACE_USETYPE,
+    DocumentCreate,
+    DocumentResponse,
+    DocumentUpdate,
+)
+from home.jmfts.rows import content_hash, document_response, embed_text, path_ids
+from home.jmfts.tree import TreeReads
 from home.jmfts.vector_index import IndexKind, VectorIndex, ids_digest
 
 DB_FILE = "jmfts.sqlite3"
-WORKSPACE_USETYPE = "workspace"
 MAX_CONTENT_CHARS = 2_000_000
-
-
-def path_ids(path: str) -> list[int]:
-    """``/1/5/9/`` -> ``[1, 5, 9]``."""
-    return [int(p) for p in path.strip("/").split("/") if p]
-
-
-def usetype_clause(
-    column: str, usetype: str | list[str] | None, exclude: list[str] | None
-) -> tuple[str, list[str]]:
-    """SQL for a positive usetype glob set (overrides exclusion) or an exclusion list."""
-    if usetype is not None:
-        globs = usetype.split(",") if isinstance(usetype, str) else list(usetype)
-        globs = [g.strip() for g in globs]
-        if not globs or any(not g for g in globs):
-            raise InvalidInput("usetype names an empty glob; omit it to search every usetype")
-        return "(" + " OR ".join(f"{column} GLOB ?" for _ in globs) + ")", globs
-    if not exclude:
-        return "1", []
-    return (
-        "("
-        + column
-        + " IS NULL OR NOT ("
-        + " OR ".join(f"{column} GLOB ?" for _ in exclude)
-        + "))",
-        list(exclude),
-    )
-
-
-def document_response(row: sqlite3.Row, embed: list[float] | None = None) -> DocumentResponse:
-    """A document row on the wire."""
-    return DocumentResponse(
-        id=row["id"],
-        parent_id=row["parent_id"],
-        title=row["title"],
-        content=row["content"],
-        structured_content=json.loads(row["structured_content"] or "{}"),
-        path=path_ids(row["path"]),
-        depth=row["depth"],
-        usetype=row["usetype"],
-        position=row["position"],
-        created_at=from_stored(row["created_at"]),
-        updated_at=from_stored(row["updated_at"]),
-        event_time=from_stored(row["event_time"]),
-        content_hash=row["content_hash"],
-        embed=embed,
-        author_id=row["author_id"],
-        supersedes=row["supersedes"],
-    )
-
-
-def embed_text(title: str | None, content: str | None) -> str:
-    """What a document is embedded and full-text indexed as."""
-    return "\n".join(part for part in (title, content) if part)
 
 
 @dataclass(frozen=True)
@@ -97,7 +48,7 @@ class Embedded:
     vectors: Vectors
 
 
-class DocumentStore:
+class DocumentStore(TreeReads):
     """Documents, access and vectors over one data directory."""
 
     def __init__(self, data_dir: Path, embedder: Embedder, *, index_kind: IndexKind = "flat"):
@@ -506,186 +457,9 @@ class DocumentStore:
             self._dirty = True
         return len(added)
 
-    # -- reads -----------------------------------------------------------------------
-
-    def document_vector(self, doc_id: int) -> list[float] | None:
-        """The mean of a document's chunk vectors, renormalised (``include_embed``)."""
-        rows = self.conn.execute(
-            "SELECT vector FROM chunks WHERE document_id = ? ORDER BY idx", (doc_id,)
-        ).fetchall()
-        if not rows:
-            return None
-        matrix = np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32)
-        mean = matrix.reshape(len(rows), -1).mean(axis=0)
-        return [float(x) for x in mean / max(float(np.linalg.norm(mean)), 1e-12)]
-
-    def get(
-        self, principal: Principal, doc_id: int, *, include_embed: bool = False
-    ) -> DocumentResponse:
-        """One visible document."""
-        with self.lock:
-            row = self.visible(principal, doc_id)
-            return document_response(row, self.document_vector(doc_id) if include_embed else None)
-
-    def query(
-        self,
-        principal: Principal,
-        where: str,
-        params: list[Any],
-        *,
-        order: str = "d.position IS NULL, d.position, d.id",
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[sqlite3.Row]:
-        """Visible documents matching ``where`` (internal building block)."""
-        with self.lock:
-            clause, scope_params = self.access.scope(principal).sql()
-            sql = f"SELECT d.* FROM documents d WHERE {clause} AND ({where}) ORDER BY {order}"
-            args: list[Any] = [*scope_params, *params]
-            if limit is not None:
-                sql += " LIMIT ? OFFSET ?"
-                args += [limit, offset]
-            return list(self.conn.execute(sql, args))
-
-    def children(
-        self,
-        principal: Principal,
-        doc_id: int,
-        *,
-        depth: int = 1,
-        usetype: str | None = None,
-        title: str | None = None,
-        title_prefix: str | None = None,
-        limit: int = 100,
-    ) -> list[DocumentResponse]:
-        """Children (``depth=1``), descendants to a depth, or all of them (``depth=-1``)."""
-        parent = self.visible(principal, doc_id)
-        lo, hi = subtree_range(parent["path"])
-        where, params = "d.path >= ? AND d.path < ? AND d.id != ?", [lo, hi, doc_id]
-        if depth >= 0:
-            where += " AND d.depth <= ?"
-            params.append(parent["depth"] + max(depth, 1))
-        where, params = _narrow(where, params, usetype, title, title_prefix)
-        rows = self.query(principal, where, params, limit=limit)
-        return [document_response(r) for r in rows]
-
-    def subtree(
-        self, principal: Principal, doc_id: int, *, max_depth: int | None, usetype: str | None
-    ) -> tuple[DocumentResponse, list[DocumentResponse]]:
-        """A document and its visible descendants, depth first by path."""
-        root = self.visible(principal, doc_id)
-        lo, hi = subtree_range(root["path"])
-        where, params = "d.path >= ? AND d.path < ? AND d.id != ?", [lo, hi, doc_id]
-        if max_depth is not None:
-            where += " AND d.depth <= ?"
-            params.append(root["depth"] + max_depth)
-        where, params = _narrow(where, params, usetype, None, None)
-        rows = self.query(principal, where, params, order="d.depth, d.position, d.id")
-        return document_response(root), [document_response(r) for r in rows]
-
-    def ancestors(self, principal: Principal, doc_id: int) -> list[DocumentResponse]:
-        """Visible ancestors, root first (the document itself excluded)."""
-        row = self.visible(principal, doc_id)
-        ids = path_ids(row["path"])[:-1]
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        rows = self.query(principal, f"d.id IN ({marks})", ids, order="d.depth")
-        return [document_response(r) for r in rows]
-
-    def roots(self, principal: Principal) -> list[DocumentResponse]:
-        """Top-level documents this principal sees: true roots, or its grant roots."""
-        if principal.is_owner:
-            rows = self.query(principal, "d.parent_id IS NULL", [], order="d.id")
-            return [document_response(r) for r in rows]
-        scope = self.scope(principal)
-        tops = [
-            p
-            for p in scope.read_paths or ()
-            if not any(p != q and p.startswith(q) for q in scope.read_paths or ())
-        ]
-        ids = [path_ids(p)[-1] for p in tops]
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        return [
-            document_response(r)
-            for r in self.query(principal, f"d.id IN ({marks})", ids, order="d.id")
-        ]
-
-    def list_documents(
-        self,
-        principal: Principal,
-        *,
-        parent_id: int | None,
-        usetype: str | None,
-        title_prefix: str | None,
-        limit: int,
-        offset: int,
-    ) -> list[DocumentResponse]:
-        """A page of visible documents, optionally under one parent."""
-        where, params = "1", []
-        if parent_id is not None:
-            self.visible(principal, parent_id)
-            where, params = "d.parent_id = ?", [parent_id]
-        where, params = _narrow(where, params, usetype, None, title_prefix)
-        rows = self.query(principal, where, params, order="d.id", limit=limit, offset=offset)
-        return [document_response(r) for r in rows]
-
-    def titled_paths(self, rows: list[sqlite3.Row]) -> dict[int, str]:
-        """``workspace/notes/x`` for each row, from its ancestors' titles."""
-        wanted = {i for r in rows for i in path_ids(r["path"])}
-        if not wanted:
-            return {}
-        marks = ",".join("?" * len(wanted))
-        with self.lock:
-            titles = dict(
-                self.conn.execute(
-                    f"SELECT id, COALESCE(title, '#' || id) FROM documents WHERE id IN ({marks})",
-                    list(wanted),
-                ).fetchall()
-            )
-        return {
-            r["id"]: "/".join(titles.get(i, f"#{i}") for i in path_ids(r["path"])) for r in rows
-        }
-
-    def count_visible(self, principal: Principal) -> int:
-        """How many documents ``principal`` can read (never a corpus-wide count)."""
-        with self.lock:
-            clause, params = self.access.scope(principal).sql()
-            return int(
-                self.conn.execute(
-                    f"SELECT COUNT(*) FROM documents d WHERE {clause}", params
-                ).fetchone()[0]
-            )
-
-
-def _narrow(
-    where: str,
-    params: list[Any],
-    usetype: str | None,
-    title: str | None,
-    title_prefix: str | None,
-) -> tuple[str, list[Any]]:
-    if usetype is not None:
-        where += " AND d.usetype GLOB ?"
-        params.append(usetype)
-    if title is not None:
-        where += " AND d.title = ?"
-        params.append(title)
-    if title_prefix is not None:
-        where += " AND substr(d.title, 1, ?) = ?"
-        params += [len(title_prefix), title_prefix]
-    return where, params
-
 
 def _check_size(content: str | None) -> None:
     if content is not None and len(content) > MAX_CONTENT_CHARS:
         raise InvalidInput(
             f"content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}"
         )
-
-
-def content_hash(content: str | None) -> str | None:
-    """sha256 of a document's content (``None`` for no content)."""
-    return None if content is None else hashlib.sha256(content.encode()).hexdigest()

@@ -25,7 +25,8 @@ from home.jmfts.models import (
     TripleResponse,
     TripleSupersedRequest,
 )
-from home.jmfts.store import DocumentStore, document_response
+from home.jmfts.rows import document_response
+from home.jmfts.store import DocumentStore
 
 _FACT_TYPES = {"atemporal", "temporal", "event", "state"}
 

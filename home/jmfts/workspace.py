@@ -12,7 +12,8 @@ from home.jmfts.access import Principal
 from home.jmfts.db import subtree_range
 from home.jmfts.errors import InvalidInput
 from home.jmfts.models import WorkspaceView
-from home.jmfts.store import DocumentStore, document_response
+from home.jmfts.rows import document_response
+from home.jmfts.store import DocumentStore
 
 
 def workspace_view(store: DocumentStore, principal: Principal, doc_id: int) -> WorkspaceView:

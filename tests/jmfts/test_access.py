@@ -208,4 +208,51 @@ def test_health_needs_no_token_and_tells_nothing(shared_server: ServerProcess) -
         health = anonymous.get("/").json()
     assert health["status"] == "ok"
     assert health["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"
-    assert health["documents"] is None
+    assert set(health) == {
+        "status",
+        "version",
+        "database",
+        "embedding_model",
+        "llm",
+        "implementation",
+    }  # nothing about the corpus
+
+
+def test_triple_routes_follow_their_documents(shared_server: ServerProcess, world: World) -> None:
+    with shared_server.client() as admin:
+
+        def triple(subject: int) -> int:
+            body = {"subject_id": subject, "predicate_id": world.predicate, "object_literal": "v"}
+            response = admin.post("/triples", json=body)
+            assert response.status_code == 200, response.text
+            return int(response.json()["id"])
+
+        readable, hidden = triple(world.read_child), triple(world.hidden_child)
+        pointing = admin.post(
+            "/triples",
+            json={
+                "subject_id": world.read_child,
+                "predicate_id": world.predicate,
+                "object_id": world.hidden_child,
+            },
+        ).json()["id"]
+    successor = {
+        "subject_id": world.read_child,
+        "predicate_id": world.predicate,
+        "object_literal": "w",
+    }
+    with shared_server.client(world.alice) as alice:
+        assert alice.get(f"/triples/{readable}").status_code == 200
+        assert alice.post(f"/triples/{readable}/invalidate", json={}).status_code == 403
+        assert alice.post(f"/triples/{readable}/supersede", json=successor).status_code == 403
+        assert alice.delete(f"/triples/{readable}").status_code == 403
+        for secret in (hidden, pointing):  # a hidden subject or a hidden object hides it
+            assert alice.get(f"/triples/{secret}").status_code == 404
+            assert alice.post(f"/triples/{secret}/invalidate", json={}).status_code == 404
+            assert alice.post(f"/triples/{secret}/supersede", json=successor).status_code == 404
+            assert alice.delete(f"/triples/{secret}").status_code == 404
+        listed = alice.get("/triples/query", params={"predicate_id": world.predicate}).json()
+    assert [t["id"] for t in listed] == [readable]
+    # Predicates are global vocabulary (this one's name carries the marker); documents are not.
+    assert f"secret {world.marker}" not in str(listed)
+    assert f"{world.marker} diary" not in str(listed)

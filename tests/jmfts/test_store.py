@@ -116,3 +116,22 @@ def test_store_refuses_another_embedder_model(tmp_path: Path, embedder: OnnxMini
     conn.close()
     with pytest.raises(StoreMismatch, match="768"):
         DocumentStore(data, embedder)
+
+
+def test_hnsw_index_kind_deletes_by_tombstone_and_reopens_clean(
+    tmp_path: Path, embedder: OnnxMiniLM
+) -> None:
+    data = tmp_path / "hnsw"
+    store = DocumentStore(data, embedder, index_kind="hnsw")
+    keep = store.create(ADMIN, DocumentCreate(title="keep", content="harbour seals bask"))
+    gone = store.create(ADMIN, DocumentCreate(title="gone", content="harbour seals dive"))
+    store.delete(ADMIN, gone.id)
+    assert _ids(store, "vector", "harbour seals") == [keep.id]
+    store.close()
+    reopened = DocumentStore(data, embedder, index_kind="hnsw")
+    try:
+        assert reopened.index_rebuilt  # the saved graph still held the tombstoned vector
+        assert set(reopened.index.ids().tolist()) == set(reopened.stored_chunk_ids().tolist())
+        assert _ids(reopened, "vector", "harbour seals") == [keep.id]
+    finally:
+        reopened.close()
