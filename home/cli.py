@@ -1,18 +1,21 @@
-"""The ``home`` command: root Typer app; each home component registers its own group."""
+"""The ``home`` command: the root Typer app; each part of home registers its own group."""
 
 from __future__ import annotations
 
 import typer
 
+from home.agents.node import app as agent_app
 from home.jmfts.cli import jmfts_app, memory_app
+from home.llm.cli import app as llm_app
 from home.memory.cli import register as register_memory_commands
 
 app = typer.Typer(
-    name="home",
-    help="Run and inspect the home side of tether: agents, memory (JMFTS), substrate.",
-    no_args_is_help=True,
     add_completion=False,
+    no_args_is_help=True,
+    help="Mind at home: agents, memory, the language model and the event substrate.",
 )
+app.add_typer(agent_app, name="agent", help="Run one τ agent node.")
+app.add_typer(llm_app, name="llm")
 app.add_typer(jmfts_app, name="jmfts")
 register_memory_commands(memory_app)
 app.add_typer(memory_app, name="memory")
@@ -21,3 +24,7 @@ app.add_typer(memory_app, name="memory")
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import uuid
@@ -64,6 +65,13 @@ ABORT_GRACE_S = 10.0
 DEDUP_WINDOW = 4096
 # Deliveries of one utterance across τ deaths (the first, and one retry).
 MAX_DELIVERIES = 2
+# Backoff while τ unwinds the previous turn after its agent_end.
+BUSY_RETRY_FIRST_S = 0.001
+BUSY_RETRY_MAX_S = 0.05
+# How many recent turns a late refusal can still be matched to.
+RECENT_TURNS = 64
+# How long a stopping node lets the turn in flight finish.
+STOP_GRACE_S = 5.0
 
 
 @dataclass
@@ -75,6 +83,7 @@ class PendingTurn:
     correlation: dict[str, Any]
     reprompt: bool = False
     deliveries: int = 0
+    received_at: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,10 @@ class TurnOutcome:
     reprompt: bool
     error: str | None
     elapsed_s: float
+    # Monotonic instants: the event arrived, the prompt was written to τ, agent_end came.
+    received_at: float = 0.0
+    prompted_at: float = 0.0
+    ended_at: float = 0.0
 
 
 @dataclass
@@ -104,6 +117,7 @@ class NodeStats:
     reprompts: int = 0
     restarts: int = 0
     busy_retries: int = 0
+    dropped_at_stop: int = 0
     outcomes: list[TurnOutcome] = field(default_factory=list)
 
 
@@ -146,6 +160,8 @@ class AgentNode:
             ),
             system_prompt=system_prompt,
         )
+        # A handset speaks the model's answers; without one the node publishes them.
+        self.answers_aloud = any(ext.name == "handset" for ext in spec.extensions)
         self.stats = NodeStats()
         self.limits = EnvelopeLimits()
         self._restarts = RestartTracker(spec.restart_policy)
@@ -158,12 +174,17 @@ class AgentNode:
         self._ends: dict[str, asyncio.Future[WireEvent]] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._reprompted: set[str] = set()
+        self._recent: OrderedDict[str, PendingTurn] = OrderedDict()
         self._current: PendingTurn | None = None
+        self._turn_over = asyncio.Event()
+        self._draining = False
         self._turn_seq = 0
+        self._last_prompt_written = 0.0
         self._out_seq = 0
         self._worker: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._failed = asyncio.Event()
         self.failure: BaseException | None = None
-        self.idle = asyncio.Event()
         self._listeners: list[Callable[[WireEvent], None]] = []
 
     # --- lifecycle -------------------------------------------------------------
@@ -188,11 +209,9 @@ class AgentNode:
                 self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
             )
             await self._start_tau()
+            self._watcher = asyncio.create_task(self._watch_tau(), name=f"{self.spec.name}-watch")
             if self.spec.kind == "tau_bus_agent":
                 # τ's builtin nats_bus subscribes and prompts itself; the node only supervises.
-                self._worker = asyncio.create_task(
-                    self._supervise_bus(), name=f"{self.spec.name}-supervisor"
-                )
                 return
             self._subs.append(
                 await self._nc.subscribe(workspace_in_subject(self.agent), cb=self._on_inbound)
@@ -211,8 +230,22 @@ class AgentNode:
             await self.close()
             raise
 
-    async def close(self) -> None:
-        """Stop the worker, τ and the NATS connection (in that order)."""
+    async def close(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Let the turn in flight finish (up to ``grace_s``), then stop the worker, τ and NATS.
+
+        Queued utterances that have not started are dropped with the node, and counted.
+        """
+        self._draining = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
+        if self._current is not None and self._worker is not None and not self._worker.done():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace_s):
+                    await self._turn_over.wait()
+        self.stats.dropped_at_stop = len(self._queue)
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -230,10 +263,8 @@ class AgentNode:
 
     async def wait_failed(self) -> BaseException:
         """Block until the node gives up (restart budget spent); return why."""
-        assert self._worker is not None, "node not started"
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._worker
-        return self.failure or AgentError("the worker stopped")
+        await self._failed.wait()
+        return self.failure or AgentError("the node stopped")
 
     @property
     def tau_pid(self) -> int | None:
@@ -271,8 +302,8 @@ class AgentNode:
                     tau.pid,
                     tau.returncode,
                 )
-                await tau.close()
                 self._tau = None
+                await tau.close()
             delay = self._restarts.next_delay(time.monotonic())
             await asyncio.sleep(delay)
             await self._start_tau()
@@ -323,6 +354,10 @@ class AgentNode:
                 "event_id": inbound.event.event_id,
             },
         )
+        self._recent[turn.binding.binding_id] = turn
+        while len(self._recent) > RECENT_TURNS:
+            forgotten, _ = self._recent.popitem(last=False)
+            self._reprompted.discard(forgotten)
         self._enqueue(turn)
 
     def _enqueue(self, turn: PendingTurn, *, first: bool = False) -> None:
@@ -330,7 +365,6 @@ class AgentNode:
             self._queue.appendleft(turn)
         else:
             self._queue.append(turn)
-        self.idle.clear()
         self._queued.set()
 
     async def _on_out(self, msg: Msg) -> None:
@@ -345,10 +379,10 @@ class AgentNode:
         payload = event.payload
         if payload.get("kind") != "refusal" or event.binding_id is None:
             return
-        current = self._current
-        if current is None or current.binding.binding_id != event.binding_id:
-            return
-        if current.reprompt or event.binding_id in self._reprompted:
+        # The refusal travels over NATS and agent_end over stdio; either may arrive first,
+        # so the turn is looked up by binding rather than assumed to be the current one.
+        turn = self._recent.get(event.binding_id)
+        if turn is None or event.binding_id in self._reprompted:
             return
         self._reprompted.add(event.binding_id)
         self.stats.reprompts += 1
@@ -356,8 +390,8 @@ class AgentNode:
         self._enqueue(
             PendingTurn(
                 text=rewrite_request(reason),
-                binding=current.binding,
-                correlation={**current.correlation, "reprompt": True},
+                binding=turn.binding,
+                correlation={**turn.correlation, "reprompt": True},
                 reprompt=True,
             ),
             first=True,
@@ -367,7 +401,6 @@ class AgentNode:
 
     async def _next(self) -> PendingTurn:
         while not self._queue:
-            self.idle.set()
             self._queued.clear()
             await self._queued.wait()
         return self._queue.popleft()
@@ -377,26 +410,55 @@ class AgentNode:
             while True:
                 turn = await self._next()
                 self._current = turn
+                self._turn_over.clear()
                 try:
                     await self._run_turn(turn)
+                except RestartBudgetExhausted:
+                    raise
+                except AgentError as exc:
+                    # One turn's failure is counted and reported; the node takes the next.
+                    self.stats.failed += 1
+                    log.error(
+                        "%s: turn %s failed: %s", self.spec.name, turn.binding.binding_id, exc
+                    )
+                    await self._report(turn, "failed", str(exc))
                 finally:
                     self._current = None
+                    self._turn_over.set()
+                if self._draining:
+                    return
         except RestartBudgetExhausted as exc:
-            self.failure = exc
-            log.error("%s: giving up: %s", self.spec.name, exc)
+            self._fail(exc)
 
-    async def _supervise_bus(self) -> None:
-        try:
-            while True:
+    async def _watch_tau(self) -> None:
+        """Restart τ when it dies, whether or not a turn needed it at that moment."""
+        while True:
+            try:
                 tau = await self._ensure_tau()
-                await tau.exited.wait()
-        except RestartBudgetExhausted as exc:
+            except RestartBudgetExhausted as exc:
+                self._fail(exc)
+                return
+            except AgentError as exc:
+                # A start that failed counts against the policy; try again under it.
+                log.warning("%s: τ did not start: %s", self.spec.name, exc)
+                continue
+            await tau.exited.wait()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.failure is None:
             self.failure = exc
             log.error("%s: giving up: %s", self.spec.name, exc)
+        self._failed.set()
 
     async def _run_turn(self, turn: PendingTurn) -> None:
         while True:
-            tau = await self._ensure_tau()
+            try:
+                tau = await self._ensure_tau()
+            except RestartBudgetExhausted:
+                raise
+            except AgentError as exc:
+                log.warning("%s: τ did not start: %s", self.spec.name, exc)
+                continue
             turn.deliveries += 1
             try:
                 outcome = await self._prompt_once(tau, turn)
@@ -424,16 +486,20 @@ class AgentNode:
         started = time.monotonic()
         try:
             await self._submit(tau, turn, submission_id)
+            prompted = self._last_prompt_written
             self.stats.prompts += 1
             end = await self._await_end(tau, ended, turn)
         finally:
             self._ends.pop(submission_id, None)
         reason = end.end_reason or ("error" if end.is_error else "done")
+        if reason == "done" and not self.answers_aloud:
+            await self._publish_answer(tau, turn)
         if reason == "aborted":
             self.stats.aborted += 1
         elif end.is_error:
             self.stats.failed += 1
             log.warning("%s: turn ended in error: %s", self.spec.name, end.error)
+            await self._report(turn, "failed", end.error or "the turn ended in an error")
         else:
             self.stats.completed += 1
         return TurnOutcome(
@@ -443,21 +509,26 @@ class AgentNode:
             reprompt=turn.reprompt,
             error=end.error,
             elapsed_s=time.monotonic() - started,
+            received_at=turn.received_at,
+            prompted_at=prompted,
+            ended_at=time.monotonic(),
         )
 
     async def _submit(self, tau: TauProcess, turn: PendingTurn, submission_id: str) -> None:
         params = prompt_params(turn.text, submission_id, turn.correlation)
-        while True:
+        for attempt in itertools.count():
             try:
+                self._last_prompt_written = time.monotonic()
                 await tau.request("prompt", params)
                 return
             except TauRpcError as exc:
                 # Only this node prompts, so "a turn is already in flight" is τ still
-                # unwinding the last one; wait it out rather than surface it.
+                # unwinding the last turn after its agent_end (a few ms); wait it out,
+                # never surface it.
                 if exc.code != SUBMISSION_REJECTED:
                     raise
                 self.stats.busy_retries += 1
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(min(BUSY_RETRY_FIRST_S * 2**attempt, BUSY_RETRY_MAX_S))
 
     async def _await_end(
         self, tau: TauProcess, ended: asyncio.Future[WireEvent], turn: PendingTurn
@@ -496,6 +567,30 @@ class AgentNode:
             return WireEvent(type="agent_end", end_reason="aborted", is_error=True)
         finally:
             exited.cancel()
+
+    async def _publish_answer(self, tau: TauProcess, turn: PendingTurn) -> None:
+        """An agent without a handset answers in prose: put it on its reply rail.
+
+        A delegated question's answer goes back this way, as an ordinary event with
+        the asker's binding id, for a schema to bind wherever it should go.
+        """
+        try:
+            text = (await tau.request("get_last_assistant_text", {})).get("text")
+        except AgentError as exc:
+            log.warning("%s: could not read the answer: %s", self.spec.name, exc)
+            return
+        device = turn.binding.device
+        if not isinstance(text, str) or not text.strip() or self._nc is None or device is None:
+            return
+        self._out_seq += 1
+        event = Event.new(
+            "reply",
+            {"agent": self.agent, "text": text.strip(), "spoken": False, "kind": "answer"},
+            source=self.spec.name,
+            sequence_number=self._out_seq,
+            binding_id=turn.binding.binding_id,
+        )
+        await self._nc.publish(reply_subject(self.agent, device), event.to_json(self.limits))
 
     async def _report(self, turn: PendingTurn, kind: str, reason: str) -> None:
         """Put a turn that did not finish normally on the reply rail (not spoken)."""

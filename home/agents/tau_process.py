@@ -126,9 +126,8 @@ class TauProcess:
             raise TauExited(self.returncode, self.stderr_tail()) from exc
         finally:
             self._pending.pop(request_id, None)
-        if not response.ok:
+        if not response.ok or response.result is None:
             raise TauRpcError(method, response.error_code or 0, response.error_message or "")
-        assert response.result is not None
         return response.result
 
     def kill(self) -> None:

@@ -133,21 +133,26 @@ class JmftsClient:
         return Document.from_json(await self._request("POST", "/documents", json=body))
 
     async def ensure_path(self, titles: list[str]) -> Document:
-        """The document at ``titles`` (a root, then children by title), created if missing."""
+        """The document at ``titles`` (a root, then children by title), created if missing.
+
+        A principal granted only a subtree sees that subtree's top as one of its
+        roots, so the deepest title found among the roots is where the walk starts
+        (``journal/edge_asr`` is the root ``edge_asr`` to an agent granted just that).
+        """
         if not titles:
             raise ValueError("ensure_path needs at least one title")
-        # A principal sees its grant roots as its roots (journal/edge_asr shows as
-        # "edge_asr"): start from the earliest title that is a visible root.
         roots = await self.roots()
-        start, node = 0, None
-        for i, first in enumerate(titles):
-            node = next((d for d in roots if d.title == first), None)
+        node: Document | None = None
+        rest: list[str] = []
+        for depth in range(len(titles) - 1, -1, -1):
+            node = next((d for d in roots if d.title == titles[depth]), None)
             if node is not None:
-                start = i
+                rest = titles[depth + 1 :]
                 break
         if node is None:
             node = await self.create(title=titles[0], content=None, parent_id=None)
-        for title in titles[start + 1 :]:
+            rest = titles[1:]
+        for title in rest:
             found = await self.children(node.id, title=title)
             node = found[0] if found else await self.create(
                 title=title, content=None, parent_id=node.id

@@ -18,8 +18,8 @@ import httpx
 
 from home.jmfts.config import JmftsConfig
 from home.jmfts.errors import JmftsError
+from home.jmfts.models import WORKSPACE_USETYPE
 from home.jmfts.server import JmftsServer
-from home.jmfts.store import WORKSPACE_USETYPE
 
 
 class RunningJmfts:

@@ -122,7 +122,14 @@ def register(api: Any) -> None:
             elif prose.kind is ProseKind.ANSWER:
                 reason = unspeakable_reason(prose.text)
                 if reason is None:
-                    await speak_and_wait(prose.text)
+                    try:
+                        await speak_and_wait(prose.text)
+                    except ExtensionError as exc:
+                        # No tool result to carry it: the failure goes on the bus instead.
+                        await publish_reply(
+                            {"text": prose.text, "spoken": False, "kind": "failed",
+                             "reason": str(exc)}
+                        )  # fmt: skip
                 else:
                     await publish_reply(
                         {"text": prose.text, "spoken": False, "kind": "refusal", "reason": reason}

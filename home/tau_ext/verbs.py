@@ -123,6 +123,8 @@ def register(api: Any) -> None:
                 payload["title"] = params["title"].strip()
             try:
                 binding = link.binding()
+                # The device travels with the verb, so a delegated answer can find its way back.
+                payload["device"] = binding.device
                 event = link.envelope(name, payload, binding)
                 if verb.ack_subject is None:
                     await link.publish(subject, event)

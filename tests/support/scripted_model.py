@@ -43,6 +43,7 @@ class Reply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     delay_s: float = 0.0
     gate: asyncio.Event | None = None
+    status: int = 200
 
     @classmethod
     def say(cls, text: str, **kw: Any) -> Reply:
@@ -168,6 +169,9 @@ class ScriptedModel:
             reply = self.responder(recorded)
         else:
             reply = Reply()
+        if reply.status != 200:
+            await _respond_json(writer, {"error": {"message": "scripted failure"}}, reply.status)
+            return True
         streaming = bool(body.get("stream"))
         if streaming:
             # A streaming server answers with its headers at once and thinks afterwards.

@@ -18,7 +18,7 @@ from home.agents.launch import ModelEndpoint
 from home.agents.protocol import WireEvent
 from shared.schema.catalog import NodeSpec, parse_node_catalog
 from shared.yaml_source import parse_yaml
-from tests.home.conftest import REPO_ROOT, EdgeSide
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import Reply, ScriptedModel
 
 CATALOG = """
@@ -63,8 +63,8 @@ async def test_taus_builtin_nats_bus_completes_a_turn_against_our_events(
         assert node.launch.uses_bus
         assert "tau_agent_core.extensions_builtin.nats_bus" in node.launch.argv
         node.watch_wire(lambda e: ends.append(e) if e.type == "agent_end" else None)
-        await asyncio.sleep(0.5)  # τ's nats_bus subscribes in session_start, after the handshake
-        said = await edge.say("is the kettle on")
+        # τ's nats_bus has no dedupe, so repeat only until τ has asked the model.
+        said = await edge.say("is the kettle on", received=lambda: len(model.requests))
         speaks = await edge.wait_for("speak")
         async with asyncio.timeout(30):
             while not ends:

@@ -30,7 +30,7 @@ from home.tau_ext.errors import BindingFileError
 from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
 from shared.event import Event
 from shared.schema.catalog import ExtensionSpec, NodeCatalog, RestartPolicy
-from tests.home.conftest import REPO_ROOT
+from tests.support.home_fixtures import REPO_ROOT
 
 # --- protocol ---------------------------------------------------------------
 

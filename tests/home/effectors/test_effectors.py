@@ -24,8 +24,8 @@ from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
 from shared.event import Event, new_binding_id
 from shared.subjects import journal_append_ack_subject, verb_subject
-from tests.home.conftest import REPO_ROOT
-from tests.home.jmfts_seam import jmfts  # noqa: F401  (fixture)
+from tests.support.home_fixtures import REPO_ROOT
+from tests.support.jmfts_seam import jmfts  # noqa: F401  (fixture)
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from home.llm.model_file import packaged_gguf
 from home.llm.server import LlamaServer, LlamaServerConfig
 from home.tau_ext.handset import SPEAK_SCHEMA
 from shared.schema.catalog import NodeCatalog
-from tests.home.conftest import REPO_ROOT, EdgeSide
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 
 
 def test_the_gguf_is_found_through_package_metadata() -> None:
@@ -67,7 +69,7 @@ async def test_a_turn_with_the_embedded_model_ends_in_a_speak_or_a_reply(
         model=embedded_endpoint(llm.url, "speak"),
         repo_root=REPO_ROOT,
     ) as node:
-        said = await edge.say("What colour is the sky?")
+        said = await edge.say("What colour is the sky?", received=lambda: node.stats.received)
         async with asyncio.timeout(120):
             while not node.stats.outcomes:
                 await asyncio.sleep(0.05)
@@ -78,3 +80,28 @@ async def test_a_turn_with_the_embedded_model_ends_in_a_speak_or_a_reply(
     assert all(a.event.binding_id == said.binding_id for a in answers)
     assert answers[0].event.payload["text"].strip()
     assert node.stats.outcomes[0].end_reason in ("terminate", "done")
+
+
+@pytest.mark.slow
+async def test_home_llm_serve_prints_its_url_serves_and_stops_on_sigterm() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "home.cli", "llm", "serve", "--json",
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        async with asyncio.timeout(120):
+            started = json.loads(await proc.stdout.readline())
+        async with httpx.AsyncClient(timeout=10) as client:
+            models = (await client.get(f"{started['url']}/models")).json()
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(30):
+            code = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert [m["id"] for m in models["data"]] == ["smollm2-135m-instruct"]
+    assert code == 0

@@ -18,8 +18,12 @@ from home.agents.launch import ModelEndpoint
 from home.jmfts.testing import RunningJmfts, running_jmfts
 from home.memory.evaluator import EVALUATOR_MARKER
 from shared.schema.catalog import NodeCatalog, NodeSpec
-from tests.home.conftest import REPO_ROOT, EdgeSide, catalog  # noqa: F401  (fixture)
-from tests.shared.conftest import nats_url  # noqa: F401  (the session's real nats-server)
+from tests.support.home_fixtures import (  # noqa: F401  (fixture)
+    REPO_ROOT,
+    EdgeSide,
+    catalog,
+    nats_url,
+)
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
 
 AGENT = "edge_asr_memory"

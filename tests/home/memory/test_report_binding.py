@@ -12,7 +12,7 @@ import pytest
 
 from shared.errors import SchemaError
 from shared.schema.activation import load_activation_schema
-from tests.home.conftest import REPO_ROOT
+from tests.support.home_fixtures import REPO_ROOT
 
 SHIPPED = REPO_ROOT / "schemas" / "activation" / "edge_asr_memory.yaml"
 

@@ -1,0 +1,197 @@
+"""Run one agent node as a process: ``python -m home.agents.node --node agent.edge_asr ...``.
+
+The substrate's supervisor starts one of these per τ agent in the active
+schemas. Without ``--llm-url`` the node starts the embedded model server itself
+(``home up`` starts one for every agent and passes its URL instead).
+
+Exit codes: 0 stopped cleanly (SIGINT/SIGTERM), 1 the node gave up (its restart
+policy was spent, or it could not start), 2 bad usage or a bad catalog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+import home
+from home.agents.agent_node import AgentNode
+from home.agents.errors import AgentError
+from home.agents.launch import ModelEndpoint
+from home.llm.endpoint import embedded_endpoint
+from home.llm.errors import LlmError
+from home.llm.server import LlamaServer, LlamaServerConfig
+from shared.errors import ContractError
+from shared.schema.catalog import NodeSpec, load_node_catalog
+
+# Extension files in the catalog are named relative to the directory holding `home/`.
+PACKAGE_ROOT = Path(home.__file__).resolve().parent.parent
+
+
+class LlmProfile(enum.StrEnum):
+    """How the node talks to the model at ``--llm-url``."""
+
+    embedded = "embedded"
+    openai = "openai"
+
+
+app = typer.Typer(add_completion=False, help=__doc__)
+
+
+def answer_tool(spec: NodeSpec) -> str | None:
+    """The tool an agent answers through: ``speak`` when it has a handset."""
+    return "speak" if any(ext.name == "handset" for ext in spec.extensions) else None
+
+
+def model_endpoint(spec: NodeSpec, url: str, profile: LlmProfile, model: str) -> ModelEndpoint:
+    """The endpoint for ``spec`` at ``url`` under ``profile``."""
+    if profile is LlmProfile.embedded:
+        return embedded_endpoint(url, answer_tool(spec))
+    return ModelEndpoint(base_url=url, model=model)
+
+
+@app.command()
+def run(
+    *,
+    node: Annotated[str, typer.Option("--node", help="Catalog name, e.g. agent.edge_asr.")],
+    nats_url: Annotated[str, typer.Option("--nats", help="NATS server URL.")],
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="Where the node keeps its run state and logs.")
+    ],
+    catalog: Annotated[
+        Path, typer.Option("--catalog", help="The node catalog YAML.", exists=True, dir_okay=False)
+    ] = Path("schemas/nodes.yaml"),
+    llm_url: Annotated[
+        str | None,
+        typer.Option(
+            "--llm-url",
+            help="OpenAI-compatible base URL (…/v1). Absent: start the embedded model here.",
+        ),
+    ] = None,
+    llm_profile: Annotated[
+        LlmProfile,
+        typer.Option(
+            "--llm-profile",
+            help="embedded: llama.cpp with speak forced under a JSON-schema grammar; "
+            "openai: any other OpenAI-compatible server, tools offered freely.",
+        ),
+    ] = LlmProfile.embedded,
+    llm_model: Annotated[
+        str, typer.Option("--llm-model", help="Model id sent to an openai-profile server.")
+    ] = "default",
+    jmfts_url: Annotated[
+        str | None, typer.Option("--jmfts-url", help="JMFTS base URL, for extensions that ask.")
+    ] = None,
+    jmfts_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--jmfts-token-file",
+            help="This agent's JMFTS bearer token (a file; only extensions that name it get it).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print status lines as JSON.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run one τ agent node until SIGINT/SIGTERM."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr)
+    console = Console(stderr=True)
+    try:
+        spec = load_node_catalog(catalog)[node]
+    except ContractError as exc:
+        console.print(f"[red]bad catalog[/]: {exc}")
+        raise typer.Exit(2) from exc
+    except KeyError as exc:
+        console.print(f"[red]no node {node!r} in {catalog}[/]")
+        raise typer.Exit(2) from exc
+    if spec.agent is None:
+        console.print(f"[red]{node} is a {spec.kind} node, not a τ agent[/]")
+        raise typer.Exit(2)
+    try:
+        code = asyncio.run(
+            _serve(
+                spec,
+                nats_url=nats_url,
+                data_dir=data_dir,
+                llm_url=llm_url,
+                profile=llm_profile,
+                llm_model=llm_model,
+                jmfts_url=jmfts_url,
+                jmfts_token_file=jmfts_token_file,
+                report=lambda status: _report(console, status, as_json),
+            )
+        )
+    except (AgentError, LlmError, OSError) as exc:
+        console.print(f"[red]{node} failed[/]: {exc}")
+        raise typer.Exit(1) from exc
+    raise typer.Exit(code)
+
+
+def _report(console: Console, status: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(status), flush=True)
+    else:
+        console.print(" ".join(f"[bold]{k}[/]={v}" for k, v in status.items()))
+
+
+async def _serve(
+    spec: NodeSpec,
+    *,
+    nats_url: str,
+    data_dir: Path,
+    llm_url: str | None,
+    profile: LlmProfile,
+    llm_model: str,
+    jmfts_url: str | None,
+    jmfts_token_file: Path | None,
+    report: Callable[[dict[str, object]], None],
+) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with contextlib.AsyncExitStack() as stack:
+        if llm_url is None:
+            log_path = data_dir / "llm" / "llama.log"
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            llm = await stack.enter_async_context(LlamaServer(LlamaServerConfig(log_path=log_path)))
+            llm_url, profile = llm.url, LlmProfile.embedded
+        agent = await stack.enter_async_context(
+            AgentNode(
+                spec,
+                nats_url=nats_url,
+                data_dir=data_dir,
+                model=model_endpoint(spec, llm_url, profile, llm_model),
+                repo_root=PACKAGE_ROOT,
+                jmfts_url=jmfts_url,
+                jmfts_token_file=jmfts_token_file,
+            )
+        )
+        report({"node": spec.name, "tau_pid": agent.tau_pid, "llm": llm_url, "state": "running"})
+        failed = asyncio.ensure_future(agent.wait_failed())
+        stopped = asyncio.ensure_future(stop.wait())
+        done, pending = await asyncio.wait({failed, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+    # Reported after the node has closed: the turn in flight has had its chance to finish.
+    if failed in done:
+        report({"node": spec.name, "state": "failed", "error": str(failed.result())})
+        return 1
+    report({"node": spec.name, "state": "stopped", "turns": len(agent.stats.outcomes)})
+    return 0
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,257 @@
+"""Agent turn overhead outside the model, and one-sentence latency with the embedded model.
+
+Scripted model (a test double), 200 turns each:
+
+- sensation publish → first model request: what the node adds before τ asks the model;
+- model's final answer → speak event: what τ and the handset add after it.
+
+Peer, in the same run: τ's own builtin ``nats_bus`` extension (the other posture),
+which subscribes the inbound rail itself with no node in front. Goal: ≤ 10 ms each.
+
+Embedded model (SmolLM2-135M on llama.cpp): end of utterance → speak event for a
+one-sentence answer, a few turns, reported as measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.aio.msg import Msg
+
+from home.agents.agent_node import AgentNode
+from home.agents.launch import ModelEndpoint
+from home.llm.endpoint import embedded_endpoint
+from home.llm.server import LlamaServer, LlamaServerConfig, default_threads
+from shared.event import Event, new_binding_id
+from shared.schema.catalog import NodeSpec, load_node_catalog, parse_node_catalog
+from shared.subjects import speech_completed_subject, workspace_in_subject
+from shared.yaml_source import parse_yaml
+from tests.bench.report import Result, publish
+from tests.shared.conftest import _free_port, nats_server_binary
+from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TURNS = int(os.environ.get("BENCH_AGENT_TURNS", "200"))
+EMBEDDED_TURNS = int(os.environ.get("BENCH_EMBEDDED_TURNS", "5"))
+WARMUP = 5
+
+BUS_CATALOG = """
+catalog: bench
+nodes:
+  agent.edge_asr:
+    kind: tau_bus_agent
+    runs_on: home
+    publishes: [events.workspace.edge_asr.out.>]
+    subscribes: [events.workspace.edge_asr.in]
+"""
+
+
+@contextlib.asynccontextmanager
+async def nats_server() -> AsyncIterator[str]:
+    port = _free_port()
+    proc = await asyncio.create_subprocess_exec(
+        nats_server_binary(), "-a", "127.0.0.1", "-p", str(port),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                try:
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
+                    writer.close()
+                    break
+                except OSError:
+                    await asyncio.sleep(0.05)
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+class Edge:
+    """Publishes utterances, acks speech, and timestamps the speak events it sees."""
+
+    def __init__(self, nc: Any) -> None:
+        self.nc = nc
+        self.speaks: dict[str, float] = {}
+        self.seq = 0
+
+    async def on_speak(self, msg: Msg) -> None:
+        at = time.monotonic()
+        event = Event.from_json(msg.data)
+        assert event.binding_id is not None
+        self.speaks.setdefault(event.binding_id, at)
+        self.seq += 1
+        ack = Event.new("speech.completed", {"ok": True}, source="edge.audio.tui",
+                        sequence_number=self.seq, binding_id=event.binding_id)  # fmt: skip
+        await self.nc.publish(speech_completed_subject(event.binding_id), ack.to_json())
+
+    async def turn(self, text: str, timeout_s: float = 120.0) -> tuple[str, float]:
+        """Publish one utterance and wait for its speak; return (binding id, publish time).
+
+        The same event is published again every 2 s without an answer: a fresh
+        subscription on nats-server occasionally misses its first message, and the
+        node deduplicates on event_id.
+        """
+        self.seq += 1
+        binding_id = new_binding_id()
+        event = Event.new("sensation.turn", {"text": text, "device": "tui"},
+                          source="edge.audio.tui", sequence_number=self.seq,
+                          binding_id=binding_id)  # fmt: skip
+        data = event.to_json()
+        t0 = time.monotonic()
+        async with asyncio.timeout(timeout_s):
+            while binding_id not in self.speaks:
+                await self.nc.publish(workspace_in_subject("edge_asr"), data)
+                for _ in range(2000):
+                    if binding_id in self.speaks:
+                        break
+                    await asyncio.sleep(0.001)
+        return binding_id, t0
+
+
+def speak_back(request: RecordedRequest) -> Reply:
+    return Reply.call("speak", {"text": "Yes."})
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def scripted_run(
+    spec: NodeSpec, nats_url: str, data_dir: Path
+) -> tuple[list[float], list[float], list[float]]:
+    """(publish → first model request, final answer → speak, publish → prompt written) in ms."""
+    to_model: list[float] = []
+    to_speak: list[float] = []
+    to_prompt: list[float] = []
+    published: dict[str, float] = {}
+    async with ScriptedModel(speak_back) as model:
+        nc = await nats.connect(nats_url)
+        edge = Edge(nc)
+        await nc.subscribe("events.workspace.edge_asr.out.speak.>", cb=edge.on_speak)
+        await nc.subscribe("events.workspace.edge_asr.out.speak", cb=edge.on_speak)
+        await nc.flush()
+        try:
+            async with AgentNode(spec, nats_url=nats_url, data_dir=data_dir,
+                                 model=ModelEndpoint(base_url=model.url),
+                                 repo_root=REPO_ROOT) as node:  # fmt: skip
+                await asyncio.sleep(0.5)
+                for i in range(WARMUP + TURNS):
+                    n = len(model.requests)
+                    binding, t0 = await edge.turn(f"question {i}")
+                    if i < WARMUP:
+                        continue
+                    request = model.requests[n]
+                    to_model.append((request.at - t0) * 1000)
+                    to_speak.append((edge.speaks[binding] - model.reply_sent_at[n]) * 1000)
+                    published[binding] = t0
+                # The outcome is recorded at agent_end, which follows the speak ack.
+                await asyncio.sleep(0.5)
+                for outcome in node.stats.outcomes:
+                    if outcome.binding_id in published:
+                        to_prompt.append(
+                            (outcome.prompted_at - published[outcome.binding_id]) * 1000
+                        )
+        finally:
+            await nc.drain()
+    return to_model, to_speak, to_prompt
+
+
+async def embedded_run(spec: NodeSpec, nats_url: str, data_dir: Path, threads: int) -> list[float]:
+    """End of utterance → speak event, in seconds, with the embedded model."""
+    latencies: list[float] = []
+    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+    config = LlamaServerConfig(
+        log_path=data_dir / "llama.log", n_threads=threads, n_threads_batch=threads
+    )
+    async with LlamaServer(config) as llm:
+        nc = await nats.connect(nats_url)
+        edge = Edge(nc)
+        await nc.subscribe("events.workspace.edge_asr.out.speak.>", cb=edge.on_speak)
+        await nc.flush()
+        try:
+            async with AgentNode(spec, nats_url=nats_url, data_dir=data_dir,
+                                 model=embedded_endpoint(llm.url, "speak"),
+                                 repo_root=REPO_ROOT):  # fmt: skip
+                await asyncio.sleep(0.5)
+                questions = ["What colour is the sky?", "Is water wet?", "What is two plus two?",
+                             "Say hello.", "Is it day or night?"]  # fmt: skip
+                for i in range(EMBEDDED_TURNS + 1):
+                    binding, t0 = await edge.turn(questions[i % len(questions)])
+                    if i == 0:
+                        continue  # the first turn pays llama.cpp's warm-up
+                    latencies.append(edge.speaks[binding] - t0)
+        finally:
+            await nc.drain()
+    return latencies
+
+
+async def run() -> list[Result]:
+    catalog = load_node_catalog(REPO_ROOT / "schemas" / "nodes.yaml")
+    node_spec = catalog["agent.edge_asr"]
+    bus_spec = parse_node_catalog(parse_yaml(BUS_CATALOG, "bench.yaml"), "bench.yaml")[
+        "agent.edge_asr"
+    ]
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with nats_server() as url:
+            node_in, node_out, node_prompt = await scripted_run(node_spec, url, Path(tmp) / "n")
+            bus_in, bus_out, _ = await scripted_run(bus_spec, url, Path(tmp) / "bus")
+            for metric, ours, peer in (
+                ("publish → first model request", node_in, bus_in),
+                ("final answer → speak event", node_out, bus_out),
+            ):
+                for label, q in (("p50", 0.5), ("p99", 0.99)):
+                    results.append(
+                        Result(
+                            metric=f"{metric} {label}",
+                            value=pct(ours, q),
+                            unit="ms",
+                            n=len(ours),
+                            peer="τ builtin nats_bus",
+                            peer_value=pct(peer, q),
+                            note="goal ≤ 10 ms; scripted model",
+                        )
+                    )
+            for label, q in (("p50", 0.5), ("p99", 0.99)):
+                results.append(
+                    Result(
+                        metric=f"publish → prompt written to τ (the node's share) {label}",
+                        value=pct(node_prompt, q),
+                        unit="ms",
+                        n=len(node_prompt),
+                        note="the rest of publish → request is τ's own",
+                    )
+                )
+            threads = default_threads()
+            embedded = await embedded_run(node_spec, url, Path(tmp) / "embedded", threads)
+            wider = await embedded_run(node_spec, url, Path(tmp) / "embedded2", threads + 1)
+            results.append(
+                Result(
+                    metric=f"utterance → speak, embedded SmolLM2-135M p50 (n_threads={threads})",
+                    value=statistics.median(embedded),
+                    unit="s",
+                    n=len(embedded),
+                    peer=f"n_threads={threads + 1}",
+                    peer_value=statistics.median(wider),
+                    note=f"max {max(embedded):.2f} s; one-sentence answers via forced speak",
+                )
+            )
+    return results
+
+
+def main() -> None:
+    """Run the benchmark, print the table, write bench-results/agents.json."""
+    publish("agents", asyncio.run(run()))
