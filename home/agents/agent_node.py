@@ -230,6 +230,11 @@ class AgentNode:
             self._subs.append(
                 await self._nc.subscribe(node_health_subject(self.spec.name), cb=self._on_health)
             )
+            # Twice: nats-py writes flush()'s PING ahead of SUBs still pending, so the first
+            # PONG can come back before the server has the subscriptions (seen in the
+            # server's trace: PING, PONG, a peer's PUB, then our SUB). The second PING goes
+            # out behind them.
+            await self._nc.flush()
             await self._nc.flush()
             self._worker = asyncio.create_task(self._work(), name=f"{self.spec.name}-worker")
         except BaseException:

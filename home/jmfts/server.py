@@ -76,6 +76,11 @@ class JmftsServer:
             _, self.admin_token_file = self.store.access.bootstrap_admin(config.data_dir)
         sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted sockets inherit this: without it Nagle holds the response body behind the
+        # headers until the client's delayed ACK, ~40 ms on every request (asyncio's loop
+        # does not set it; uvloop does).
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind((config.host, config.port))
         except OSError:

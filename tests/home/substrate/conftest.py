@@ -98,11 +98,13 @@ CATALOG: dict[str, Any] = {
             },
             "config": {"command": "not a list"},
         },
-        "agent.ghost": {
-            "kind": "tau_agent",
-            "runs_on": "home",
-            "publishes": ["events.workspace.ghost.out.>"],
-            "subscribes": ["events.workspace.ghost.in"],
+        # A board's node: home has no launcher for it, and must say so rather than fake it.
+        "edge.ghost": {
+            "kind": "edge_audio",
+            "runs_on": "edge",
+            "device": "ghost",
+            "publishes": ["events.sensation.ghost.turn"],
+            "subscribes": ["events.workspace.*.out.speak.ghost"],
         },
     },
 }
@@ -127,8 +129,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "broken": {"schema": "broken", "requires": {"nodes": ["svc.broken"]}, "bindings": []},
     "ghost": {
         "schema": "ghost",
-        "requires": {"nodes": ["agent.ghost"]},
-        "bindings": [{"from": "events.sensation.*.turn", "to": "agent.ghost"}],
+        "requires": {"nodes": ["edge.ghost"]},
+        "bindings": [{"from": "events.workspace.*.out.speak.ghost", "to": "edge.ghost"}],
     },
 }
 

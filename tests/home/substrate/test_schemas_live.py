@@ -78,8 +78,8 @@ async def test_bad_requests_are_refused_clearly(home: Home) -> None:
 async def test_a_kind_without_launcher_is_reported_not_faked(home: Home) -> None:
     applied = await home.request(control.SCHEMA_APPLY, name="ghost")
     assert applied["state"] == "degraded"
-    assert "no launcher for kind tau_agent yet" in applied["reason"]
-    ghost = (await nodes(home))["agent.ghost"]
+    assert "no launcher for kind edge_audio yet" in applied["reason"]
+    ghost = (await nodes(home))["edge.ghost"]
     assert ghost["state"] == "unavailable" and ghost["pid"] is None
 
 

@@ -1,0 +1,16 @@
+"""The memory reflex's machinery: recall before every turn, memorize off the turn.
+
+τ loads :mod:`home.tau_ext.memory_reflex` by path; that file is glue, and the work is
+here, in modules that do one thing each: configuration (:mod:`.config`), the JMFTS
+client the reflex searches and deposits with (:mod:`.store`), the pure recall gate and
+rendering (:mod:`.recall`), FSRS review decay (:mod:`.fsrs`), the evaluator's prompt,
+parsing and deduplication (:mod:`.evaluator`), the typed records and the on-disk ledger
+(:mod:`.records`), and threshold calibration with its CLI (:mod:`.calibrate`, :mod:`.cli`).
+
+Errors raised here::
+
+    MemoryReflexError
+    ├── MemoryConfigError   a config key is missing, mistyped or out of range (named)
+    ├── MemoryStoreError    JMFTS unreachable, or it refused a request (status, detail)
+    └── LedgerError         the search ledger or review book cannot be read or written
+"""

@@ -1,0 +1,102 @@
+"""The evaluator: what it is asked, how its answer is read, and how a fact is deduplicated.
+
+The evaluator is a forked sub-agent (τ ``spawn_branch``) that sees the conversation up
+to the captured position and answers in plain lines, one fact per ``- `` line, or
+``NONE``. It has no tools: the deposit is the reflex's, under the agent's principal,
+never the model's to skip or to call. Each fact is searched against the memory root
+first: a stored memory this close to it is the same memory (identical text: left as
+is; different: superseded by the new wording), so telling a thing twice stores it once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from home.memory.store import StoredMemory
+
+EVALUATOR_MARKER = "[memory evaluator]"
+EVALUATOR_SYSTEM = (
+    f"{EVALUATOR_MARKER} You decide what is worth remembering from a conversation "
+    "between a user and a voice assistant. Keep durable facts about the user and their "
+    "world (names, preferences, plans, places, dates), each as one short standalone "
+    "sentence in the third person. Skip greetings, questions, small talk and anything "
+    "the assistant said on its own. Answer only with lines that start with '- ', one "
+    "fact per line, or the single word NONE.\n"
+    "Example: the user said 'my sister Ana moved to Porto last week'. You answer:\n"
+    "- The user's sister is called Ana.\n"
+    "- The user's sister Ana lives in Porto."
+)
+EVALUATOR_PROMPT = (
+    "Read the conversation above, most of all its latest turns. What in it is worth "
+    "remembering? One fact per line starting with '- ', or NONE."
+)
+MAX_FACTS = 8
+MAX_FACT_CHARS = 400
+
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.*\S)\s*$")
+
+
+def parse_facts(text: str) -> list[str]:
+    """The facts in the evaluator's answer (``NONE`` or no bullets: none), deduplicated."""
+    if text.strip().upper().rstrip(".") == "NONE":
+        return []
+    facts: list[str] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        match = _BULLET.match(line)
+        if match is None:
+            continue
+        fact = " ".join(match.group(1).split())[:MAX_FACT_CHARS]
+        key = normalized(fact)
+        if fact.upper().rstrip(".") == "NONE" or not key or key in seen:
+            continue
+        seen.add(key)
+        facts.append(fact)
+    return facts[:MAX_FACTS]
+
+
+def normalized(text: str) -> str:
+    """Text compared for identity: case, punctuation and spacing ignored."""
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one fact: write it, supersede a near-duplicate, or leave it."""
+
+    action: Literal["create", "supersede", "unchanged"]
+    existing: StoredMemory | None = None
+
+    @property
+    def nearest_score(self) -> float | None:
+        """The score of the near-duplicate it was judged against, if any."""
+        return None if self.existing is None else self.existing.score
+
+
+def decide(fact: str, nearest: list[StoredMemory], dedup_threshold: float) -> Decision:
+    """Judge ``fact`` against the stored memories nearest to it (best first)."""
+    for memory in nearest:
+        if normalized(memory.content) == normalized(fact):
+            return Decision("unchanged", memory)
+    if nearest and nearest[0].score >= dedup_threshold:
+        return Decision("supersede", nearest[0])
+    return Decision("create")
+
+
+def assistant_text(messages: list[dict[str, Any]]) -> str:
+    """The text of the last assistant message among a branch's messages."""
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(
+                b.get("text", "")
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "text"
+            )
+    return ""

@@ -1,0 +1,96 @@
+"""The recall gate and what the model is shown: pure functions, no I/O.
+
+A hit passes when its score — the cosine score, times FSRS retrievability on a
+decaying root — is at or above the threshold. Passed memories are threaded ahead of
+the utterance oldest first, each with its age in words, so a later memory reads as a
+revision of an earlier one and the model never does date arithmetic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from home.memory.store import StoredMemory
+
+MEMORY_TEXT_CHARS = 500
+RECALL_HEADER = (
+    "Memories recalled for this turn, oldest first (each with its age; a later one may "
+    "revise an earlier one). Use them only if they help:"
+)
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# Words that carry no fact: a reply sharing only these with a memory did not use it.
+_STOPWORD_TEXT = """
+a about above after again all also am an and any are as at be because been before
+being below between both but by can could did do does doing down during each few for
+from further had has have having he her here hers herself him himself his how i if
+in into is it its itself just me more most my myself no nor not now of off on once
+only or other our ours ourselves out over own same she should so some such than that
+the their theirs them themselves then there these they this those through to too
+under until up very was we were what when where which while who whom why will with
+would you your yours yourself yourselves said say says tell told know remember name
+named called yes okay sure well like think
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+@dataclass(frozen=True)
+class ScoredHit:
+    """A hit as the gate judged it."""
+
+    memory: StoredMemory
+    root: str
+    retrievability: float
+    score: float
+    passed: bool
+
+    @property
+    def raw_score(self) -> float:
+        """The cosine score JMFTS returned, before decay."""
+        return self.memory.score
+
+
+def gate(
+    hits: Iterable[tuple[str, StoredMemory]],
+    threshold: float,
+    retrievability_of: Callable[[str, StoredMemory], float],
+) -> list[ScoredHit]:
+    """Score every hit (best first, one per document) and mark those that pass."""
+    best: dict[int, ScoredHit] = {}
+    for root, memory in hits:
+        r = retrievability_of(root, memory)
+        score = memory.score * r
+        scored = ScoredHit(memory, root, r, score, score >= threshold)
+        if memory.id not in best or best[memory.id].score < score:
+            best[memory.id] = scored
+    return sorted(best.values(), key=lambda h: -h.score)
+
+
+def threaded(scored: Iterable[ScoredHit]) -> list[ScoredHit]:
+    """The passed hits in the order they are shown: oldest first."""
+    return sorted((h for h in scored if h.passed), key=lambda h: (h.memory.written_at, h.memory.id))
+
+
+def render_recall(passed: list[ScoredHit]) -> str:
+    """The message threaded ahead of the utterance (empty input: nothing to say)."""
+    lines = [RECALL_HEADER]
+    for hit in passed:
+        text = " ".join(hit.memory.content.split())
+        if len(text) > MEMORY_TEXT_CHARS:
+            text = text[: MEMORY_TEXT_CHARS - 1].rstrip() + "…"
+        lines.append(f"- ({hit.memory.age or 'age unknown'}) {text}")
+    return "\n".join(lines)
+
+
+def content_words(text: str) -> set[str]:
+    """The words of ``text`` that can carry a fact (lower case, no stopwords, len ≥ 3)."""
+    return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOPWORDS}
+
+
+def used_by_reply(memory: str, utterance: str, reply: str) -> bool:
+    """Whether the reply used the memory: it repeats a word the memory has and the
+    utterance did not bring (the question's own words prove nothing)."""
+    brought = content_words(memory) - content_words(utterance)
+    return bool(brought & content_words(reply))

@@ -1,0 +1,140 @@
+"""The two halves of the reflex over JMFTS, free of τ: ``Recaller`` and ``Depositor``.
+
+The τ extension (:mod:`home.tau_ext.memory_reflex`) wires them to hooks; the tests and
+the benchmark drive them directly, so the latency measured is the latency the hook adds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+
+from home.memory.config import ReflexConfig, RootSpec
+from home.memory.errors import MemoryStoreError
+from home.memory.evaluator import decide
+from home.memory.fsrs import ReviewBook
+from home.memory.recall import ScoredHit, gate, threaded
+from home.memory.records import DepositAction, DepositRecord, HitRecord, SearchRecord
+from home.memory.store import MemoryStore, StoredMemory
+
+DEDUP_NEIGHBOURS = 3
+
+
+def now_utc() -> datetime:
+    """The current time, aware UTC."""
+    return datetime.now(UTC)
+
+
+class Recaller:
+    """Search every configured root for an utterance and gate the hits."""
+
+    def __init__(self, config: ReflexConfig, store: MemoryStore, reviews: ReviewBook) -> None:
+        self.config = config
+        self.store = store
+        self.reviews = reviews
+        self._decays = {root.path: root.decay for root in config.roots}
+
+    async def _search_root(self, root: RootSpec, query: str) -> list[tuple[str, StoredMemory]]:
+        root_id = await self.store.resolve(root.path)
+        hits = await self.store.vector_search(query, root_id, self.config.k)
+        return [(root.path, hit) for hit in hits]
+
+    def _retrievability(self, root: str, memory: StoredMemory, now: datetime) -> float:
+        if not self._decays.get(root, False):
+            return 1.0
+        return self.reviews.retrievability(memory.id, memory.written_at, now)
+
+    async def recall(
+        self, query: str, *, binding_id: str | None = None
+    ) -> tuple[SearchRecord, list[ScoredHit]]:
+        """Search, gate, and return the record (every score) and the hits to thread in.
+
+        A root that fails (unreachable, not granted) is named in ``errors`` and the
+        others still count: recall never raises into the turn.
+        """
+        started = time.perf_counter()
+        now = now_utc()
+        results = await asyncio.gather(
+            *(
+                asyncio.wait_for(self._search_root(root, query), self.config.search_timeout_s)
+                for root in self.config.roots
+            ),
+            return_exceptions=True,
+        )
+        hits: list[tuple[str, StoredMemory]] = []
+        errors: list[str] = []
+        for root, result in zip(self.config.roots, results, strict=True):
+            if isinstance(result, MemoryStoreError):
+                errors.append(f"{root.path}: {result}")
+            elif isinstance(result, TimeoutError):
+                errors.append(f"{root.path}: no answer within {self.config.search_timeout_s:g}s")
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                hits.extend(result)
+        scored = gate(hits, self.config.threshold, lambda r, m: self._retrievability(r, m, now))
+        shown = threaded(scored)
+        record = SearchRecord(
+            search_id=uuid.uuid4().hex,
+            when=now.isoformat(),
+            binding_id=binding_id,
+            query=query,
+            roots=[root.path for root in self.config.roots],
+            threshold=self.config.threshold,
+            hits=[
+                HitRecord(
+                    id=h.memory.id,
+                    root=h.root,
+                    score=round(h.score, 6),
+                    raw_score=round(h.raw_score, 6),
+                    retrievability=round(h.retrievability, 6),
+                    passed=h.passed,
+                    age=h.memory.age,
+                )
+                for h in scored
+            ],
+            passed=len(shown),
+            injected_ids=[h.memory.id for h in shown],
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            errors=errors,
+        )
+        return record, shown
+
+    def review(self, shown: list[ScoredHit], used_ids: set[int]) -> None:
+        """Advance the review clock of every shown memory on a decaying root."""
+        now = now_utc()
+        for hit in shown:
+            if self._decays.get(hit.root, False):
+                self.reviews.review(
+                    hit.memory.id, hit.memory.written_at, now, used=hit.memory.id in used_ids
+                )
+
+
+class Depositor:
+    """Write facts under the agent's memory root, deduplicated against what is stored."""
+
+    def __init__(self, config: ReflexConfig, store: MemoryStore) -> None:
+        self.config = config
+        self.store = store
+
+    async def deposit(self, facts: list[str]) -> list[DepositRecord]:
+        """Deposit each fact (in order); a near-duplicate supersedes, an identical one stays."""
+        root_id = await self.store.resolve(self.config.memory_root)
+        records = []
+        for fact in facts:
+            nearest = await self.store.vector_search(fact, root_id, DEDUP_NEIGHBOURS)
+            decision = decide(fact, nearest, self.config.dedup_threshold)
+            if decision.action == "unchanged" and decision.existing is not None:
+                records.append(
+                    DepositRecord(
+                        fact, "unchanged", decision.existing.id, None, decision.nearest_score
+                    )
+                )
+                continue
+            old = decision.existing.id if decision.existing is not None else None
+            written = await self.store.deposit(root_id, fact, supersedes=old)
+            action: DepositAction = "superseded" if old is not None else "created"
+            records.append(DepositRecord(fact, action, written.id, old, decision.nearest_score))
+        return records

@@ -1,0 +1,387 @@
+"""The memory reflex: recall before every user turn, memorize off the turn. Not tools.
+
+Loaded by τ by path. Neither behaviour is a tool: the model can neither call nor
+skip them.
+
+- **Recall** (``before_agent_start``): before the model sees the utterance, every
+  configured root is searched with ``/search/vector`` under the agent's own token;
+  memories at or above the threshold are threaded *before* the utterance, oldest
+  first, each with its age in words. Every search is recorded as a ``memory_recall``
+  custom entry in the τ session (query, every score, how many passed), even when
+  nothing passed, and reported on ``events.workspace.<agent>.out.recall.<device>``.
+- **Memorize** (``user_turn_end``): every N user turns the hook captures the
+  conversation's position and returns at once; a forked sub-agent (τ
+  ``spawn_branch``, no tools, no hooks) reads the conversation up to there and names
+  what is worth keeping, which is deposited under the agent's memory root,
+  deduplicated. One evaluator at a time: an overlap is recorded and reported as
+  ``evaluator_busy``, never queued. Reports go to ``...out.memorize.<device>``.
+
+Both reports are past tense; nothing binds them back into an agent (the activation
+loader refuses such a binding). At the end of each turn the reflex reads which shown
+memories the reply used (``memory_use``): that is the calibration data, and on a root
+with ``decay: true`` it is the FSRS review that grows a memory's stability.
+
+Config (``--ext-config memory_reflex:KEY=VALUE``): see :mod:`home.memory.config`;
+run context ``agent``, ``nats_url``, ``binding_file``, ``jmfts_url``,
+``jmfts_token_file`` comes from the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from home.memory.config import ReflexConfig, parse_config
+from home.memory.errors import MemoryReflexError
+from home.memory.evaluator import (
+    EVALUATOR_PROMPT,
+    EVALUATOR_SYSTEM,
+    assistant_text,
+    parse_facts,
+)
+from home.memory.fsrs import ReviewBook
+from home.memory.recall import ScoredHit, render_recall, used_by_reply
+from home.memory.records import (
+    MEMORIZE_ENTRY,
+    MEMORIZE_EVENT,
+    RECALL_ENTRY,
+    RECALL_EVENT,
+    USE_ENTRY,
+    EvaluationRecord,
+    Ledger,
+    SearchRecord,
+    UseRecord,
+)
+from home.memory.reflex import Depositor, Recaller, now_utc
+from home.memory.store import MemoryStore
+from home.tau_ext.bus_link import BusLink
+from home.tau_ext.errors import ExtensionError
+from home.tau_ext.prose import assistant_prose
+from shared.subjects import memorize_subject, recall_subject
+
+TOUCHES_BUS = True
+SUBJECTS = ("events.workspace.*.out.recall.*", "events.workspace.*.out.memorize.*")
+RUN_CONTEXT = ("agent", "nats_url", "binding_file", "jmfts_url", "jmfts_token_file")
+
+RECALL_MESSAGE_TYPE = "memory_recall"
+EVALUATOR_LABEL = "memory_reflex evaluator"
+ANSWER_CHARS = 500
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnRecall:
+    """What this turn's recall showed, kept until the turn ends."""
+
+    record: SearchRecord
+    shown: list[ScoredHit]
+
+
+class MemoryReflex:
+    """The reflex of one agent inside its τ process."""
+
+    def __init__(self, api: Any, config: ReflexConfig) -> None:
+        self.api = api
+        self.config = config
+        self.link = BusLink(
+            agent=config.agent,
+            nats_url=config.nats_url,
+            binding_file=config.binding_file,
+            source=f"agent.{config.agent}.memory_reflex",
+        )
+        self.ledger = Ledger(config.ledger_path)
+        self.reviews = ReviewBook(config.reviews_path, config.initial_stability_days)
+        self.store: MemoryStore | None = None
+        self.recaller: Recaller | None = None
+        self.depositor: Depositor | None = None
+        self.user_turns = 0
+        self._pending: TurnRecall | None = None
+        self._evaluator: asyncio.Task[None] | None = None
+        self._evaluation_id: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Read the token, open the JMFTS client, connect to the bus."""
+        try:
+            token = self.config.jmfts_token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ExtensionError(
+                "memory_reflex: cannot read the JMFTS token file "
+                f"{self.config.jmfts_token_file}: {exc}"
+            ) from exc
+        self.store = MemoryStore(self.config.jmfts_url, token=token)
+        self.recaller = Recaller(self.config, self.store, self.reviews)
+        self.depositor = Depositor(self.config, self.store)
+        await self.link.connect()
+
+    async def close(self) -> None:
+        """Cancel a running evaluator, then close the client and the bus."""
+        task, self._evaluator = self._evaluator, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.store is not None:
+            await self.store.aclose()
+        await self.link.close()
+
+    # -- reporting ---------------------------------------------------------------------
+
+    def _binding_id(self) -> tuple[str | None, str | None]:
+        try:
+            binding = self.link.binding()
+        except ExtensionError:
+            return None, None
+        return binding.binding_id, binding.device
+
+    async def _report(
+        self, subject_of: Callable[[str, str], str], event_type: str, payload: dict[str, Any],
+        device: str | None, binding_id: str | None,
+    ) -> None:  # fmt: skip
+        """Publish a past-tense report, if the turn has a device to name in the subject."""
+        if device is None or binding_id is None:
+            log.warning("memory_reflex: no device for this turn; %s not published", event_type)
+            return
+        try:
+            binding = self.link.binding()
+            binding = replace(binding, binding_id=binding_id, device=device)
+            event = self.link.envelope(event_type, {"agent": self.config.agent, **payload}, binding)
+            await self.link.publish(subject_of(self.config.agent, device), event)
+        except (ExtensionError, MemoryReflexError) as exc:
+            log.warning("memory_reflex: %s not published: %s", event_type, exc)
+
+    # -- recall ------------------------------------------------------------------------
+
+    async def on_before_agent_start(self, event: dict[str, Any], ctx: Any) -> dict[str, Any] | None:
+        """Search, record, report; thread what passed ahead of the utterance."""
+        if self.recaller is None:
+            raise ExtensionError("memory_reflex: session_start has not run")
+        query = str(event.get("prompt") or "")
+        binding_id, device = self._binding_id()
+        self._pending = None
+        if not query.strip():
+            return None
+        record, shown = await self.recaller.recall(query, binding_id=binding_id)
+        self._pending = TurnRecall(record, shown)
+        await self.api.append_entry(RECALL_ENTRY, record.to_dict())
+        try:
+            self.ledger.write(record.to_dict())
+        except MemoryReflexError as exc:  # the session entry stands; the turn goes on
+            log.warning("memory_reflex: %s", exc)
+        await self._report(
+            recall_subject, RECALL_EVENT, _recall_payload(record), device, binding_id
+        )
+        if not shown:
+            return None
+        return {
+            "message": {
+                "customType": RECALL_MESSAGE_TYPE,
+                "content": render_recall(shown),
+                "display": True,
+                "details": {"search_id": record.search_id, "ids": record.injected_ids},
+                "position": "before_user",
+            }
+        }
+
+    async def _record_use(self, event: dict[str, Any]) -> None:
+        pending, self._pending = self._pending, None
+        if pending is None or not pending.shown:
+            return
+        reply = _reply_text(event.get("messages") or [])
+        used = {
+            h.memory.id
+            for h in pending.shown
+            if used_by_reply(h.memory.content, pending.record.query, reply)
+        }
+        use = UseRecord(
+            search_id=pending.record.search_id,
+            when=now_utc().isoformat(),
+            used_ids=sorted(used),
+            unused_ids=sorted(h.memory.id for h in pending.shown if h.memory.id not in used),
+        )
+        await self.api.append_entry(USE_ENTRY, use.to_dict())
+        try:
+            self.ledger.write(use.to_dict())
+            if self.recaller is not None:
+                self.recaller.review(pending.shown, used)
+        except MemoryReflexError as exc:  # the session entry stands; the turn goes on
+            log.warning("memory_reflex: %s", exc)
+
+    # -- memorize ----------------------------------------------------------------------
+
+    async def on_user_turn_end(self, event: dict[str, Any], ctx: Any) -> None:
+        """Record which memories were used; every N turns, start (or refuse) an evaluation."""
+        self.user_turns += 1
+        await self._record_use(event)
+        if self.config.every_n == 0 or self.user_turns % self.config.every_n != 0:
+            return
+        binding_id, device = self._binding_id()
+        position = ctx.cursor.leaf
+        evaluation_id = uuid.uuid4().hex
+        if self._evaluator is not None and not self._evaluator.done():
+            busy = EvaluationRecord(
+                evaluation_id=evaluation_id,
+                when=now_utc().isoformat(),
+                binding_id=binding_id,
+                status="evaluator_busy",
+                position=position,
+                user_turn=self.user_turns,
+                memory_root=self.config.memory_root,
+                busy_with=self._evaluation_id,
+            )
+            await self._record_evaluation(busy, device)
+            return
+        self._evaluation_id = evaluation_id
+        # Off the turn: the hook returns now; the evaluator runs on its own cursor.
+        self._evaluator = asyncio.create_task(
+            self._evaluate(ctx, evaluation_id, position, binding_id, device),
+            name=f"memory_reflex-evaluator-{evaluation_id[:8]}",
+        )
+
+    async def _record_evaluation(self, record: EvaluationRecord, device: str | None) -> None:
+        try:
+            await self.api.append_entry(MEMORIZE_ENTRY, record.to_dict())
+        except (RuntimeError, ValueError) as exc:
+            log.warning("memory_reflex: evaluation entry not recorded in the session: %s", exc)
+        try:
+            self.ledger.write(record.to_dict())
+        except MemoryReflexError as exc:  # off the turn: logged, and the report still goes out
+            log.warning("memory_reflex: %s", exc)
+        await self._report(
+            memorize_subject, MEMORIZE_EVENT, _memorize_payload(record), device, record.binding_id
+        )
+
+    def _evaluator_model(self, ctx: Any) -> Any:
+        """The configured model by name, else the session's own.
+
+        The evaluator has no tools, so a ``tool_choice`` the agent's model forces on
+        every request (the embedded llama.cpp model's speak grammar) is dropped for it.
+        τ refuses a grammar smuggled in ``extra_body`` and ``spawn_branch`` takes no
+        decode constraint, so the evaluator's answer form is asked for, not enforced.
+        """
+        if self.config.evaluator_model is not None:
+            return self.config.evaluator_model
+        model = ctx.resolve_model(None)
+        extra = dict(getattr(model, "extra_body", None) or {})
+        if "tool_choice" not in extra:
+            return None
+        extra.pop("tool_choice")
+        return model.model_copy(update={"extra_body": extra})
+
+    async def _evaluate(
+        self, ctx: Any, evaluation_id: str, position: str | None, binding_id: str | None,
+        device: str | None,
+    ) -> None:  # fmt: skip
+        started = time.perf_counter()
+        base = EvaluationRecord(
+            evaluation_id=evaluation_id,
+            when=now_utc().isoformat(),
+            binding_id=binding_id,
+            status="failed",
+            position=position,
+            user_turn=self.user_turns,
+            memory_root=self.config.memory_root,
+        )
+        try:
+            result = await ctx.spawn_branch(
+                position,
+                EVALUATOR_PROMPT,
+                tools=[],
+                model=self._evaluator_model(ctx),
+                max_turns=1,
+                label=EVALUATOR_LABEL,
+                system_prompt=EVALUATOR_SYSTEM,
+                hooks=False,
+            )
+            if not result.ok:
+                record = replace(base, error=f"the evaluator failed: {result.error}")
+            else:
+                answer = assistant_text(result.messages)
+                base = replace(base, answer=answer[:ANSWER_CHARS])
+                facts = parse_facts(answer)
+                if not facts or self.depositor is None:
+                    record = replace(base, status="nothing")
+                else:
+                    deposits = await self.depositor.deposit(facts)
+                    record = replace(base, status="deposited", deposits=deposits)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an evaluation failure is reported, never raised
+            record = replace(base, error=f"{type(exc).__name__}: {exc}")
+        record = replace(record, elapsed_ms=round((time.perf_counter() - started) * 1000, 3))
+        await self._record_evaluation(record, device)
+
+
+def _recall_payload(record: SearchRecord) -> dict[str, Any]:
+    return {
+        "search_id": record.search_id,
+        "queries": [{"root": root, "query": record.query} for root in record.roots],
+        "scores": record.scores,
+        "document_ids": [h.id for h in record.hits],
+        "injected_ids": record.injected_ids,
+        "passed": record.passed,
+        "threshold": record.threshold,
+        "latency_ms": record.latency_ms,
+        "errors": record.errors,
+    }
+
+
+def _memorize_payload(record: EvaluationRecord) -> dict[str, Any]:
+    return {
+        "evaluation_id": record.evaluation_id,
+        "status": record.status,
+        "memory_root": record.memory_root,
+        "queries": [d.fact for d in record.deposits],
+        "scores": [d.nearest_score for d in record.deposits],
+        "document_ids": record.document_ids,
+        "deposits": [
+            {"id": d.id, "action": d.action, "supersedes": d.supersedes} for d in record.deposits
+        ],
+        "busy_with": record.busy_with,
+        "answer": record.answer,
+        "error": record.error,
+        "elapsed_ms": record.elapsed_ms,
+    }
+
+
+def _reply_text(messages: list[Any]) -> str:
+    """Everything the assistant said or spoke this turn (prose and speak arguments)."""
+    parts: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        parts.append(assistant_prose(message).text)
+        for block in message.get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "toolCall":
+                arguments = block.get("arguments")
+                if isinstance(arguments, dict):
+                    parts.extend(str(v) for v in arguments.values() if isinstance(v, str))
+    return "\n".join(parts)
+
+
+def register(api: Any) -> None:
+    """Wire the reflex to τ's hooks (no tools: the model can neither call nor skip it)."""
+    config = parse_config(dict(api.config))
+    reflex = MemoryReflex(api, config)
+
+    async def on_session_start(event: dict[str, Any], ctx: Any) -> None:
+        await reflex.start()
+
+    async def on_session_shutdown(event: dict[str, Any], ctx: Any) -> None:
+        await reflex.close()
+
+    api.on("session_start", on_session_start)
+    api.on("session_shutdown", on_session_shutdown)
+    api.on("before_agent_start", reflex.on_before_agent_start)
+    api.on("user_turn_end", reflex.on_user_turn_end)
+    # The ledger directory is made now so a misconfigured path fails at load, not mid-turn.
+    Path(config.state_dir).mkdir(parents=True, exist_ok=True)

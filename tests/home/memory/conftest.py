@@ -1,0 +1,169 @@
+"""Fixtures for the memory reflex: a real JMFTS, a real nats-server, real τ agent nodes,
+and the scripted model server (the one double) that answers turns and evaluations."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from home.agents.agent_node import AgentNode
+from home.agents.launch import ModelEndpoint
+from home.jmfts.testing import RunningJmfts, running_jmfts
+from home.memory.evaluator import EVALUATOR_MARKER
+from shared.schema.catalog import NodeCatalog, NodeSpec
+from tests.support.home_fixtures import (  # noqa: F401  (fixture)
+    REPO_ROOT,
+    EdgeSide,
+    catalog,
+    nats_url,
+)
+from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
+
+AGENT = "edge_asr_memory"
+NODE = f"agent.{AGENT}"
+
+
+def system_text(request: RecordedRequest) -> str:
+    """The system prompt the client sent."""
+    return "".join(
+        content_text(m.get("content")) for m in request.messages if m.get("role") == "system"
+    )
+
+
+def is_evaluation(request: RecordedRequest) -> bool:
+    """Whether a model request came from the reflex's evaluator (its own system prompt)."""
+    return EVALUATOR_MARKER in system_text(request)
+
+
+def user_texts(request: RecordedRequest) -> list[str]:
+    """The text of every user message, in order."""
+    return [content_text(m.get("content")) for m in request.messages if m.get("role") == "user"]
+
+
+@dataclass
+class Brain:
+    """The scripted model's answers: turns speak back; evaluations answer from a script.
+
+    ``evaluations`` is consumed one per evaluator request (default ``NONE``); an
+    evaluation waits on ``evaluation_gate`` when one is set, holding the evaluator busy.
+    """
+
+    model: ScriptedModel
+    evaluations: list[str] = field(default_factory=list)
+    evaluation_gate: asyncio.Event | None = None
+    speak: Callable[[RecordedRequest], str] = lambda r: f"You said {r.last_user_text}."
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        if is_evaluation(request):
+            text = self.evaluations.pop(0) if self.evaluations else "NONE"
+            return Reply.say(text, gate=self.evaluation_gate)
+        return Reply.call("speak", {"text": self.speak(request)})
+
+    @property
+    def turns(self) -> list[RecordedRequest]:
+        """The model requests of ordinary turns (evaluations left out)."""
+        return [r for r in self.model.requests if not is_evaluation(r)]
+
+    @property
+    def evaluator_requests(self) -> list[RecordedRequest]:
+        """The evaluator's model requests."""
+        return [r for r in self.model.requests if is_evaluation(r)]
+
+
+@pytest.fixture
+async def brain() -> AsyncIterator[Brain]:
+    """The scripted model server with a :class:`Brain` as its responder."""
+    async with ScriptedModel() as model:
+        mind = Brain(model)
+        model.responder = mind
+        yield mind
+
+
+@pytest.fixture
+async def jmfts(tmp_path: Path) -> AsyncIterator[RunningJmfts]:
+    """A real JMFTS server on a free loopback port."""
+    async with running_jmfts(tmp_path / "jmfts") as server:
+        yield server
+
+
+def reflex_spec(catalog: NodeCatalog, agent: str = AGENT, **config: Any) -> NodeSpec:  # noqa: F811
+    """``agent.edge_asr_memory`` as the catalog ships it, renamed to ``agent`` and with
+    ``config`` merged into the memory_reflex extension's config."""
+    spec = catalog[NODE]
+    extensions = tuple(
+        replace(ext, config={**ext.config, **config}) if ext.name == "memory_reflex" else ext
+        for ext in spec.extensions
+    )
+    return replace(spec, name=f"agent.{agent}", extensions=extensions)
+
+
+@asynccontextmanager
+async def memory_agent(
+    spec: NodeSpec,
+    *,
+    nats_url: str,  # noqa: F811
+    jmfts: RunningJmfts,
+    token: str,
+    brain: Brain,
+    data_dir: Path,
+) -> AsyncIterator[AgentNode]:
+    """A running agent node whose τ loads the reflex, with its own JMFTS token."""
+    token_file = data_dir / f"{spec.agent}.token"
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    async with AgentNode(
+        spec,
+        nats_url=nats_url,
+        data_dir=data_dir,
+        model=ModelEndpoint(base_url=brain.model.url),
+        repo_root=REPO_ROOT,
+        jmfts_url=jmfts.url,
+        jmfts_token_file=token_file,
+    ) as node:
+        try:
+            yield node
+        finally:
+            # Shown with a failing test's output: what the node saw and did.
+            print(f"{spec.name} stats: {node.stats}")
+
+
+@asynccontextmanager
+async def edge_for(nats_url: str, agent: str = AGENT) -> AsyncIterator[EdgeSide]:  # noqa: F811
+    """The edge's side of a turn for ``agent`` on device ``tui``."""
+    nc = await nats.connect(nats_url)
+    side = EdgeSide(nc=nc, agent=agent)
+    await nc.subscribe("events.>", cb=side.on_event)
+    await nc.flush()
+    try:
+        yield side
+    finally:
+        print(f"edge for {agent} saw {[e.subject for e in side.seen]}")
+        await nc.drain()
+
+
+async def until(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Poll ``predicate`` until it holds, within a timeout."""
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+async def session_entries(node: AgentNode, custom_type: str) -> list[dict[str, Any]]:
+    """The τ session's custom entries of one type, read over τ's RPC (get_tree, get_entry)."""
+    tau = node._tau  # the test reads the session the node owns; nothing else needs this
+    assert tau is not None
+    tree = await tau.request("get_tree", {})
+    found = []
+    for row in tree["nodes"]:
+        entry = (await tau.request("get_entry", {"entry_id": row["entry_id"]}))["entry"]
+        if entry.get("type") == "customEntry" and entry.get("customType") == custom_type:
+            found.append(entry)
+    return found

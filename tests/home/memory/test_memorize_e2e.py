@@ -1,0 +1,185 @@
+"""Memorizing off the turn, end to end: evaluator, dedup, overlap, findable at ack."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+
+from home.jmfts.testing import RunningJmfts
+from shared.schema.catalog import NodeCatalog
+from tests.home.memory.conftest import (
+    AGENT,
+    Brain,
+    edge_for,
+    memory_agent,
+    reflex_spec,
+    session_entries,
+    until,
+    user_texts,
+)
+
+ROOT = f"workspace/{AGENT}"
+
+
+async def stored_contents(jmfts: RunningJmfts, token: str) -> list[str]:
+    """The agent's current memories (superseded records left out), as the agent sees them."""
+    async with httpx.AsyncClient(
+        base_url=jmfts.url, headers={"Authorization": f"Bearer {token}"}
+    ) as http:
+        found = (await http.post("/search/fulltext", json={"query": "user", "limit": 100})).json()[
+            "results"
+        ]
+    return sorted(hit["document"]["content"] for hit in found if hit["document"]["content"])
+
+
+async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_is_stored_once(
+    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    brain.evaluations = [
+        "- The user's dog is called Biscuit.",
+        "NONE",
+        "- The user's dog is called Biscuit.",
+    ]
+    spec = reflex_spec(catalog, every_n=1, threshold=0.4)
+    async with (
+        edge_for(nats_url) as edge,
+        memory_agent(
+            spec,
+            nats_url=nats_url,
+            jmfts=jmfts,
+            token=token,
+            brain=brain,
+            data_dir=tmp_path / "home",
+        ) as node,
+    ):
+        first = await edge.say("my dog is called Biscuit")
+        (deposit,) = await edge.wait_for("memorize.tui")
+        await edge.say("what should I cook tonight")
+        await edge.wait_for("memorize.tui", 2)
+        await edge.say("remember, my dog's name is Biscuit")
+        await edge.wait_for("memorize.tui", 3)
+        later = await edge.say("what is my dog called")
+        await edge.wait_for("recall.tui", 4)
+        await until(lambda: len(node.stats.outcomes) == 4)
+        entries = await session_entries(node, "memory_memorize")
+
+    assert deposit.event.binding_id == first.binding_id
+    payload = deposit.event.payload
+    assert payload["status"] == "deposited"
+    assert payload["queries"] == ["The user's dog is called Biscuit."]
+    (doc_id,) = payload["document_ids"]
+    assert payload["deposits"] == [{"id": doc_id, "action": "created", "supersedes": None}]
+    # The evaluator saw the conversation up to the captured position, on its own branch.
+    evaluation = brain.evaluator_requests[0]
+    assert "my dog is called Biscuit" in "\n".join(user_texts(evaluation))
+    assert evaluation.tool_names == []
+    # Told twice: the second deposit found it stored and wrote nothing new.
+    third = edge.on("memorize.tui")[2].event.payload
+    assert third["deposits"] == [{"id": doc_id, "action": "unchanged", "supersedes": None}]
+    assert await stored_contents(jmfts, token) == ["The user's dog is called Biscuit."]
+    # Recalled in a later turn, ahead of the utterance.
+    last_turn = brain.turns[-1]
+    assert user_texts(last_turn)[-1] == "what is my dog called"
+    assert "Biscuit" in user_texts(last_turn)[-2]
+    (last_recall,) = [e for e in edge.on("recall.tui") if e.event.binding_id == later.binding_id]
+    assert doc_id in last_recall.event.payload["injected_ids"]
+    assert [e["data"]["status"] for e in entries][:3] == ["deposited", "nothing", "deposited"]
+
+
+async def test_a_near_duplicate_supersedes_instead_of_piling_up(
+    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    old = await jmfts.write(ROOT, "The user's dentist appointment is on Tuesday.")
+    brain.evaluations = ["- The user's dentist appointment is on Tuesday at 3 pm."]
+    spec = reflex_spec(catalog, every_n=1, dedup_threshold=0.8)
+    async with (
+        edge_for(nats_url) as edge,
+        memory_agent(
+            spec,
+            nats_url=nats_url,
+            jmfts=jmfts,
+            token=token,
+            brain=brain,
+            data_dir=tmp_path / "home",
+        ),
+    ):
+        await edge.say("the dentist is on Tuesday at three")
+        (report,) = await edge.wait_for("memorize.tui")
+
+    (deposit,) = report.event.payload["deposits"]
+    assert deposit["action"] == "superseded" and deposit["supersedes"] == old
+    assert await stored_contents(jmfts, token) == [
+        "The user's dentist appointment is on Tuesday at 3 pm."
+    ]
+
+
+async def test_the_evaluator_runs_off_the_turn_and_an_overlap_is_reported_busy(
+    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    brain.evaluation_gate = asyncio.Event()
+    brain.evaluations = ["- The user's flat is on the fourth floor."]
+    spec = reflex_spec(catalog, every_n=1)
+    async with (
+        edge_for(nats_url) as edge,
+        memory_agent(
+            spec,
+            nats_url=nats_url,
+            jmfts=jmfts,
+            token=token,
+            brain=brain,
+            data_dir=tmp_path / "home",
+        ) as node,
+    ):
+        await edge.say("I live on the fourth floor")
+        await edge.wait_for("speak.tui")
+        await until(lambda: len(brain.evaluator_requests) == 1)
+        # The evaluator is held in its model call; the next utterance is answered anyway.
+        second = await edge.say("is it raining")
+        speaks = await edge.wait_for("speak.tui", 2)
+        (busy,) = await edge.wait_for("memorize.tui")
+        assert not brain.evaluation_gate.is_set()
+        brain.evaluation_gate.set()
+        reports = await edge.wait_for("memorize.tui", 2)
+        await until(lambda: len(node.stats.outcomes) == 2)
+
+    assert speaks[1].event.binding_id == second.binding_id
+    assert node.stats.busy_retries == 0, "τ never refused a prompt (-32000)"
+    assert all(o.end_reason == "terminate" for o in node.stats.outcomes)
+    assert busy.event.payload["status"] == "evaluator_busy"
+    assert busy.event.binding_id == second.binding_id
+    assert busy.event.payload["busy_with"] == reports[1].event.payload["evaluation_id"]
+    assert reports[1].event.payload["status"] == "deposited"
+    assert len(brain.evaluator_requests) == 1, "the overlap was refused, not queued"
+
+
+async def test_a_deposit_is_recallable_on_the_very_next_turn(
+    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    brain.evaluations = ["- The user's locker code is 4711."]
+    spec = reflex_spec(catalog, every_n=1, threshold=0.4)
+    async with (
+        edge_for(nats_url) as edge,
+        memory_agent(
+            spec,
+            nats_url=nats_url,
+            jmfts=jmfts,
+            token=token,
+            brain=brain,
+            data_dir=tmp_path / "home",
+        ),
+    ):
+        await edge.say("my locker code is 4711")
+        (deposit,) = await edge.wait_for("memorize.tui")
+        # The very next turn, as soon as the deposit's report is out.
+        nxt = await edge.say("what is my locker code")
+        recalls = await edge.wait_for("recall.tui", 2)
+
+    (doc_id,) = deposit.event.payload["document_ids"]
+    (report,) = [r for r in recalls if r.event.binding_id == nxt.binding_id]
+    assert doc_id in report.event.payload["injected_ids"]

@@ -1,0 +1,102 @@
+"""The reflex end to end: real JMFTS, real nats-server, real τ, scripted model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from home.jmfts.testing import RunningJmfts
+from shared.schema.catalog import NodeCatalog
+from tests.home.memory.conftest import (
+    AGENT,
+    Brain,
+    edge_for,
+    memory_agent,
+    reflex_spec,
+    session_entries,
+    user_texts,
+)
+
+ROOT = f"workspace/{AGENT}"
+
+
+async def test_recalled_memories_precede_the_utterance_oldest_first_with_ages(
+    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    now = datetime.now(UTC)
+    newer = await jmfts.write(
+        ROOT, "The user's sister Alice moved to Lisbon.", event_time=now - timedelta(days=2)
+    )
+    older = await jmfts.write(
+        ROOT, "The user's sister is called Alice.", event_time=now - timedelta(days=21)
+    )
+    spec = reflex_spec(catalog, every_n=0, threshold=0.3)
+    async with (
+        edge_for(nats_url) as edge,
+        memory_agent(
+            spec,
+            nats_url=nats_url,
+            jmfts=jmfts,
+            token=token,
+            brain=brain,
+            data_dir=tmp_path / "home",
+        ) as node,
+    ):
+        said = await edge.say("where does my sister Alice live now")
+        await edge.wait_for("speak.tui")
+        recalls = await edge.wait_for("recall.tui")
+        entries = await session_entries(node, "memory_recall")
+
+    (turn,) = brain.turns
+    texts = user_texts(turn)
+    assert texts[-1] == "where does my sister Alice live now"
+    recalled = texts[-2]
+    assert "3 weeks ago" in recalled and "2 days ago" in recalled
+    assert recalled.index("called Alice") < recalled.index("moved to Lisbon"), "oldest first"
+    (report,) = recalls
+    assert report.event.binding_id == said.binding_id
+    assert report.subject == f"events.workspace.{AGENT}.out.recall.tui"
+    assert set(report.event.payload["injected_ids"]) == {older, newer}
+    assert report.event.payload["passed"] == 2
+    (entry,) = entries
+    assert entry["data"]["query"] == "where does my sister Alice live now"
+    assert entry["data"]["passed"] == 2
+
+
+async def test_a_search_below_the_threshold_injects_nothing_but_is_recorded(
+    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    stored = await jmfts.write(ROOT, "The user's bicycle is a green Brompton.")
+    spec = reflex_spec(catalog, every_n=0, threshold=0.45)
+    async with (
+        edge_for(nats_url) as edge,
+        memory_agent(
+            spec,
+            nats_url=nats_url,
+            jmfts=jmfts,
+            token=token,
+            brain=brain,
+            data_dir=tmp_path / "home",
+        ) as node,
+    ):
+        await edge.say("what is the capital of Mongolia")
+        await edge.wait_for("speak.tui")
+        (report,) = await edge.wait_for("recall.tui")
+        (entry,) = await session_entries(node, "memory_recall")
+
+    (turn,) = brain.turns
+    assert user_texts(turn) == ["what is the capital of Mongolia"], "nothing threaded in"
+    assert not any(
+        "Brompton" in m.get("content", "")
+        for m in turn.messages
+        if isinstance(m.get("content"), str)
+    )
+    data = entry["data"]
+    assert data["passed"] == 0 and data["injected_ids"] == []
+    (hit,) = data["hits"]
+    assert hit["id"] == stored and 0.0 < hit["score"] < 0.45 and hit["passed"] is False
+    assert report.event.payload["scores"] == [hit["score"]]
+    assert report.event.payload["document_ids"] == [stored]
+    assert report.event.payload["passed"] == 0
