@@ -8,6 +8,7 @@ Python (Debian bookworm: CPython 3.11, glibc 2.36) are accepted.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -91,6 +92,43 @@ def build_wheelhouse(
     own = target / wheels[0].name
     shutil.move(str(wheels[0]), own)
     own_dir.rmdir()
-    run_tool("wheelhouse", download_command(target, [str(own), *extra]))
+    _download_with_pure_sdists(target, [str(own), *extra])
     version = own.name.split("-")[1]
     return Wheelhouse(target, own, version)
+
+
+_NO_DISTRIBUTION = re.compile(r"No matching distribution found for ([A-Za-z0-9_.\-]+)")
+MAX_PURE_SDISTS = 8
+
+
+def _download_with_pure_sdists(target: Path, requirements: list[str]) -> None:
+    """Download binary wheels; a dependency published only as a pure-Python sdist
+    (e.g. vosk's ``srt``) is built here into a ``py3-none-any`` wheel and offered to pip."""
+    built: set[str] = set()
+    while True:
+        try:
+            run_tool(
+                "wheelhouse", [*download_command(target, requirements), "--find-links", str(target)]
+            )
+            return
+        except BuildError as exc:
+            missing = _NO_DISTRIBUTION.search(str(exc))
+            if missing is None or missing.group(1) in built or len(built) >= MAX_PURE_SDISTS:
+                raise
+            name = missing.group(1)
+        built.add(name)
+        before = set(target.glob("*.whl"))
+        run_tool(
+            "wheelhouse",
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+             "--disable-pip-version-check", "--wheel-dir", str(target), name],
+        )  # fmt: skip
+        new = set(target.glob("*.whl")) - before
+        if not new or not all(
+            w.name.endswith("-py3-none-any.whl") or "-py2.py3-none-any" in w.name for w in new
+        ):
+            raise BuildError(
+                "wheelhouse",
+                f"{name} has no aarch64 wheel on PyPI and does not build as pure Python "
+                f"({sorted(w.name for w in new)}); it cannot go on the board offline",
+            )

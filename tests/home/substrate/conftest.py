@@ -188,6 +188,9 @@ async def home(tmp_path: Path) -> AsyncIterator[Home]:
         catalog=catalog,
         schema_dir=schema_dir,
         health_interval_s=0.2,
+        # The substrate alone: no model, no memory server (their own tests cover them).
+        llm_url="none",
+        memory=False,
     )
     stop = asyncio.Event()
     task = asyncio.create_task(run_home(config, stop=stop))

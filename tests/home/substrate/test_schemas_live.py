@@ -75,12 +75,11 @@ async def test_bad_requests_are_refused_clearly(home: Home) -> None:
         await home.request(control.SCHEMA_APPLY, name="notes")
 
 
-async def test_a_kind_without_launcher_is_reported_not_faked(home: Home) -> None:
-    applied = await home.request(control.SCHEMA_APPLY, name="ghost")
-    assert applied["state"] == "degraded"
-    assert "no launcher for kind edge_audio yet" in applied["reason"]
-    ghost = (await nodes(home))["edge.ghost"]
-    assert ghost["state"] == "unavailable" and ghost["pid"] is None
+async def test_a_schema_needing_a_board_node_is_refused_not_faked(home: Home) -> None:
+    with pytest.raises(ControlError, match=r"edge\.ghost, which runs on edge") as error:
+        await home.request(control.SCHEMA_APPLY, name="ghost")
+    assert error.value.code == "refused"
+    assert "edge.ghost" not in await nodes(home)
 
 
 async def test_sigkill_beyond_policy_degrades_then_restores(home: Home) -> None:

@@ -63,6 +63,10 @@ class HomeProcess:
                     str(self.catalog),
                     "--schema-dir",
                     str(self.schema_dir),
+                    # The substrate alone: no model, no memory server.
+                    "--llm-url",
+                    "none",
+                    "--no-memory",
                     *extra,
                 ],
                 stdout=log,
