@@ -30,7 +30,7 @@ def nats_server_binary() -> Path:
     return Path(found)
 
 
-def free_port(host: str) -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -52,7 +52,17 @@ class LocalNatsServer:
         """The client URL of the server."""
         return f"nats://{self.host}:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return None if self._proc is None else self._proc.pid
+
     async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def start(self) -> None:
+        """Start the server and wait until it accepts connections (NatsServerError if not)."""
         self._log = tempfile.NamedTemporaryFile(prefix="edge-nats-", suffix=".log")  # noqa: SIM115
         self._proc = await asyncio.create_subprocess_exec(
             str(nats_server_binary()),
@@ -68,9 +78,8 @@ class LocalNatsServer:
         try:
             await self._wait_ready()
         except BaseException:
-            await self._stop()
+            await self.stop()
             raise
-        return self
 
     async def __aexit__(
         self,
@@ -78,7 +87,7 @@ class LocalNatsServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._stop()
+        await self.stop()
 
     async def _wait_ready(self) -> None:
         deadline = time.monotonic() + _READY_TIMEOUT_S
@@ -100,7 +109,8 @@ class LocalNatsServer:
             return ""
         return Path(self._log.name).read_text(errors="replace")[-500:].strip()
 
-    async def _stop(self) -> None:
+    async def stop(self) -> None:
+        """Terminate the server (kill it if it lingers); idempotent."""
         proc, self._proc = self._proc, None
         try:
             if proc is not None and proc.returncode is None:

@@ -19,7 +19,7 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from edge.tui.transport import LocalNatsServer
+from edge.natsd import LocalNatsServer
 from shared.event import Event
 from shared.subjects import (
     bridge_status_subject,

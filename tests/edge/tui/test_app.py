@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 
 from textual.pilot import Pilot
 
+from edge.natsd import LocalNatsServer, free_port
 from edge.tui.app import TetherTui, raw_body
 from edge.tui.session import EdgeSession
-from edge.tui.transport import LocalNatsServer, free_port
 from shared.event import Event
 from shared.subjects import speech_completed_subject
 from tests.edge.tui.conftest import DEVICE, PlayedAgent, until

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from edge.tui.transport import LocalNatsServer, free_port
+from edge.natsd import LocalNatsServer, free_port
 from shared.subjects import speech_completed_subject
 from tests.edge.tui.conftest import WAIT_S, PlayedAgent
 

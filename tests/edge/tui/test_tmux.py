@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edge.tui.transport import LocalNatsServer
+from edge.natsd import LocalNatsServer
 from tests.edge.tui.conftest import WAIT_S, PlayedAgent, Tmux
 
 EDGE = str(Path(sys.executable).with_name("edge"))
