@@ -17,6 +17,7 @@ from rich.logging import RichHandler
 
 from edge.config import EdgeConfig, load_edge_config
 from edge.errors import CaptureFailed, EdgeError
+from edge.home_pairing import pair_with_home
 from edge.runtime import EdgeRuntime, RunSummary, with_audio_files
 from edge.tui.cli import register as register_tui
 from shared.errors import SchemaError
@@ -42,7 +43,7 @@ def _root() -> None:
 
 
 @app.command()
-def run(
+def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     config: Annotated[
         Path | None,
         typer.Option(
@@ -63,6 +64,14 @@ def run(
     audio_out: Annotated[
         Path | None,
         typer.Option("--audio-out", help="A WAV file to use as the speaker (at the voice's rate)."),
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Pair (once) with the home running from this data directory on this machine "
+            "and connect through its SSH endpoint, as a board would.",
+        ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON summary (turns, acks) at the end.")
@@ -91,6 +100,8 @@ def run(
         raise typer.Exit(EXIT_USAGE)
     settings = with_audio_files(settings, audio_in, audio_out)
     try:
+        if data_dir is not None:
+            settings = asyncio.run(pair_with_home(settings, data_dir))
         summary = asyncio.run(_run(settings, finite=audio_in is not None))
     except EdgeError as exc:
         err.print(f"[red]error[/red] {exc}", highlight=False)

@@ -2,21 +2,32 @@
 
 It serves every device paired into the data directory: ``bridge pair --device D
 --out DATA_DIR/bridge`` writes ``D.home.yaml`` there and the endpoint's host key
-into ``DATA_DIR/bridge/secrets/``. A home with no paired device runs no endpoint.
+into ``DATA_DIR/bridge/secrets/``. With no device paired it listens nowhere.
+
+On one machine, a board's stand-in pairs through the control verb
+``bridge.pair`` (``edge run --data-dir``): home makes the keys and both halves
+and starts serving the new device at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, PairError
 from bridge.node.home import HomeBridgeEndpoint
-from bridge.pair import HOST_KEY_NAME
+from bridge.pair import HOST_KEY_NAME, pair
+from home.substrate import control
 from home.substrate.component import ComponentInfo, Health
-from home.substrate.errors import ComponentError
-from shared.errors import SchemaError
+from home.substrate.control import ControlRequest
+from home.substrate.errors import ComponentError, ControlError
+from shared.errors import SchemaError, SubjectError
 from shared.schema import BridgeHalf, load_bridge_half
+from shared.schema.bridge_half import DEFAULT_PORT
+from shared.subjects import check_name
 
 BRIDGE_DIR = "bridge"
 
@@ -26,22 +37,36 @@ def paired_home_halves(data_dir: Path) -> list[Path]:
     return sorted((data_dir / BRIDGE_DIR).glob("*.home.yaml"))
 
 
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
 class HomeBridgeComponent:
     """The embedded asyncssh endpoint for every paired device (component name ``bridge``)."""
 
     name = "bridge"
 
     def __init__(
-        self, data_dir: Path, nats_url: Callable[[], str], *, port: int | None = None
+        self,
+        data_dir: Path,
+        nats_url: Callable[[], str],
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
     ) -> None:
-        self._data_dir = data_dir
+        self._dir = data_dir / BRIDGE_DIR
         self._nats_url = nats_url
-        self._port = port
+        self._host = host
+        # Port 0 is fixed to a free port now, so halves paired later name the real one.
+        self._port = _free_port(host) if port == 0 else port
         self._endpoint: HomeBridgeEndpoint | None = None
+        self._lock = asyncio.Lock()
 
     def _halves(self) -> list[BridgeHalf]:
         halves = []
-        for path in paired_home_halves(self._data_dir):
+        for path in paired_home_halves(self._dir.parent):
             try:
                 halves.append(load_bridge_half(path))
             except SchemaError as exc:
@@ -49,16 +74,19 @@ class HomeBridgeComponent:
         return halves
 
     async def start(self) -> None:
-        """Listen for every paired device; ComponentError if a half or the host key is bad."""
-        host_key = self._data_dir / BRIDGE_DIR / "secrets" / HOST_KEY_NAME
+        """Listen for every paired device (nothing to do while none is paired)."""
+        halves = self._halves()
+        if not halves:
+            return
+        host_key = self._dir / "secrets" / HOST_KEY_NAME
         if not host_key.is_file():
             raise ComponentError(
-                f"bridge: the endpoint's host key {host_key} is missing; pair a device with "
-                f"`bridge pair --device NAME --home HOST:PORT --out {self._data_dir / BRIDGE_DIR}`"
+                f"bridge: the endpoint's host key {host_key} is missing; pair the device again "
+                f"with `bridge pair --device NAME --home HOST:PORT --out {self._dir}`"
             )
         try:
             endpoint = HomeBridgeEndpoint(
-                self._halves(), host_key=host_key, nats_url=self._nats_url(), port=self._port
+                halves, host_key=host_key, nats_url=self._nats_url(), port=self._port
             )
             await endpoint.start()
         except (BridgeError, OSError) as exc:
@@ -66,19 +94,15 @@ class HomeBridgeComponent:
         self._endpoint = endpoint
 
     async def health(self) -> Health:
-        """Healthy while listening; the detail names each device's link state."""
+        """Healthy while listening (or while nothing is paired); the detail names each link."""
         if self._endpoint is None:
-            return Health(False, "not started")
+            return Health(True, "no device paired")
         report = self._endpoint.health()
         links = ", ".join(
             f"{device} {state.get('state', '?')}"
             for device, state in sorted(report["devices"].items())
         )
         return Health(bool(report["ok"]), links)
-
-    def links(self) -> dict[str, object]:
-        """Each device's link state and counters, for ``home status``."""
-        return {} if self._endpoint is None else dict(self._endpoint.health()["devices"])
 
     async def stop(self) -> None:
         """Stop listening and end every link; idempotent."""
@@ -89,5 +113,40 @@ class HomeBridgeComponent:
     def info(self) -> ComponentInfo:
         """``ssh://host:port`` of the endpoint."""
         if self._endpoint is None:
-            return ComponentInfo(f"ssh (port {self._port or 'from the halves'})", None)
+            return ComponentInfo(f"ssh://{self._host}:{self.port} (no device paired)", None)
         return ComponentInfo(f"ssh://{self._endpoint.host}:{self._endpoint.port}", None)
+
+    @property
+    def port(self) -> int:
+        """The port boards connect to: the configured one, else the halves', else 2222."""
+        if self._endpoint is not None:
+            return self._endpoint.port
+        if self._port:
+            return self._port
+        halves = self._halves()
+        return halves[0].endpoint.port if halves else DEFAULT_PORT
+
+    async def pair_device(self, request: ControlRequest) -> dict[str, Any]:
+        """Control verb ``bridge.pair``: pair ``device`` on this machine (once) and serve it."""
+        device = request.args.get("device")
+        try:
+            check_name(str(device), "device")
+        except SubjectError as exc:
+            raise ControlError(control.BAD_REQUEST, str(exc)) from None
+        async with self._lock:
+            edge_half = self._dir / f"{device}.edge.yaml"
+            key = self._dir / "secrets" / f"{device}.edge.key"
+            if not (edge_half.is_file() and key.is_file()):
+                where = f"{self._host}:{self.port}"
+                try:
+                    await asyncio.to_thread(
+                        pair, str(device), where, self._dir, listen_host=self._host, force=True
+                    )
+                except PairError as exc:
+                    raise ControlError(control.REFUSED, str(exc)) from None
+            serving = self._endpoint is not None and device in self._endpoint.halves
+            if not serving:
+                await self.stop()
+                await self.start()
+        return {"device": device, "edge_half": str(edge_half), "secrets": str(key.parent),
+                "endpoint": f"ssh://{self._host}:{self.port}"}  # fmt: skip

@@ -22,7 +22,9 @@ STATUS = "status"
 SCHEMA_APPLY = "schema.apply"
 SCHEMA_UNAPPLY = "schema.unapply"
 SCHEMA_LIST = "schema.list"
-VERBS = (PING, STATUS, SCHEMA_APPLY, SCHEMA_UNAPPLY, SCHEMA_LIST)
+# Answered by the bridge component: pair a device on this machine and serve it at once.
+BRIDGE_PAIR = "bridge.pair"
+VERBS = (PING, STATUS, SCHEMA_APPLY, SCHEMA_UNAPPLY, SCHEMA_LIST, BRIDGE_PAIR)
 
 # Error codes of a reply.
 BAD_REQUEST, NOT_FOUND, REFUSED, OVERLAP, INTERNAL = (

@@ -60,11 +60,15 @@ class Substrate:
         self,
         config: HomeConfig,
         nats_url: Callable[[], str],
+        *,
         launchers: Mapping[str, Launcher] | None = None,
         status_extra: StatusExtra | None = None,
         services: Callable[[], Mapping[str, str]] | None = None,
+        handlers: Mapping[str, Handler] | None = None,
     ) -> None:
         self.config = config
+        # Control verbs other components answer (e.g. the bridge's bridge.pair).
+        self._extra_handlers = dict(handlers or {})
         self._nats_url = nats_url
         self._launchers = dict(LAUNCHERS if launchers is None else launchers)
         self._status_extra = status_extra
@@ -122,6 +126,7 @@ class Substrate:
             control.SCHEMA_APPLY: self._apply,
             control.SCHEMA_UNAPPLY: self._unapply,
             control.SCHEMA_LIST: self._list,
+            **self._extra_handlers,
         }
         for verb, handler in handlers.items():
             self._control_subs.append(

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from home.agents.launcher import TOKENS_DIR, EffectorLauncher, ModelChoice, TauAgentLauncher
-from home.bridge import HomeBridgeComponent, paired_home_halves
+from home.bridge import HomeBridgeComponent
 from home.jmfts.component import JmftsComponent
 from home.llm.component import EmbeddedLlmComponent, ExternalLlmComponent
+from home.substrate import control
 from home.substrate.component import ComponentRegistry, ComponentStatus
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import DataDirLock, HomeState
@@ -45,12 +46,16 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
     def services() -> dict[str, str]:
         return {c.name: c.info().address for c in registry.components}
 
+    bridge = HomeBridgeComponent(
+        config.data_dir, lambda: nats_server.url, host=config.host, port=config.bridge_port
+    )
     substrate = Substrate(
         config,
         lambda: nats_server.url,
         launchers=node_launchers(config),
         status_extra=components_view,
         services=services,
+        handlers={control.BRIDGE_PAIR: bridge.pair_device},
     )
     registry.register(nats_server)
     llm = llm_component(config)
@@ -65,10 +70,7 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
             )
         )
     registry.register(substrate)
-    if paired_home_halves(config.data_dir):
-        registry.register(
-            HomeBridgeComponent(config.data_dir, lambda: nats_server.url, port=config.bridge_port)
-        )
+    registry.register(bridge)
     return registry, nats_server, substrate
 
 
