@@ -105,12 +105,13 @@ def test_home_up_serves_the_paired_device_and_a_turn_crosses_both_ways(
     assert ack.payload.get("ok") is True
 
 
-def test_a_home_without_paired_devices_runs_no_endpoint(tmp_path: Path) -> None:
+def test_a_home_without_paired_devices_listens_nowhere(tmp_path: Path) -> None:
     home = HomeProcess(tmp_path)
     proc = home.start()
     try:
-        names = {c["name"] for c in _status(home)["components"]}  # type: ignore[attr-defined]
+        components = {c["name"]: c for c in _status(home)["components"]}  # type: ignore[attr-defined]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    assert "bridge" not in names
+    assert components["bridge"]["state"] == "healthy"
+    assert components["bridge"]["address"].endswith("(no device paired)")
