@@ -107,7 +107,7 @@ def home_process(tmp_path: Path) -> Iterator[HomeProcess]:
 
 def child_pids(home: HomeProcess) -> list[int]:
     status = home.status()
-    pids = [c["pid"] for c in status["components"] if c["name"] != "substrate"]
+    pids = [c["pid"] for c in status["components"] if c["name"] != "substrate" and c["pid"]]
     return pids + [n["pid"] for n in status["nodes"] if n["pid"]]
 
 
