@@ -96,6 +96,9 @@ class Effector:
     async def __aenter__(self) -> Effector:
         self._nc = await nats.connect(self.nats_url, name=self.spec.node, max_reconnect_attempts=-1)
         await self._nc.subscribe(self.pattern, cb=self._on_verb)
+        # Twice: nats-py can write flush()'s PING ahead of a SUB still pending, so one
+        # PONG does not prove the server has the subscription; the second PING follows it.
+        await self._nc.flush()
         await self._nc.flush()
         return self
 

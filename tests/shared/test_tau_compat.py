@@ -124,6 +124,8 @@ async def test_taus_speak_envelope_parses_and_our_ack_completes_it(
         await tau_bus.wait_emitted(1)
 
         speaks = await nc.subscribe(f"events.workspace.{AGENT}.out.speak")
+        # Twice: nats-py may send flush()'s PING ahead of the pending SUB.
+        await nc.flush()
         await nc.flush()
 
         async def effector() -> Event:
@@ -159,6 +161,8 @@ async def test_a_failed_ack_of_ours_is_a_tool_error_in_tau(
     nc = await nats.connect(nats_url)
     try:
         speaks = await nc.subscribe(f"events.workspace.{AGENT}.out.speak")
+        # Twice: nats-py may send flush()'s PING ahead of the pending SUB.
+        await nc.flush()
         await nc.flush()
 
         async def effector() -> None:
