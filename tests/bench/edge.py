@@ -42,7 +42,8 @@ from edge.runtime import EdgeRuntime, Models
 from edge.tts import PiperSynthesizer
 from shared.event import Event, new_binding_id
 from shared.subjects import sensation_turn_subject, speak_subject
-from tests.bench.report import Result, write_report
+from tests.bench.report import Result, publish
+from tests.edge.conftest import speak_korean
 
 PHRASES = (
     "안녕하세요",
@@ -58,31 +59,6 @@ PARAGRAPH = (
 )
 IDLE_S = 10.0
 EDGE = str(Path(sys.executable).parent / "edge")
-
-
-def korean(text: str, out: Path, lead_s: float = 0.5, tail_s: float = 1.5) -> Path:
-    raw = out.with_suffix(".raw.wav")
-    subprocess.run(["espeak-ng", "-v", "ko", "-w", str(raw), text], check=True, timeout=30)
-    subprocess.run(
-        [
-            "sox",
-            str(raw),
-            "-r",
-            "16000",
-            "-c",
-            "1",
-            "-b",
-            "16",
-            str(out),
-            "pad",
-            str(lead_s),
-            str(tail_s),
-        ],
-        check=True,
-        timeout=30,
-    )
-    raw.unlink()
-    return out
 
 
 def silence(out: Path, seconds: float) -> Path:
@@ -383,7 +359,10 @@ def main() -> None:
     """Run every figure and write bench-results/edge.json."""
     with tempfile.TemporaryDirectory(prefix="bench-edge-") as folder:
         tmp = Path(folder)
-        utterances = [korean(p, tmp / f"u{i}.wav") for i, p in enumerate(PHRASES)]
+        utterances = [
+            speak_korean(p, tmp / f"u{i}.wav", lead_s=0.5, tail_s=1.5)
+            for i, p in enumerate(PHRASES)
+        ]
         session = tmp / "session.wav"
         subprocess.run(
             ["sox", *map(str, utterances), *map(str, utterances), str(session)],
@@ -400,4 +379,4 @@ def main() -> None:
         results += tts_rtf(models.synth)
         results += asyncio.run(time_to_first_audio(models, tmp))
         results += process_figures(tmp)
-    write_report("edge", results)
+    publish("edge", results)
