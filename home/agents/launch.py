@@ -55,6 +55,8 @@ class ModelEndpoint:
     temperature: float | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     stream: bool = True
+    # The decode-constraint dialect the server accepts ("gbnf" for llama.cpp), or None.
+    grammar: str | None = None
 
     def tau_entry(self) -> dict[str, Any]:
         """This endpoint as an entry of τ's ``config.json`` ``models`` map."""
@@ -73,6 +75,8 @@ class ModelEndpoint:
             entry["temperature"] = self.temperature
         if self.extra_body:
             entry["extra_body"] = dict(self.extra_body)
+        if self.grammar is not None:
+            entry["grammar"] = self.grammar
         return entry
 
 

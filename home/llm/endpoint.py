@@ -52,4 +52,7 @@ def embedded_endpoint(url: str, answer_tool: str | None) -> ModelEndpoint:
         temperature=0.2,
         extra_body=extra,
         stream=False,
+        # llama-cpp-python's server takes a GBNF ``grammar`` on a request without tools
+        # (the memory evaluator's fact lines).
+        grammar="gbnf",
     )

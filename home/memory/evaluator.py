@@ -1,11 +1,25 @@
 """The evaluator: what it is asked, how its answer is read, and how a fact is deduplicated.
 
-The evaluator is a forked sub-agent (τ ``spawn_branch``) that sees the conversation up
-to the captured position and answers in plain lines, one fact per ``- `` line, or
-``NONE``. It has no tools: the deposit is the reflex's, under the agent's principal,
-never the model's to skip or to call. Each fact is searched against the memory root
-first: a stored memory this close to it is the same memory (identical text: left as
-is; different: superseded by the new wording), so telling a thing twice stores it once.
+Two forms, chosen by whether the evaluator's model declares a grammar dialect:
+
+- **Conversation** (a model without a grammar): a forked sub-agent (τ
+  ``spawn_branch``) sees the conversation up to the captured position and answers in
+  plain lines, one fact per ``- `` line, or ``NONE``.
+- **Utterance** (a model with a grammar, such as the embedded SmolLM2-135M): one
+  completion per user utterance of the window, decoded under :data:`FACT_GBNF`, so
+  the answer is always one well-formed ``- The user's ...`` line. Measured here, the
+  135M model given a whole conversation copies the prompt's example or merges turns
+  into nonsense, even under a grammar; given one utterance it restates it as a fact
+  ("my dog is called Biscuit" → "The user's dog is called Biscuit."). It cannot judge
+  worth: offered ``NONE`` it always takes it, so the grammar does not offer it and
+  every utterance yields a fact (dedup keeps repeats from piling up). A larger model
+  behind ``evaluator_model`` gets the conversation form and judges.
+
+Either way the evaluator has no tools: the deposit is the reflex's, under the agent's
+principal, never the model's to skip or to call. Each fact is searched against the
+memory root first: a stored memory this close to it is the same memory (identical
+text: left as is; different: superseded by the new wording), so telling a thing twice
+stores it once.
 """
 
 from __future__ import annotations
@@ -32,6 +46,20 @@ EVALUATOR_PROMPT = (
     "Read the conversation above, most of all its latest turns. What in it is worth "
     "remembering? One fact per line starting with '- ', or NONE."
 )
+UTTERANCE_SYSTEM = (
+    f"{EVALUATOR_MARKER} You keep notes about a user. From what the user said, write "
+    "down durable facts about the user and their world (names, pets, family, places, "
+    "work, preferences, plans), each as one short sentence starting with 'The user's'. "
+    "Questions and small talk are not facts."
+)
+# One fact line, opening "The user's": measured with SmolLM2-135M, an open "The user"
+# lets it quote the utterance back ("The user said: Biscuit", the dog lost), and
+# quotes or '&' let it escape the utterance as HTML entities.
+FACT_MAX_CHARS = 100
+FACT_GBNF = f'root ::= "- The user\'s " [^\\n"&]{{3,{FACT_MAX_CHARS}}} "\\n"'
+FACT_LINE = re.compile("- The user's " + rf'[^\n"&]{{3,{FACT_MAX_CHARS}}}\n')
+# Room for the longest line the grammar allows, one token per character.
+UTTERANCE_MAX_TOKENS = FACT_MAX_CHARS + 16
 MAX_FACTS = 8
 MAX_FACT_CHARS = 400
 
@@ -55,6 +83,16 @@ def parse_facts(text: str) -> list[str]:
         seen.add(key)
         facts.append(fact)
     return facts[:MAX_FACTS]
+
+
+def utterance_prompt(utterance: str) -> str:
+    """The user message of one utterance-form evaluation."""
+    return f'The user said: "{utterance}"\n\nThe fact worth keeping:'
+
+
+def is_fact_line(text: str) -> bool:
+    """Whether ``text`` is exactly one line :data:`FACT_GBNF` allows (τ's verify check)."""
+    return FACT_LINE.fullmatch(text) is not None
 
 
 def normalized(text: str) -> str:

@@ -10,10 +10,13 @@ skip them.
   custom entry in the τ session (query, every score, how many passed), even when
   nothing passed, and reported on ``events.workspace.<agent>.out.recall.<device>``.
 - **Memorize** (``user_turn_end``): every N user turns the hook captures the
-  conversation's position and returns at once; a forked sub-agent (τ
-  ``spawn_branch``, no tools, no hooks) reads the conversation up to there and names
-  what is worth keeping, which is deposited under the agent's memory root,
-  deduplicated. One evaluator at a time: an overlap is recorded and reported as
+  conversation's position and the utterances since the last evaluation, and returns
+  at once; the evaluator names what is worth keeping, which is deposited under the
+  agent's memory root, deduplicated. For a model without a grammar the evaluator is a
+  forked sub-agent (τ ``spawn_branch``, no tools, no hooks) reading the conversation
+  up to there; for a model that declares one (the embedded model) it is one
+  grammar-constrained ``ctx.complete`` per utterance (see :mod:`home.memory.evaluator`
+  for why). One evaluator at a time: an overlap is recorded and reported as
   ``evaluator_busy``, never queued. Reports go to ``...out.memorize.<device>``.
 
 Both reports are past tense; nothing binds them back into an agent (the activation
@@ -38,13 +41,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tau_llm import grammar as tau_grammar
+from tau_llm.constraints import DecodeConstraints
+
 from home.memory.config import ReflexConfig, parse_config
 from home.memory.errors import MemoryReflexError
 from home.memory.evaluator import (
     EVALUATOR_PROMPT,
     EVALUATOR_SYSTEM,
+    FACT_GBNF,
+    FACT_LINE,
+    MAX_FACTS,
+    UTTERANCE_MAX_TOKENS,
+    UTTERANCE_SYSTEM,
     assistant_text,
+    is_fact_line,
     parse_facts,
+    utterance_prompt,
 )
 from home.memory.fsrs import ReviewBook
 from home.memory.recall import ScoredHit, render_recall, used_by_reply
@@ -106,6 +119,8 @@ class MemoryReflex:
         self._pending: TurnRecall | None = None
         self._evaluator: asyncio.Task[None] | None = None
         self._evaluation_id: str | None = None
+        # The utterances not yet handed to an evaluator (kept across a busy refusal).
+        self._utterances: list[str] = []
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -170,6 +185,7 @@ class MemoryReflex:
         self._pending = None
         if not query.strip():
             return None
+        self._utterances.append(query)
         record, shown = await self.recaller.recall(query, binding_id=binding_id)
         self._pending = TurnRecall(record, shown)
         await self.api.append_entry(RECALL_ENTRY, record.to_dict())
@@ -241,9 +257,17 @@ class MemoryReflex:
             await self._record_evaluation(busy, device)
             return
         self._evaluation_id = evaluation_id
+        window, self._utterances = self._utterances[-MAX_FACTS:], []
         # Off the turn: the hook returns now; the evaluator runs on its own cursor.
         self._evaluator = asyncio.create_task(
-            self._evaluate(ctx, evaluation_id, position, binding_id, device),
+            self._evaluate(
+                ctx,
+                evaluation_id,
+                position=position,
+                window=window,
+                binding_id=binding_id,
+                device=device,
+            ),
             name=f"memory_reflex-evaluator-{evaluation_id[:8]}",
         )
 
@@ -266,7 +290,7 @@ class MemoryReflex:
         The evaluator has no tools, so a ``tool_choice`` the agent's model forces on
         every request (the embedded llama.cpp model's speak grammar) is dropped for it.
         τ refuses a grammar smuggled in ``extra_body`` and ``spawn_branch`` takes no
-        decode constraint, so the evaluator's answer form is asked for, not enforced.
+        decode constraint, so a grammar needs the utterance form (``ctx.complete``).
         """
         if self.config.evaluator_model is not None:
             return self.config.evaluator_model
@@ -277,9 +301,42 @@ class MemoryReflex:
         extra.pop("tool_choice")
         return model.model_copy(update={"extra_body": extra})
 
+    async def _branch_answer(self, ctx: Any, model: Any, position: str | None) -> str:
+        """The conversation form: a forked sub-agent reads the conversation up to ``position``."""
+        result = await ctx.spawn_branch(
+            position,
+            EVALUATOR_PROMPT,
+            tools=[],
+            model=model,
+            max_turns=1,
+            label=EVALUATOR_LABEL,
+            system_prompt=EVALUATOR_SYSTEM,
+            hooks=False,
+        )
+        if not result.ok:
+            raise MemoryReflexError(f"the evaluator failed: {result.error}")
+        return assistant_text(result.messages)
+
+    async def _utterance_answers(self, ctx: Any, model: Any, window: list[str]) -> str:
+        """The utterance form: one fact line per utterance, decoded under a grammar."""
+        if model.grammar_dialect == "gbnf":
+            constraint = DecodeConstraints(grammar=FACT_GBNF, verify=is_fact_line)
+        else:  # llguidance takes the same line as a regex terminal
+            constraint = DecodeConstraints(grammar=tau_grammar.regex(FACT_LINE.pattern))
+        # Deterministic: the same utterance gives the same fact, which dedup then keeps once.
+        model = model.model_copy(update={"max_tokens": UTTERANCE_MAX_TOKENS, "temperature": 0.0})
+        lines = []
+        for utterance in window:
+            messages = [
+                {"role": "system", "content": UTTERANCE_SYSTEM},
+                {"role": "user", "content": utterance_prompt(utterance)},
+            ]
+            lines.append(await ctx.complete_text(messages, model=model, constraints=constraint))
+        return "".join(lines)
+
     async def _evaluate(
-        self, ctx: Any, evaluation_id: str, position: str | None, binding_id: str | None,
-        device: str | None,
+        self, ctx: Any, evaluation_id: str, *, position: str | None, window: list[str],
+        binding_id: str | None, device: str | None,
     ) -> None:  # fmt: skip
         started = time.perf_counter()
         base = EvaluationRecord(
@@ -292,27 +349,21 @@ class MemoryReflex:
             memory_root=self.config.memory_root,
         )
         try:
-            result = await ctx.spawn_branch(
-                position,
-                EVALUATOR_PROMPT,
-                tools=[],
-                model=self._evaluator_model(ctx),
-                max_turns=1,
-                label=EVALUATOR_LABEL,
-                system_prompt=EVALUATOR_SYSTEM,
-                hooks=False,
-            )
-            if not result.ok:
-                record = replace(base, error=f"the evaluator failed: {result.error}")
+            chosen = self._evaluator_model(ctx)
+            model = ctx.resolve_model(chosen)
+            if getattr(model, "grammar_dialect", None) is None:
+                answer = await self._branch_answer(ctx, chosen, position)
             else:
-                answer = assistant_text(result.messages)
-                base = replace(base, answer=answer[:ANSWER_CHARS])
-                facts = parse_facts(answer)
-                if not facts or self.depositor is None:
-                    record = replace(base, status="nothing")
-                else:
-                    deposits = await self.depositor.deposit(facts)
-                    record = replace(base, status="deposited", deposits=deposits)
+                answer = await self._utterance_answers(ctx, model, window)
+            base = replace(base, answer=answer[:ANSWER_CHARS])
+            facts = parse_facts(answer)
+            if not facts or self.depositor is None:
+                record = replace(base, status="nothing")
+            else:
+                deposits = await self.depositor.deposit(facts)
+                record = replace(base, status="deposited", deposits=deposits)
+        except MemoryReflexError as exc:
+            record = replace(base, error=str(exc))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an evaluation failure is reported, never raised

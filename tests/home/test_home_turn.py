@@ -43,11 +43,13 @@ class RunningHome:
 
 
 @contextlib.asynccontextmanager
-async def start_home(data_dir: Path, *args: str) -> AsyncIterator[RunningHome]:
+async def start_home(
+    data_dir: Path, *args: str, schema: str = "edge_asr"
+) -> AsyncIterator[RunningHome]:
     log = (data_dir.parent / "home-up.log").open("ab")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "home.cli", "up", "--json", "--data-dir", str(data_dir),
-        "--apply", "edge_asr", *args, stdout=log, stderr=log,
+        "--apply", schema, *args, stdout=log, stderr=log,
     )  # fmt: skip
     home = RunningHome(proc, data_dir)
     try:
@@ -57,7 +59,7 @@ async def start_home(data_dir: Path, *args: str) -> AsyncIterator[RunningHome]:
                 await asyncio.sleep(0.1)
         home.nats_url = json.loads((data_dir / "home.json").read_text())["nats_url"]
         async with asyncio.timeout(180):
-            while not await agent_ready(home):
+            while not await agent_ready(home, f"agent.{schema}"):
                 await asyncio.sleep(0.5)
         yield home
     finally:
@@ -67,14 +69,14 @@ async def start_home(data_dir: Path, *args: str) -> AsyncIterator[RunningHome]:
         log.close()
 
 
-async def agent_ready(home: RunningHome) -> bool:
-    """True once agent.edge_asr answers its health subject (the substrate says running)."""
+async def agent_ready(home: RunningHome, node: str) -> bool:
+    """True once ``node`` answers its health subject (the substrate says running)."""
     _, out = await home.cli("status", "--json")
     try:
         nodes = json.loads(out)["nodes"]
     except (json.JSONDecodeError, KeyError):
         return False
-    return any(n.get("name") == "agent.edge_asr" and n.get("state") == "running" for n in nodes)
+    return any(n.get("name") == node and n.get("state") == "running" for n in nodes)
 
 
 async def play_edge_turn(url: str, text: str, within_s: float) -> tuple[str, Event, Event]:

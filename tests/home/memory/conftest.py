@@ -113,8 +113,13 @@ async def memory_agent(
     token: str,
     brain: Brain,
     data_dir: Path,
+    grammar: str | None = None,
 ) -> AsyncIterator[AgentNode]:
-    """A running agent node whose τ loads the reflex, with its own JMFTS token."""
+    """A running agent node whose τ loads the reflex, with its own JMFTS token.
+
+    ``grammar`` declares the scripted model's decode-constraint dialect, as the
+    embedded model's endpoint does (``gbnf``): the evaluator then takes its utterance form.
+    """
     token_file = data_dir / f"{spec.agent}.token"
     token_file.parent.mkdir(parents=True, exist_ok=True)
     token_file.write_text(token)
@@ -123,7 +128,7 @@ async def memory_agent(
         spec,
         nats_url=nats_url,
         data_dir=data_dir,
-        model=ModelEndpoint(base_url=brain.model.url),
+        model=ModelEndpoint(base_url=brain.model.url, grammar=grammar),
         repo_root=REPO_ROOT,
         jmfts_url=jmfts.url,
         jmfts_token_file=token_file,

@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 
 from home.jmfts.testing import RunningJmfts
+from home.memory.evaluator import FACT_GBNF, utterance_prompt
 from shared.schema.catalog import NodeCatalog
 from tests.home.memory.conftest import (
     AGENT,
@@ -183,3 +184,77 @@ async def test_a_deposit_is_recallable_on_the_very_next_turn(
     (doc_id,) = deposit.event.payload["document_ids"]
     (report,) = [r for r in recalls if r.event.binding_id == nxt.binding_id]
     assert doc_id in report.event.payload["injected_ids"]
+
+
+async def test_with_a_grammar_model_each_utterance_is_evaluated_under_the_fact_grammar(
+    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    brain.evaluations = [
+        "- The user's cat is called Mochi.\n",
+        "- The user's work is night shifts.\n",
+    ]
+    spec = reflex_spec(catalog, every_n=2)
+    async with (
+        edge_for(nats_url) as edge,
+        memory_agent(
+            spec,
+            nats_url=nats_url,
+            jmfts=jmfts,
+            token=token,
+            brain=brain,
+            data_dir=tmp_path / "home",
+            grammar="gbnf",
+        ),
+    ):
+        await edge.say("my cat is called Mochi")
+        await edge.say("I work night shifts")
+        (report,) = await edge.wait_for("memorize.tui")
+
+    requests = brain.evaluator_requests
+    assert [user_texts(r) for r in requests] == [
+        [utterance_prompt("my cat is called Mochi")],
+        [utterance_prompt("I work night shifts")],
+    ]
+    assert all(r.body.get("grammar") == FACT_GBNF and r.tool_names == [] for r in requests)
+    payload = report.event.payload
+    assert payload["status"] == "deposited"
+    assert payload["queries"] == [
+        "The user's cat is called Mochi.",
+        "The user's work is night shifts.",
+    ]
+    assert await stored_contents(jmfts, token) == [
+        "The user's cat is called Mochi.",
+        "The user's work is night shifts.",
+    ]
+
+
+async def test_an_answer_outside_the_fact_grammar_is_a_failed_evaluation_not_a_deposit(
+    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    # A server that dropped the grammar answers prose: τ's verify refuses it.
+    brain.evaluations = ["Sure! Here is what I noticed about the user: they like tea."]
+    spec = reflex_spec(catalog, every_n=1)
+    async with (
+        edge_for(nats_url) as edge,
+        memory_agent(
+            spec,
+            nats_url=nats_url,
+            jmfts=jmfts,
+            token=token,
+            brain=brain,
+            data_dir=tmp_path / "home",
+            grammar="gbnf",
+        ),
+    ):
+        await edge.say("I like tea")
+        (report,) = await edge.wait_for("memorize.tui")
+        # The node goes on answering.
+        await edge.say("and coffee too")
+        await edge.wait_for("speak.tui", 2)
+
+    payload = report.event.payload
+    assert payload["status"] == "failed"
+    assert "ConstraintViolation" in payload["error"] and payload["document_ids"] == []
+    assert await stored_contents(jmfts, token) == []

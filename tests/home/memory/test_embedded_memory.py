@@ -1,0 +1,56 @@
+"""The acceptance line of the memory reflex with the real embedded model (SmolLM2-135M).
+
+`home up` with `edge_asr_memory` applied and no `--llm-url`: a fact said in the first
+turn is deposited by the evaluator (the utterance form, decoded under the fact
+grammar) after the fourth turn, and the fifth turn's recall report carries it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import nats
+import pytest
+
+from shared.event import Event
+from tests.home.test_home_turn import play_edge_turn, start_home
+
+pytestmark = pytest.mark.slow
+AGENT = "edge_asr_memory"
+
+
+async def test_a_fact_said_in_one_turn_is_in_a_later_turns_recall_report(tmp_path: Path) -> None:
+    async with start_home(tmp_path / "home", schema=AGENT) as home:
+        nc = await nats.connect(home.nats_url)
+        try:
+            recalls = await nc.subscribe("events.workspace.*.out.recall.>")
+            memorized = await nc.subscribe("events.workspace.*.out.memorize.>")
+            await nc.flush()
+            await nc.flush()  # nats-py may send the first flush's PING ahead of the SUBs
+            # every_n is 4 in the shipped schema: the evaluation follows the fourth turn.
+            for text in (
+                "my dog is called Biscuit",
+                "what should I cook tonight",
+                "tell me a joke",
+                "is it going to rain",
+            ):
+                await play_edge_turn(home.nats_url, text, within_s=90)
+            async with asyncio.timeout(120):
+                report = Event.from_json((await memorized.next_msg(timeout=120)).data)
+            assert report.payload["status"] == "deposited", report.payload
+            ids = [d["id"] for d in report.payload["deposits"]]
+            deposited = dict(zip(ids, report.payload["queries"], strict=True))
+            assert any("Biscuit" in fact for fact in deposited.values()), deposited
+
+            _, _, question = await play_edge_turn(home.nats_url, "what is my dog called", 90)
+            async with asyncio.timeout(30):
+                while True:
+                    recall = Event.from_json((await recalls.next_msg(timeout=30)).data)
+                    if recall.binding_id == question.binding_id:
+                        break
+        finally:
+            await nc.close()
+
+    biscuit = {i for i, fact in deposited.items() if "Biscuit" in fact}
+    assert biscuit & set(recall.payload["injected_ids"]), (deposited, recall.payload)
