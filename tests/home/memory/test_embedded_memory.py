@@ -8,6 +8,7 @@ grammar) after the fourth turn, and the fifth turn's recall report carries it.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import nats
@@ -51,6 +52,14 @@ async def test_a_fact_said_in_one_turn_is_in_a_later_turns_recall_report(tmp_pat
                         break
         finally:
             await nc.close()
+        # The acceptance line's own command reads the same report from the event log.
+        code, out = await home.cli(
+            "events", "--subject", "events.workspace.*.out.recall.>", "--json"
+        )
 
     biscuit = {i for i, fact in deposited.items() if "Biscuit" in fact}
     assert biscuit & set(recall.payload["injected_ids"]), (deposited, recall.payload)
+    assert code == 0, out
+    logged = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    (entry,) = [e for e in logged if question.binding_id in json.dumps(e)]
+    assert biscuit & set(entry["event"]["payload"]["injected_ids"]), entry
