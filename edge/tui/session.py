@@ -38,6 +38,7 @@ from edge.tui.wire import (
 )
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id, utc_now
+from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import BRIDGE_STATUS_PATTERN, check_name
 
 log = logging.getLogger("tether.edge.tui")
@@ -171,7 +172,7 @@ class EdgeSession:
         for pattern in device_rail_patterns(self.device):
             self._subs.append(await nc.subscribe(pattern, cb=self._on_rail))
         self._subs.append(await nc.subscribe(BRIDGE_STATUS_PATTERN, cb=self._on_status))
-        await nc.flush()
+        await confirm_subscriptions(nc)
         self._rtt_task = asyncio.create_task(self._probe_rtt(), name="edge-tui-rtt")
 
     # --- sending --------------------------------------------------------------------

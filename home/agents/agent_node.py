@@ -55,6 +55,7 @@ from home.tau_ext.binding import TurnBinding, write_binding
 from home.tau_ext.prose import rewrite_request
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event
+from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeSpec
 from shared.subjects import agent_out_prefix, parse_subject, reply_subject, workspace_in_subject
 
@@ -230,12 +231,7 @@ class AgentNode:
             self._subs.append(
                 await self._nc.subscribe(node_health_subject(self.spec.name), cb=self._on_health)
             )
-            # Twice: nats-py writes flush()'s PING ahead of SUBs still pending, so the first
-            # PONG can come back before the server has the subscriptions (seen in the
-            # server's trace: PING, PONG, a peer's PUB, then our SUB). The second PING goes
-            # out behind them.
-            await self._nc.flush()
-            await self._nc.flush()
+            await confirm_subscriptions(self._nc)
             self._worker = asyncio.create_task(self._work(), name=f"{self.spec.name}-worker")
         except BaseException:
             await self.close()

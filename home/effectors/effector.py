@@ -28,6 +28,7 @@ from home.effectors.errors import CredentialError, EffectorError
 from home.effectors.jmfts_http import JmftsClient
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event
+from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import check_name, parse_subject
 
 log = logging.getLogger(__name__)
@@ -96,10 +97,7 @@ class Effector:
     async def __aenter__(self) -> Effector:
         self._nc = await nats.connect(self.nats_url, name=self.spec.node, max_reconnect_attempts=-1)
         await self._nc.subscribe(self.pattern, cb=self._on_verb)
-        # Twice: nats-py can write flush()'s PING ahead of a SUB still pending, so one
-        # PONG does not prove the server has the subscription; the second PING follows it.
-        await self._nc.flush()
-        await self._nc.flush()
+        await confirm_subscriptions(self._nc)
         return self
 
     async def __aexit__(

@@ -31,6 +31,7 @@ from home.substrate.routing import (
 )
 from shared.errors import ContractError, EnvelopeTooLarge, NotTextOnly
 from shared.event import EnvelopeLimits, Event, utc_now
+from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import device_of
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class Router:
                 await self._on_binding(route, msg)
 
             self._subs[schema].append(await self._nc.subscribe(route.from_, cb=deliver))
-        await self._nc.flush()
+        await confirm_subscriptions(self._nc)
 
     async def remove_routes(self, schema: str) -> None:
         """Unsubscribe everything ``schema`` routed."""

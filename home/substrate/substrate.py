@@ -38,6 +38,7 @@ from home.substrate.launchers import LAUNCHERS, LaunchContext, Launcher
 from home.substrate.router import Router
 from home.substrate.schema_runtime import SAVED_FILE, SchemaRuntime, SchemaSource
 from shared.errors import SchemaError
+from shared.nats_confirm import confirm_subscriptions
 from shared.schema import NodeCatalog, load_node_catalog
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ class Substrate:
             self._control_subs.append(
                 await self.nc.subscribe(control.control_subject(verb), cb=self._answer(handler))
             )
-        await self.nc.flush()
+        await confirm_subscriptions(self.nc)
         self._sampler = asyncio.create_task(self._sample_log(), name="event log rate")
         if self.config.restore_schemas:
             await self.runtime.restore_saved()

@@ -15,6 +15,7 @@ import nats
 import pytest
 
 from shared.event import Event
+from shared.nats_confirm import confirm_subscriptions
 from tests.home.test_home_turn import play_edge_turn, start_home
 
 pytestmark = pytest.mark.slow
@@ -27,8 +28,7 @@ async def test_a_fact_said_in_one_turn_is_in_a_later_turns_recall_report(tmp_pat
         try:
             recalls = await nc.subscribe("events.workspace.*.out.recall.>")
             memorized = await nc.subscribe("events.workspace.*.out.memorize.>")
-            await nc.flush()
-            await nc.flush()  # nats-py may send the first flush's PING ahead of the SUBs
+            await confirm_subscriptions(nc)
             # every_n is 4 in the shipped schema: the evaluation follows the fourth turn.
             for text in (
                 "my dog is called Biscuit",
