@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -172,3 +172,31 @@ async def session_entries(node: AgentNode, custom_type: str) -> list[dict[str, A
         if entry.get("type") == "customEntry" and entry.get("customType") == custom_type:
             found.append(entry)
     return found
+
+
+Converse = Callable[..., AbstractAsyncContextManager[tuple[EdgeSide, AgentNode]]]
+
+
+@pytest.fixture
+def converse(nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path) -> Converse:  # noqa: F811
+    """``converse(spec, token, grammar=None)``: the edge's side and a running memory agent."""
+
+    @asynccontextmanager
+    async def run(
+        spec: NodeSpec, token: str, grammar: str | None = None
+    ) -> AsyncIterator[tuple[EdgeSide, AgentNode]]:
+        async with (
+            edge_for(nats_url, spec.agent) as edge,
+            memory_agent(
+                spec,
+                nats_url=nats_url,
+                jmfts=jmfts,
+                token=token,
+                brain=brain,
+                data_dir=tmp_path / "home",
+                grammar=grammar,
+            ) as node,
+        ):
+            yield edge, node
+
+    return run

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import httpx
 
@@ -13,8 +12,7 @@ from shared.schema.catalog import NodeCatalog
 from tests.home.memory.conftest import (
     AGENT,
     Brain,
-    edge_for,
-    memory_agent,
+    Converse,
     reflex_spec,
     session_entries,
     until,
@@ -36,7 +34,7 @@ async def stored_contents(jmfts: RunningJmfts, token: str) -> list[str]:
 
 
 async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_is_stored_once(
-    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
     brain.evaluations = [
@@ -45,17 +43,7 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
         "- The user's dog is called Biscuit.",
     ]
     spec = reflex_spec(catalog, every_n=1, threshold=0.4)
-    async with (
-        edge_for(nats_url) as edge,
-        memory_agent(
-            spec,
-            nats_url=nats_url,
-            jmfts=jmfts,
-            token=token,
-            brain=brain,
-            data_dir=tmp_path / "home",
-        ) as node,
-    ):
+    async with converse(spec, token) as (edge, node):
         first = await edge.say("my dog is called Biscuit")
         (deposit,) = await edge.wait_for("memorize.tui")
         await edge.say("what should I cook tonight")
@@ -91,23 +79,13 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
 
 
 async def test_a_near_duplicate_supersedes_instead_of_piling_up(
-    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
     old = await jmfts.write(ROOT, "The user's dentist appointment is on Tuesday.")
     brain.evaluations = ["- The user's dentist appointment is on Tuesday at 3 pm."]
     spec = reflex_spec(catalog, every_n=1, dedup_threshold=0.8)
-    async with (
-        edge_for(nats_url) as edge,
-        memory_agent(
-            spec,
-            nats_url=nats_url,
-            jmfts=jmfts,
-            token=token,
-            brain=brain,
-            data_dir=tmp_path / "home",
-        ),
-    ):
+    async with converse(spec, token) as (edge, _):
         await edge.say("the dentist is on Tuesday at three")
         (report,) = await edge.wait_for("memorize.tui")
 
@@ -119,23 +97,13 @@ async def test_a_near_duplicate_supersedes_instead_of_piling_up(
 
 
 async def test_the_evaluator_runs_off_the_turn_and_an_overlap_is_reported_busy(
-    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
     brain.evaluation_gate = asyncio.Event()
     brain.evaluations = ["- The user's flat is on the fourth floor."]
     spec = reflex_spec(catalog, every_n=1)
-    async with (
-        edge_for(nats_url) as edge,
-        memory_agent(
-            spec,
-            nats_url=nats_url,
-            jmfts=jmfts,
-            token=token,
-            brain=brain,
-            data_dir=tmp_path / "home",
-        ) as node,
-    ):
+    async with converse(spec, token) as (edge, node):
         await edge.say("I live on the fourth floor")
         await edge.wait_for("speak.tui")
         await until(lambda: len(brain.evaluator_requests) == 1)
@@ -159,22 +127,12 @@ async def test_the_evaluator_runs_off_the_turn_and_an_overlap_is_reported_busy(
 
 
 async def test_a_deposit_is_recallable_on_the_very_next_turn(
-    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
     brain.evaluations = ["- The user's locker code is 4711."]
     spec = reflex_spec(catalog, every_n=1, threshold=0.4)
-    async with (
-        edge_for(nats_url) as edge,
-        memory_agent(
-            spec,
-            nats_url=nats_url,
-            jmfts=jmfts,
-            token=token,
-            brain=brain,
-            data_dir=tmp_path / "home",
-        ),
-    ):
+    async with converse(spec, token) as (edge, _):
         await edge.say("my locker code is 4711")
         (deposit,) = await edge.wait_for("memorize.tui")
         # The very next turn, as soon as the deposit's report is out.
@@ -187,7 +145,7 @@ async def test_a_deposit_is_recallable_on_the_very_next_turn(
 
 
 async def test_with_a_grammar_model_each_utterance_is_evaluated_under_the_fact_grammar(
-    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
     brain.evaluations = [
@@ -195,18 +153,7 @@ async def test_with_a_grammar_model_each_utterance_is_evaluated_under_the_fact_g
         "- The user's work is night shifts.\n",
     ]
     spec = reflex_spec(catalog, every_n=2)
-    async with (
-        edge_for(nats_url) as edge,
-        memory_agent(
-            spec,
-            nats_url=nats_url,
-            jmfts=jmfts,
-            token=token,
-            brain=brain,
-            data_dir=tmp_path / "home",
-            grammar="gbnf",
-        ),
-    ):
+    async with converse(spec, token, grammar="gbnf") as (edge, _):
         await edge.say("my cat is called Mochi")
         await edge.say("I work night shifts")
         (report,) = await edge.wait_for("memorize.tui")
@@ -230,24 +177,13 @@ async def test_with_a_grammar_model_each_utterance_is_evaluated_under_the_fact_g
 
 
 async def test_an_answer_outside_the_fact_grammar_is_a_failed_evaluation_not_a_deposit(
-    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
     # A server that dropped the grammar answers prose: τ's verify refuses it.
     brain.evaluations = ["Sure! Here is what I noticed about the user: they like tea."]
     spec = reflex_spec(catalog, every_n=1)
-    async with (
-        edge_for(nats_url) as edge,
-        memory_agent(
-            spec,
-            nats_url=nats_url,
-            jmfts=jmfts,
-            token=token,
-            brain=brain,
-            data_dir=tmp_path / "home",
-            grammar="gbnf",
-        ),
-    ):
+    async with converse(spec, token, grammar="gbnf") as (edge, _):
         await edge.say("I like tea")
         (report,) = await edge.wait_for("memorize.tui")
         # The node goes on answering.

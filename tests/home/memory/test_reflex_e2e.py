@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from home.jmfts.testing import RunningJmfts
 from shared.schema.catalog import NodeCatalog
 from tests.home.memory.conftest import (
     AGENT,
     Brain,
-    edge_for,
-    memory_agent,
+    Converse,
     reflex_spec,
     session_entries,
     user_texts,
@@ -21,7 +19,7 @@ ROOT = f"workspace/{AGENT}"
 
 
 async def test_recalled_memories_precede_the_utterance_oldest_first_with_ages(
-    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
     now = datetime.now(UTC)
@@ -32,17 +30,7 @@ async def test_recalled_memories_precede_the_utterance_oldest_first_with_ages(
         ROOT, "The user's sister is called Alice.", event_time=now - timedelta(days=21)
     )
     spec = reflex_spec(catalog, every_n=0, threshold=0.3)
-    async with (
-        edge_for(nats_url) as edge,
-        memory_agent(
-            spec,
-            nats_url=nats_url,
-            jmfts=jmfts,
-            token=token,
-            brain=brain,
-            data_dir=tmp_path / "home",
-        ) as node,
-    ):
+    async with converse(spec, token) as (edge, node):
         said = await edge.say("where does my sister Alice live now")
         await edge.wait_for("speak.tui")
         recalls = await edge.wait_for("recall.tui")
@@ -65,22 +53,12 @@ async def test_recalled_memories_precede_the_utterance_oldest_first_with_ages(
 
 
 async def test_a_search_below_the_threshold_injects_nothing_but_is_recorded(
-    catalog: NodeCatalog, nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
     stored = await jmfts.write(ROOT, "The user's bicycle is a green Brompton.")
     spec = reflex_spec(catalog, every_n=0, threshold=0.45)
-    async with (
-        edge_for(nats_url) as edge,
-        memory_agent(
-            spec,
-            nats_url=nats_url,
-            jmfts=jmfts,
-            token=token,
-            brain=brain,
-            data_dir=tmp_path / "home",
-        ) as node,
-    ):
+    async with converse(spec, token) as (edge, node):
         await edge.say("what is the capital of Mongolia")
         await edge.wait_for("speak.tui")
         (report,) = await edge.wait_for("recall.tui")
