@@ -61,8 +61,11 @@ class Turn:
         """Where the turn is published."""
         return sensation_turn_subject(self.device)
 
-    def to_event(self, *, source: str, sequence_number: int) -> Event:
-        """The sensation event, carrying the freshly minted ``binding_id``."""
+    def to_event(self, *, source: str, sequence_number: int, now: datetime | None = None) -> Event:
+        """The sensation event, carrying the freshly minted ``binding_id``.
+
+        ``now`` stamps the envelope (default: the clock at this call).
+        """
         return Event.new(
             TURN_EVENT_TYPE,
             {
@@ -77,6 +80,7 @@ class Turn:
             source=source,
             sequence_number=sequence_number,
             binding_id=self.binding_id,
+            now=now,
         )
 
 

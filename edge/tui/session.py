@@ -31,10 +31,10 @@ from edge.tui.link import LinkStatus
 from edge.tui.wire import (
     AgentSpeech,
     Incoming,
-    SpeechAck,
     TypedTurn,
     device_rail_patterns,
     parse_incoming,
+    speech_ack,
 )
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id, utc_now
@@ -189,7 +189,7 @@ class EdgeSession:
         if speech.binding_id is None:
             log.warning("speak %s carries no binding_id; nothing to ack", speech.event_id)
             return
-        ack = SpeechAck(speech.binding_id, self.device)
+        ack = speech_ack(speech.binding_id, self.device)
         event = ack.to_event(source=ACK_SOURCE, sequence_number=self._next_seq(ACK_SOURCE))
         await self._publish(ack.subject, event)
         self.acked += 1

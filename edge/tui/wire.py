@@ -1,8 +1,9 @@
 """The TUI's messages as types, each with its to-event or from-event half.
 
 Pure: no I/O. Outgoing, the typed line (:class:`TypedTurn`) and the speaker's ack
-(:class:`SpeechAck`) carry the same payload keys the board's ASR and TTS nodes send,
-so home's schema cannot tell the keyboard from the microphone. Incoming, every
+(:func:`speech_ack`) are the board's own :class:`edge.wire.Turn` and
+:class:`edge.wire.SpeechCompleted`, so home's schema cannot tell the keyboard from
+the microphone. Incoming, every
 agent rail for the device is parsed into one of :data:`Incoming`'s types by
 :func:`parse_incoming`, which raises ``EnvelopeError`` naming the bad key.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from edge.wire import SpeechCompleted, Turn
 from shared.errors import EnvelopeError
 from shared.event import Event
 from shared.subjects import (
@@ -21,11 +23,8 @@ from shared.subjects import (
     check_name,
     parse_subject,
     sensation_turn_subject,
-    speech_completed_subject,
 )
 
-TURN_EVENT_TYPE = "sensation.turn"
-SPEECH_COMPLETED_EVENT_TYPE = "speech.completed"
 # What closed the "utterance": the board says vad or push_to_talk; the keyboard says so.
 KEYBOARD_ENDPOINT = "keyboard"
 # A memory report's summary is a one-line annotation, never a wall of JSON.
@@ -53,57 +52,23 @@ class TypedTurn:
         return sensation_turn_subject(self.device)
 
     def to_event(self, *, source: str, sequence_number: int) -> Event:
-        """The sensation event, shaped like the board's ASR turn (confidence 1, no words)."""
-        return Event.new(
-            TURN_EVENT_TYPE,
-            {
-                "text": self.text,
-                "device": self.device,
-                "confidence": 1.0,
-                "words": [],
-                "started_at": self.typed_at.isoformat(),
-                "ended_at": self.typed_at.isoformat(),
-                "endpoint": KEYBOARD_ENDPOINT,
-            },
-            source=source,
-            sequence_number=sequence_number,
+        """The board's turn event for this line (confidence 1, no words, endpoint keyboard)."""
+        turn = Turn(
+            device=self.device,
             binding_id=self.binding_id,
-            now=self.typed_at,
+            text=self.text,
+            confidence=1.0,
+            words=(),
+            started_at=self.typed_at,
+            ended_at=self.typed_at,
+            endpoint=KEYBOARD_ENDPOINT,
         )
+        return turn.to_event(source=source, sequence_number=sequence_number, now=self.typed_at)
 
 
-@dataclass(frozen=True)
-class SpeechAck:
-    """The speaker's ack: ``events.action.speech.completed.<binding_id>`` with ``ok: true``.
-
-    The screen cannot fail to "play", so the TUI always acks ``ok``; the keys match
-    the board's TTS ack so the speak verb reads both the same way.
-    """
-
-    binding_id: str
-    device: str
-    duration_s: float = 0.0
-
-    @property
-    def subject(self) -> str:
-        """Where the ack is published (the speak verb waits on it)."""
-        return speech_completed_subject(self.binding_id)
-
-    def to_event(self, *, source: str, sequence_number: int) -> Event:
-        """The ``speech.completed`` event carrying the turn's binding_id."""
-        return Event.new(
-            SPEECH_COMPLETED_EVENT_TYPE,
-            {
-                "ok": True,
-                "interrupted": False,
-                "error": None,
-                "device": self.device,
-                "duration_s": round(self.duration_s, 3),
-            },
-            source=source,
-            sequence_number=sequence_number,
-            binding_id=self.binding_id,
-        )
+def speech_ack(binding_id: str, device: str) -> SpeechCompleted:
+    """The speaker's ack for a shown speak: the screen cannot fail to "play", so ``ok``."""
+    return SpeechCompleted(binding_id, device, ok=True)
 
 
 @dataclass(frozen=True)

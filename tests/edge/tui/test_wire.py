@@ -13,11 +13,11 @@ from edge.tui.wire import (
     AgentReply,
     AgentSpeech,
     MemoryReport,
-    SpeechAck,
     TypedTurn,
     device_rail_patterns,
     memory_summary,
     parse_incoming,
+    speech_ack,
 )
 from shared.errors import EnvelopeError, SubjectError
 from shared.event import Event, new_binding_id
@@ -42,7 +42,7 @@ def test_typed_turn_is_shaped_like_the_boards_turn() -> None:
 
 
 def test_speech_ack_names_the_binding_in_subject_and_envelope() -> None:
-    ack = SpeechAck(BID, "tui")
+    ack = speech_ack(BID, "tui")
     ev = ack.to_event(source="edge.screen", sequence_number=0)
     assert ack.subject == f"events.action.speech.completed.{BID}"
     assert ev.binding_id == BID and ev.payload["ok"] is True and ev.payload["error"] is None
