@@ -10,6 +10,8 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -145,8 +147,14 @@ def setup(
 # -- home memory -------------------------------------------------------------------------
 
 
-def _client(url: str, data_dir: Path, token_file: Path | None) -> MemoryClient:
-    return MemoryClient.from_token_file(url, token_file or data_dir / ADMIN_TOKEN_FILE)
+@contextmanager
+def _connected(url: str, data_dir: Path, token_file: Path | None) -> Iterator[MemoryClient]:
+    """A client with the admin token (or ``token_file``); a JMFTS error exits with its message."""
+    try:
+        with MemoryClient.from_token_file(url, token_file or data_dir / ADMIN_TOKEN_FILE) as client:
+            yield client
+    except JmftsError as exc:
+        raise _fail(exc) from exc
 
 
 def _print_json(value: Any) -> None:
@@ -164,11 +172,8 @@ def put(
     as_json: AsJson = False,
 ) -> None:
     """Write TEXT at PATH (parents created); findable as soon as this returns."""
-    try:
-        with _client(url, data_dir, token_file) as client:
-            doc = client.put(path, text, usetype=usetype)
-    except JmftsError as exc:
-        raise _fail(exc) from exc
+    with _connected(url, data_dir, token_file) as client:
+        doc = client.put(path, text, usetype=usetype)
     if as_json:
         _print_json(doc)
     else:
@@ -184,11 +189,8 @@ def get(
     as_json: AsJson = False,
 ) -> None:
     """Print one document."""
-    try:
-        with _client(url, data_dir, token_file) as client:
-            doc = client.resolve(path)
-    except JmftsError as exc:
-        raise _fail(exc) from exc
+    with _connected(url, data_dir, token_file) as client:
+        doc = client.resolve(path)
     if as_json:
         _print_json(doc)
     else:
@@ -206,12 +208,9 @@ def tree(
     as_json: AsJson = False,
 ) -> None:
     """Show the document tree (titles and ids)."""
-    try:
-        with _client(url, data_dir, token_file) as client:
-            tops = [client.resolve(path)] if path else client.roots()
-            subtrees = [client.subtree(d["id"], max_depth=depth) for d in tops]
-    except JmftsError as exc:
-        raise _fail(exc) from exc
+    with _connected(url, data_dir, token_file) as client:
+        tops = [client.resolve(path)] if path else client.roots()
+        subtrees = [client.subtree(d["id"], max_depth=depth) for d in tops]
     if as_json:
         _print_json({"trees": subtrees})
         return
@@ -247,15 +246,12 @@ def search(
     """Search memory. JSON: {"results": [{id, path, title, snippet, score, ...}], ...}."""
     if method not in ("vector", "fulltext", "hybrid"):
         raise _fail(InvalidInput(f"--method {method!r}: expected vector, fulltext or hybrid"))
-    try:
-        with _client(url, data_dir, token_file) as client:
-            roots = [client.resolve(r)["id"] for r in root or []] or None
-            extra: dict[str, Any] = {"roots": roots, "usetype": usetype}
-            if method == "vector":
-                extra["threshold"] = threshold
-            response = client.search(query, method, limit, **extra)
-    except JmftsError as exc:
-        raise _fail(exc) from exc
+    with _connected(url, data_dir, token_file) as client:
+        roots = [client.resolve(r)["id"] for r in root or []] or None
+        extra: dict[str, Any] = {"roots": roots, "usetype": usetype}
+        if method == "vector":
+            extra["threshold"] = threshold
+        response = client.search(query, method, limit, **extra)
     keys = ("id", "path", "title", "snippet", "score", "usetype", "created_at", "age")
     results = [{k: hit[k] for k in keys} for hit in response["results"]]
     if as_json:
@@ -282,17 +278,14 @@ def grant(
     """Grant PRINCIPAL read or write on the subtree at PATH."""
     if level not in ("read", "write"):
         raise _fail(InvalidInput(f"--level {level!r}: expected read or write"))
-    try:
-        with _client(url, data_dir, token_file) as client:
-            doc = client.resolve(path)
-            pid = client.principal_id(principal, create=True)
-            result = client.request(
-                "POST",
-                f"/access/documents/{doc['id']}/grants",
-                json={"principal_id": pid, "level": level},
-            )
-    except JmftsError as exc:
-        raise _fail(exc) from exc
+    with _connected(url, data_dir, token_file) as client:
+        doc = client.resolve(path)
+        pid = client.principal_id(principal, create=True)
+        result = client.request(
+            "POST",
+            f"/access/documents/{doc['id']}/grants",
+            json={"principal_id": pid, "level": level},
+        )
     if as_json:
         _print_json(result)
     else:
@@ -310,17 +303,14 @@ def token(
     as_json: AsJson = False,
 ) -> None:
     """Mint a bearer token for PRINCIPAL (shown once), or --revoke one."""
-    try:
-        with _client(url, data_dir, token_file) as client:
-            if revoke is not None:
-                result = client.request("DELETE", f"/access/tokens/{revoke}")
-            else:
-                pid = client.principal_id(principal, create=True)
-                result = client.request(
-                    "POST", f"/access/principals/{pid}/tokens", json={"label": label}
-                )
-    except JmftsError as exc:
-        raise _fail(exc) from exc
+    with _connected(url, data_dir, token_file) as client:
+        if revoke is not None:
+            result = client.request("DELETE", f"/access/tokens/{revoke}")
+        else:
+            pid = client.principal_id(principal, create=True)
+            result = client.request(
+                "POST", f"/access/principals/{pid}/tokens", json={"label": label}
+            )
     if as_json:
         _print_json(result)
     elif revoke is not None:
@@ -342,25 +332,20 @@ def triples_add(
     as_json: AsJson = False,
 ) -> None:
     """Record SUBJECT PREDICATE OBJECT, valid from now."""
-    try:
-        with _client(url, data_dir, token_file) as client:
-            subject_id = client.resolve(subject)["id"]
-            found = [
-                p for p in client.request("GET", "/triples/predicates") if p["name"] == predicate
-            ]
-            pred = (
-                found[0]
-                if found
-                else client.request("POST", "/triples/predicates", json={"name": predicate})
-            )
-            body: dict[str, Any] = {"subject_id": subject_id, "predicate_id": pred["id"]}
-            if doc:
-                body["object_id"] = client.resolve(obj)["id"]
-            else:
-                body["object_literal"] = obj
-            result = client.request("POST", "/triples", json=body)
-    except JmftsError as exc:
-        raise _fail(exc) from exc
+    with _connected(url, data_dir, token_file) as client:
+        subject_id = client.resolve(subject)["id"]
+        found = [p for p in client.request("GET", "/triples/predicates") if p["name"] == predicate]
+        pred = (
+            found[0]
+            if found
+            else client.request("POST", "/triples/predicates", json={"name": predicate})
+        )
+        body: dict[str, Any] = {"subject_id": subject_id, "predicate_id": pred["id"]}
+        if doc:
+            body["object_id"] = client.resolve(obj)["id"]
+        else:
+            body["object_literal"] = obj
+        result = client.request("POST", "/triples", json=body)
     if as_json:
         _print_json(result)
     else:
@@ -380,16 +365,13 @@ def triples_list(
     as_json: AsJson = False,
 ) -> None:
     """List triples, optionally about SUBJECT and as of a time."""
-    try:
-        with _client(url, data_dir, token_file) as client:
-            params: dict[str, Any] = {"include_invalidated": not current}
-            if subject:
-                params["entity_id"] = client.resolve(subject)["id"]
-            if as_of:
-                params["as_of"] = as_of
-            rows = client.request("GET", "/triples/query", params=params)
-    except JmftsError as exc:
-        raise _fail(exc) from exc
+    with _connected(url, data_dir, token_file) as client:
+        params: dict[str, Any] = {"include_invalidated": not current}
+        if subject:
+            params["entity_id"] = client.resolve(subject)["id"]
+        if as_of:
+            params["as_of"] = as_of
+        rows = client.request("GET", "/triples/query", params=params)
     if as_json:
         _print_json({"triples": rows})
         return
