@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,7 +28,7 @@ from tau_jmfts.catalog import JmftsSessionCatalog
 from tau_jmfts.client import JmftsClient, JmftsError
 
 from tests.jmfts.conftest import ServerProcess
-from tests.jmfts.scripted_model import ScriptedModel
+from tests.support.scripted_model import Reply, ScriptedModel
 
 TAU_TIMEOUT_S = 120
 
@@ -157,63 +155,45 @@ def test_tau_session_store_round_trip(shared_server: ServerProcess) -> None:
         assert str(hits[0]["document"]["id"]) in entry_ids
 
 
-@pytest.fixture
-def scripted_model() -> Iterator[ScriptedModel]:
-    model = ScriptedModel(["Noted: the spare key is under the blue flowerpot."])
-    model.start()
-    try:
-        yield model
-    finally:
-        model.stop()
-
-
 @pytest.mark.slow
-def test_tau_cli_store_jmfts_session_is_found_by_search(
-    shared_server: ServerProcess, scripted_model: ScriptedModel, tmp_path: Path
+async def test_tau_cli_store_jmfts_session_is_found_by_search(
+    shared_server: ServerProcess, tmp_path: Path
 ) -> None:
     tau_home = tmp_path / "tau-home"
     tau_home.mkdir()
-    config = {
-        "models": {
-            "scripted": {
-                "backend": "openai",
-                "model": "scripted",
-                "base_url": scripted_model.base_url,
-                "api_key": "not-needed",
-                "stream": False,
-            }
-        },
-        "default_model": "scripted",
-        "session_store": {
-            "backend": "jmfts",
-            "url": shared_server.url,
-            "token": shared_server.admin_token,
-        },
-    }
-    (tau_home / "config.json").write_text(json.dumps(config))
-    env = {**os.environ, "TAU_HOME": str(tau_home)}
-    env.pop("JMFTS_API_URL", None)
-    env.pop("JMFTS_API_TOKEN", None)
-    tau = Path(sys.executable).with_name("tau")
-    result = subprocess.run(
-        [
-            str(tau),
-            "-p",
-            "--store",
-            "jmfts",
-            "--no-tools",
-            "--no-context-files",
-            "--no-extensions",
+    async with ScriptedModel(
+        responder=lambda _: Reply.say("Noted: the spare key is under the blue flowerpot.")
+    ) as scripted_model:
+        config = {
+            "models": {
+                "scripted": {
+                    "backend": "openai",
+                    "model": "scripted",
+                    "base_url": scripted_model.url,
+                    "api_key": "not-needed",
+                    "stream": False,
+                }
+            },
+            "default_model": "scripted",
+            "session_store": {
+                "backend": "jmfts",
+                "url": shared_server.url,
+                "token": shared_server.admin_token,
+            },
+        }
+        (tau_home / "config.json").write_text(json.dumps(config))
+        env = {**os.environ, "TAU_HOME": str(tau_home)}
+        env.pop("JMFTS_API_URL", None)
+        env.pop("JMFTS_API_TOKEN", None)
+        tau = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("tau")),
+            "-p", "--store", "jmfts", "--no-tools", "--no-context-files", "--no-extensions",
             "Remember that the spare key is under the blue flowerpot",
-        ],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=TAU_TIMEOUT_S,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+            env=env, cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, stderr = await asyncio.wait_for(tau.communicate(), TAU_TIMEOUT_S)
+    assert tau.returncode == 0, stderr.decode()[-3000:]
     assert scripted_model.requests, "tau never asked the model"
     with JmftsClient(shared_server.url, token=shared_server.admin_token) as client:
         hits = client.search("where did I put the spare key", method="vector", limit=5)
