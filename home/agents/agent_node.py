@@ -1,9 +1,11 @@
 """The agent node: one persistent τ process, fed one prompt per inbound event.
 
 Lifecycle: ``async with AgentNode(...) as node`` connects to NATS, starts τ
-(handshake first), subscribes ``events.workspace.<agent>.in`` and the node's
-own ``events.workspace.<agent>.out.>``, and runs one worker task that takes
-turns from a queue, in arrival order:
+(handshake first), reads ``events.workspace.<agent>.in`` through the agent's
+durable consumer on home's event log (:mod:`home.agents.inbox`: what is routed
+while no node runs waits, and a message is acked only when its turn is over),
+subscribes the node's own ``events.workspace.<agent>.out.>``, and runs one worker
+task that takes turns from a queue, in arrival order:
 
 1. write the turn's binding (id, device) to the per-run binding file, which the
    extensions re-read on every publish;
@@ -46,6 +48,7 @@ from home.agents.errors import (
     TauRpcError,
 )
 from home.agents.inbound import parse_inbound
+from home.agents.inbox import Inbox, open_inbox, settle
 from home.agents.launch import ModelEndpoint, RunContext, TauLaunch, build_launch
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
 from home.agents.restart import RestartTracker
@@ -86,6 +89,8 @@ class PendingTurn:
     reprompt: bool = False
     deliveries: int = 0
     received_at: float = field(default_factory=time.monotonic)
+    # The inbound message this turn settles when it is over (None: a re-prompt).
+    msg: Msg | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ class NodeStats:
     received: int = 0
     duplicates: int = 0
     invalid: int = 0
+    stale: int = 0
     prompts: int = 0
     completed: int = 0
     aborted: int = 0
@@ -169,6 +175,7 @@ class AgentNode:
         self._restarts = RestartTracker(spec.restart_policy)
         self._nc: NatsClient | None = None
         self._subs: list[Any] = []
+        self._inbox: Inbox | None = None
         self._tau: TauProcess | None = None
         self._tau_lock = asyncio.Lock()
         self._queue: deque[PendingTurn] = deque()
@@ -220,8 +227,8 @@ class AgentNode:
                     )
                 )
                 return
-            self._subs.append(
-                await self._nc.subscribe(workspace_in_subject(self.agent), cb=self._on_inbound)
+            self._inbox = await open_inbox(
+                self._nc, workspace_in_subject(self.agent), self.agent, self._on_inbound
             )
             self._subs.append(
                 await self._nc.subscribe(f"{agent_out_prefix(self.agent)}.>", cb=self._on_out)
@@ -243,7 +250,8 @@ class AgentNode:
     async def close(self, grace_s: float = STOP_GRACE_S) -> None:
         """Let the turn in flight finish (up to ``grace_s``), then stop the worker, τ and NATS.
 
-        Queued utterances that have not started are dropped with the node, and counted.
+        Queued utterances that have not started are counted and, on a durable rail,
+        handed back to the stream for the node's next life.
         """
         self._draining = True
         if self._watcher is not None:
@@ -256,6 +264,13 @@ class AgentNode:
                 async with asyncio.timeout(grace_s):
                     await self._turn_over.wait()
         self.stats.dropped_at_stop = len(self._queue)
+        if self._inbox is not None:
+            # Not started: handed back, so the next life of this node answers them at once.
+            for turn in self._queue:
+                if turn.msg is not None:
+                    await self._inbox.done(turn.msg, "nak")
+            await self._inbox.close()
+            self._inbox = None
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -342,9 +357,20 @@ class AgentNode:
         except InboundError as exc:
             self.stats.invalid += 1
             log.warning("%s: %s (subject %s)", self.spec.name, exc, msg.subject)
+            await settle(msg, "term")  # never redelivered: it cannot get better
             return
         if inbound.event.event_id in self._seen:
             self.stats.duplicates += 1
+            await settle(msg, "ack")
+            return
+        if inbound.event.is_expired():
+            # Redelivered after a crash, or held up: an answer now would answer nobody.
+            self.stats.stale += 1
+            log.warning(
+                "%s: utterance %s is past its TTL (%d ms); not answered",
+                self.spec.name, inbound.event.event_id, inbound.event.ttl_ms,
+            )  # fmt: skip
+            await settle(msg, "term")
             return
         self._seen[inbound.event.event_id] = None
         while len(self._seen) > DEDUP_WINDOW:
@@ -364,6 +390,9 @@ class AgentNode:
                 "event_id": inbound.event.event_id,
             },
         )
+        turn.msg = msg
+        if self._inbox is not None:
+            self._inbox.hold(msg)
         self._recent[turn.binding.binding_id] = turn
         while len(self._recent) > RECENT_TURNS:
             forgotten, _ = self._recent.popitem(last=False)
@@ -435,6 +464,9 @@ class AgentNode:
                 finally:
                     self._current = None
                     self._turn_over.set()
+                # Over (answered, or failed and reported): the stream may forget it.
+                if turn.msg is not None and self._inbox is not None:
+                    await self._inbox.done(turn.msg)
                 if self._draining:
                     return
         except RestartBudgetExhausted as exc:

@@ -1,0 +1,154 @@
+"""An agent's inbound rail as a durable JetStream consumer, so no utterance falls between processes.
+
+Core NATS delivers a routed utterance only to a subscriber that exists at that
+instant: one routed while the node restarts, or queued in a node that is then
+killed, is gone. Home's event log already stores every ``events.>`` message in a
+JetStream stream, so the node reads its rail through a durable consumer on that
+stream instead:
+
+- the consumer outlives the node process: what arrives while no node runs waits
+  in the stream and is delivered to the next one;
+- a message is acked only when its turn is over (answered, failed or refused), and
+  a message still queued or in flight is kept alive with ``in_progress`` every
+  :data:`KEEPALIVE_S`, so :data:`ACK_WAIT_S` can stay short: a node that dies
+  has its unfinished messages redelivered within seconds, not minutes;
+- a node that stops cleanly hands back what it has not started (``nak``).
+
+Delivery is at least once: a node killed between a turn's answer and its ack
+answers it again in the next life. The envelope TTL bounds the other side: a
+redelivered utterance past its TTL is refused as stale rather than answered late.
+
+With no stream over the rail (a bare nats-server, as in some tests), the inbox
+falls back to a core subscription and says so in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+log = logging.getLogger(__name__)
+
+ACK_WAIT_S = 15.0
+KEEPALIVE_S = 5.0
+# Redeliveries after which a message that keeps killing its node is given up.
+MAX_DELIVER = 4
+INACTIVE_S = 24 * 3600.0
+Settle = Literal["ack", "nak", "term"]
+
+
+def durable_name(agent: str) -> str:
+    """The consumer's name: one per agent, shared by every life of its node."""
+    return f"agent_{agent}_inbox"
+
+
+def is_stream_message(msg: Msg) -> bool:
+    """Whether ``msg`` came through a JetStream consumer (and so must be settled)."""
+    return bool(msg.reply) and msg.reply.startswith("$JS.ACK.")
+
+
+async def settle(msg: Msg, how: Settle) -> None:
+    """Ack, nak or terminate a stream message; a core message needs nothing.
+
+    A settle that fails (the connection is gone) is logged: the server redelivers
+    after ``ack_wait``, which is the safe side.
+    """
+    if not is_stream_message(msg):
+        return
+    try:
+        if how == "ack":
+            await msg.ack()
+        elif how == "nak":
+            await msg.nak()
+        else:
+            await msg.term()
+    except NatsError as exc:
+        log.warning("inbox: %s of %s failed: %s", how, msg.subject, exc)
+
+
+class Inbox:
+    """The rail's subscription, and the keepalive of every message not yet settled."""
+
+    def __init__(self, sub: Subscription, durable: bool) -> None:
+        self.sub = sub
+        self.durable = durable
+        self._open: dict[int, Msg] = {}
+        self._keepalive: asyncio.Task[None] | None = None
+        if durable:
+            self._keepalive = asyncio.create_task(self._keep_alive(), name="inbox-keepalive")
+
+    def hold(self, msg: Msg) -> None:
+        """Keep ``msg`` alive until :meth:`done` settles it."""
+        if is_stream_message(msg):
+            self._open[id(msg)] = msg
+
+    async def done(self, msg: Msg, how: Settle = "ack") -> None:
+        """Settle ``msg`` and stop keeping it alive."""
+        self._open.pop(id(msg), None)
+        await settle(msg, how)
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(KEEPALIVE_S)
+            for msg in list(self._open.values()):
+                with contextlib.suppress(NatsError):
+                    await msg.in_progress()
+
+    async def close(self) -> None:
+        """Stop the keepalive and unsubscribe; unsettled messages redeliver after ack_wait."""
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keepalive
+        with contextlib.suppress(NatsError):
+            await self.sub.unsubscribe()
+
+
+async def open_inbox(
+    nc: NatsClient,
+    subject: str,
+    agent: str,
+    cb: Callable[[Msg], Awaitable[None]],
+    *,
+    ack_wait_s: float | None = None,
+) -> Inbox:
+    """Subscribe ``subject`` through the agent's durable consumer, or plainly without a stream.
+
+    ``ack_wait_s`` (default :data:`ACK_WAIT_S`) applies when the consumer is created.
+    """
+    js = nc.jetstream()
+    try:
+        stream = await js.find_stream_name_by_subject(subject)
+    except (NotFoundError, NatsError) as exc:
+        log.warning("inbox: no JetStream stream holds %s (%s); core delivery only", subject, exc)
+        return Inbox(await nc.subscribe(subject, cb=cb), durable=False)
+    config = ConsumerConfig(
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait_s if ack_wait_s is not None else ACK_WAIT_S,
+        max_deliver=MAX_DELIVER,
+        # The first life starts at now; later lives resume where the last one stopped.
+        deliver_policy=DeliverPolicy.NEW,
+        filter_subject=subject,
+        # An agent no schema runs any more leaves no consumer behind for long.
+        inactive_threshold=INACTIVE_S,
+    )
+    sub = await js.subscribe(
+        subject,
+        durable=durable_name(agent),
+        stream=stream,
+        cb=cb,
+        manual_ack=True,
+        config=config,
+    )
+    log.info("inbox: %s through durable %s on stream %s", subject, durable_name(agent), stream)
+    return Inbox(sub, durable=True)

@@ -1,0 +1,137 @@
+"""The agent's inbound rail through its durable consumer on home's event log.
+
+A real nats-server with JetStream and the event-log stream (as `home up` runs it),
+real τ, the scripted model: what is routed while no node runs is answered by the
+next one, a turn abandoned mid-flight is redelivered to the next life, and a stale
+or malformed utterance is settled for good rather than answered or redelivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from home.agents import inbox
+from home.agents.agent_node import AgentNode
+from home.agents.launch import ModelEndpoint
+from home.substrate.config import EventLogConfig
+from home.substrate.eventlog import ensure_stream
+from home.substrate.nats_server import NatsServer
+from shared.event import Event
+from shared.nats_confirm import confirm_subscriptions
+from shared.schema.catalog import NodeCatalog, NodeSpec
+from shared.subjects import workspace_in_subject
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide
+from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
+
+AGENT = "edge_asr"
+
+
+@pytest.fixture
+async def event_log(tmp_path: Path) -> AsyncIterator[str]:
+    """A JetStream nats-server with home's event-log stream; yields its URL."""
+    server = NatsServer(tmp_path / "nats")
+    await server.start()
+    try:
+        nc = await nats.connect(server.url)
+        await ensure_stream(nc, EventLogConfig())
+        await nc.close()
+        yield server.url
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def edge_side(event_log: str) -> AsyncIterator[EdgeSide]:
+    nc = await nats.connect(event_log)
+    side = EdgeSide(nc=nc, agent=AGENT)
+    await nc.subscribe("events.>", cb=side.on_event)
+    await confirm_subscriptions(nc)
+    try:
+        yield side
+    finally:
+        await nc.drain()
+
+
+def node(spec: NodeSpec, url: str, model: ScriptedModel, data_dir: Path) -> AgentNode:
+    return AgentNode(
+        spec, nats_url=url, data_dir=data_dir, model=ModelEndpoint(base_url=model.url),
+        repo_root=REPO_ROOT,
+    )  # fmt: skip
+
+
+def speak_back(request: RecordedRequest) -> Reply:
+    return Reply.call("speak", {"text": f"You said {request.last_user_text}."})
+
+
+async def test_an_utterance_routed_while_no_node_runs_is_answered_by_the_next(
+    catalog: NodeCatalog, event_log: str, edge_side: EdgeSide, tmp_path: Path
+) -> None:
+    async with ScriptedModel(responder=speak_back) as model:
+        # The first life makes the durable consumer, then the node goes away.
+        async with node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as first:
+            assert first._inbox is not None and first._inbox.durable
+        said = await edge_side.say("is anyone there")
+        async with node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as second:
+            (speak,) = await edge_side.wait_for("speak.tui")
+        assert speak.event.binding_id == said.binding_id
+        assert speak.event.payload["text"] == "You said is anyone there."
+        assert second.stats.received == 1
+
+
+async def test_a_turn_abandoned_mid_flight_is_redelivered_to_the_next_life(
+    catalog: NodeCatalog,
+    event_log: str,
+    edge_side: EdgeSide,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(inbox, "ACK_WAIT_S", 2.0)
+    gate = asyncio.Event()
+    held: list[RecordedRequest] = []
+
+    def answer(request: RecordedRequest) -> Reply:
+        if not held:  # the first life's model call never returns
+            held.append(request)
+            return Reply.call("speak", {"text": "too late"}, gate=gate)
+        return speak_back(request)
+
+    async with ScriptedModel(responder=answer) as model:
+        first = node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path)
+        async with first:
+            said = await edge_side.say("what time is it")
+            await model.wait_requests(1)
+            # Gone mid-turn, as after kill -9: no ack, no hand-back of the turn in flight.
+            await first.close(grace_s=0)
+        async with node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as second:
+            (speak,) = await edge_side.wait_for("speak.tui", timeout_s=60)
+        gate.set()
+    assert speak.event.binding_id == said.binding_id
+    assert speak.event.payload["text"] == "You said what time is it."
+    assert second.stats.received == 1
+
+
+async def test_a_stale_utterance_is_refused_and_not_redelivered(
+    catalog: NodeCatalog, event_log: str, edge_side: EdgeSide, tmp_path: Path
+) -> None:
+    async with ScriptedModel(responder=speak_back) as model:
+        async with node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as first:
+            old = Event.new(
+                "sensation.turn", {"text": "hello from the past", "device": "tui"},
+                source="edge.audio.tui", sequence_number=1, ttl_ms=1,
+            )  # fmt: skip
+            await asyncio.sleep(0.01)
+            await edge_side.nc.publish(workspace_in_subject(AGENT), old.to_json())
+            await edge_side.nc.publish(workspace_in_subject(AGENT), b"{not json")
+            fresh = await edge_side.say("hello now")
+            await edge_side.wait_for("speak.tui")
+        assert (first.stats.stale, first.stats.invalid) == (1, 1)
+        # Settled for good: the next life gets neither again.
+        async with node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as second:
+            await asyncio.sleep(3)
+        assert second.stats.received == 0
+    assert [s.event.binding_id for s in edge_side.on("speak.tui")] == [fresh.binding_id]
