@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -143,3 +145,47 @@ async def test_the_embedded_model_answers_a_turn_within_a_minute(tmp_path: Path)
         assert subject.startswith("events.workspace.edge_asr.out.")
         assert answer_event.binding_id == turn.binding_id
         assert answer_event.payload.get("text")
+
+
+async def test_kill_9_of_the_agent_node_mid_turn_and_its_next_life_answers(
+    tmp_path: Path,
+) -> None:
+    gate = asyncio.Event()
+    first: list[RecordedRequest] = []
+
+    def answer(request: RecordedRequest) -> Reply:
+        if not first:  # the first life's model call hangs until the end of the test
+            first.append(request)
+            return Reply.call("speak", {"text": "never said"}, gate=gate)
+        return Reply.call("speak", {"text": f"Answered: {request.last_user_text[-40:]}"})
+
+    async with (
+        ScriptedModel(responder=answer) as model,
+        start_home(tmp_path / "home", "--llm-url", model.url) as home,
+    ):
+        pid = await node_pid(home, "agent.edge_asr")
+        turn = asyncio.create_task(play_edge_turn(home.nats_url, "are the lights off", 120))
+        await model.wait_requests(1, timeout_s=60)
+        os.kill(pid, signal.SIGKILL)
+        try:
+            subject, answer_event, said = await turn
+        finally:
+            gate.set()
+        assert await node_pid(home, "agent.edge_asr") != pid
+
+    assert subject == speak_subject("edge_asr", DEVICE)
+    assert answer_event.binding_id == said.binding_id
+    assert answer_event.payload["text"] == "Answered: are the lights off"
+    assert len(model.requests) == 2
+
+
+async def node_pid(home: RunningHome, name: str) -> int:
+    """The pid of a running node, as `home status --json` reports it."""
+    async with asyncio.timeout(120):
+        while True:
+            _, out = await home.cli("status", "--json")
+            with contextlib.suppress(json.JSONDecodeError, KeyError):
+                for node in json.loads(out)["nodes"]:
+                    if node.get("name") == name and node.get("state") == "running":
+                        return int(node["pid"])
+            await asyncio.sleep(0.5)
