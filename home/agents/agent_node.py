@@ -126,6 +126,8 @@ class NodeStats:
     restarts: int = 0
     busy_retries: int = 0
     dropped_at_stop: int = 0
+    compactions: int = 0
+    compaction_failures: int = 0
     outcomes: list[TurnOutcome] = field(default_factory=list)
 
 
@@ -343,6 +345,12 @@ class AgentNode:
     def _on_wire_event(self, event: WireEvent) -> None:
         for listener in self._listeners:
             listener(event)
+        if event.type == "side_completion_end" and event.raw.get("purpose") == "compaction":
+            if event.is_error:
+                self.stats.compaction_failures += 1
+                log.warning("%s: τ could not compact: %s", self.spec.name, event.error)
+            else:
+                self.stats.compactions += 1
         if event.type == "agent_end" and event.submission_id is not None:
             future = self._ends.get(event.submission_id)
             if future is not None and not future.done():

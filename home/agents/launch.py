@@ -77,7 +77,24 @@ class ModelEndpoint:
             entry["extra_body"] = dict(self.extra_body)
         if self.grammar is not None:
             entry["grammar"] = self.grammar
+        entry["compaction"] = self.compaction()
         return entry
+
+    def compaction(self) -> dict[str, Any]:
+        """τ's auto-compaction sized to this window.
+
+        τ's defaults (a 16384-token reserve, 20000 kept) assume a large window: on a
+        4096- or 8192-token one its limits come out negative and auto-compaction
+        silently never runs, so a long-lived agent grows past its window and then
+        fails every turn (seen: 13k tokens sent to the 4k embedded model). A quarter
+        of the window is reserved for the summarizing call and a quarter kept verbatim.
+        """
+        quarter = self.context_window // 4
+        return {
+            "auto": True,
+            "reserve_tokens": max(quarter, 2 * self.max_tokens),
+            "keep_recent_tokens": quarter,
+        }
 
 
 @dataclass(frozen=True)

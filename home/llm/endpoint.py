@@ -26,7 +26,9 @@ from home.agents.launch import ModelEndpoint
 from home.llm.model_file import EMBEDDED_MODEL_ID
 
 # Short answers: a spoken sentence or two, and a small context on a small machine.
-EMBEDDED_MAX_TOKENS = 96
+# Room for the speak call's longest text (300 characters) at 2.5 characters a token,
+# so the constrained JSON always closes (seen at 96: a 340-character run cut off).
+EMBEDDED_MAX_TOKENS = 160
 EMBEDDED_CONTEXT = 4096
 
 

@@ -44,12 +44,17 @@ RUN_CONTEXT = ("agent", "nats_url", "binding_file")
 
 DEFAULT_ACK_TIMEOUT_S = 30.0
 
+SPEAK_MAX_CHARS = 300
 SPEAK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "text": {
             "type": "string",
             "description": "your answer, in your own words",
+            # Spoken answers are a few sentences. The bound is also what lets a small
+            # model's constrained call always close its string: llama.cpp compiles it
+            # into the grammar, and SPEAK_MAX_CHARS fits in the embedded max_tokens.
+            "maxLength": SPEAK_MAX_CHARS,
         }
     },
     "required": ["text"],

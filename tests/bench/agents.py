@@ -31,12 +31,14 @@ from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
 from home.llm.endpoint import embedded_endpoint
 from home.llm.server import LlamaServer, LlamaServerConfig, default_threads
+from home.substrate.config import EventLogConfig
+from home.substrate.eventlog import ensure_stream
+from home.substrate.nats_server import NatsServer
 from shared.event import Event, new_binding_id
 from shared.schema.catalog import NodeSpec, load_node_catalog, parse_node_catalog
 from shared.subjects import speech_completed_subject, workspace_in_subject
 from shared.yaml_source import parse_yaml
 from tests.bench.report import Result, publish
-from tests.shared.conftest import _free_port, nats_server_binary
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -56,26 +58,21 @@ nodes:
 
 
 @contextlib.asynccontextmanager
-async def nats_server() -> AsyncIterator[str]:
-    port = _free_port()
-    proc = await asyncio.create_subprocess_exec(
-        nats_server_binary(), "-a", "127.0.0.1", "-p", str(port),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+async def nats_server(work: Path) -> AsyncIterator[str]:
+    """nats-server as `home up` runs it: JetStream on, the event log recording events.>.
+
+    So the node reads its rail through its durable inbox, as deployed; τ's own
+    nats_bus (the peer) subscribes plainly.
+    """
+    server = NatsServer(work / "nats")
+    await server.start()
     try:
-        async with asyncio.timeout(10):
-            while True:
-                try:
-                    _, writer = await asyncio.open_connection("127.0.0.1", port)
-                    writer.close()
-                    break
-                except OSError:
-                    await asyncio.sleep(0.05)
-        yield f"nats://127.0.0.1:{port}"
+        nc = await nats.connect(server.url)
+        await ensure_stream(nc, EventLogConfig())
+        await nc.close()
+        yield server.url
     finally:
-        proc.terminate()
-        await proc.wait()
+        await server.stop()
 
 
 class Edge:
@@ -206,7 +203,7 @@ async def run() -> list[Result]:
     ]
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
-        async with nats_server() as url:
+        async with nats_server(Path(tmp)) as url:
             node_in, node_out, node_prompt = await scripted_run(node_spec, url, Path(tmp) / "n")
             bus_in, bus_out, _ = await scripted_run(bus_spec, url, Path(tmp) / "bus")
             for metric, ours, peer in (

@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -105,3 +106,29 @@ async def test_home_llm_serve_prints_its_url_serves_and_stops_on_sigterm() -> No
             await proc.wait()
     assert [m["id"] for m in models["data"]] == ["smollm2-135m-instruct"]
     assert code == 0
+
+
+@pytest.mark.slow
+async def test_a_long_conversation_is_compacted_and_never_outgrows_the_window(
+    llm: LlamaServer, catalog: NodeCatalog, nats_url: str, edge: EdgeSide, tmp_path: Path
+) -> None:
+    # A small window so the conversation outgrows it within a few turns.
+    endpoint = replace(embedded_endpoint(llm.url, "speak"), context_window=2048)
+    questions = ["What colour is the sky?", "Is water wet?", "What is two plus two?",
+                 "Name a fruit.", "Is it day or night?", "Say something kind."]  # fmt: skip
+    async with AgentNode(
+        catalog["agent.edge_asr"],
+        nats_url=nats_url,
+        data_dir=tmp_path,
+        model=endpoint,
+        repo_root=REPO_ROOT,
+    ) as node:
+        for n, question in enumerate(questions * 4, start=1):
+            await edge.say(question, received=lambda: node.stats.received)
+            async with asyncio.timeout(120):
+                while len(node.stats.outcomes) + node.stats.failed < n:
+                    await asyncio.sleep(0.05)
+
+    assert [o.error for o in node.stats.outcomes if o.error] == []
+    assert node.stats.compactions >= 1, node.stats
+    assert node.stats.compaction_failures == 0
