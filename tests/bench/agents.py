@@ -203,9 +203,13 @@ async def run() -> list[Result]:
     ]
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
-        async with nats_server(Path(tmp)) as url:
+        # Each run on its own server: the node's durable inbox would otherwise keep, and
+        # later answer, the utterances published while the peer ran.
+        async with nats_server(Path(tmp) / "ours") as url:
             node_in, node_out, node_prompt = await scripted_run(node_spec, url, Path(tmp) / "n")
+        async with nats_server(Path(tmp) / "peer") as url:
             bus_in, bus_out, _ = await scripted_run(bus_spec, url, Path(tmp) / "bus")
+        async with nats_server(Path(tmp) / "embedded-bus") as url:
             for metric, ours, peer in (
                 ("publish → first model request", node_in, bus_in),
                 ("final answer → speak event", node_out, bus_out),
