@@ -210,7 +210,9 @@ class EdgeRuntime:
             check_bridge_files(config.bridge.half, config.bridge.secrets, config.device)
             bridge_factory = open_edge_bridge
         if self.models is None:
+            began = time.monotonic()
             self.models = await Models.load(config)
+            log.info("loaded models (%.2f s)", time.monotonic() - began)
         models = self.models
         device = config.device
         self.nats = await self._enter("nats", LocalNatsServer(config.nats.host, config.nats.port))

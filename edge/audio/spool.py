@@ -6,7 +6,8 @@ A test harness drives an emulated board through two folders:
   ``*.wav`` file appears in the folder; the file is then heard in real time,
   frame by frame, and moved to ``done/``. Files are taken in name order.
   Writers must write ``NAME.tmp`` and rename it to ``NAME.wav`` (a rename is
-  atomic; a file written in place could be read half-written). Only 16-bit
+  atomic; a file written in place could be read half-written); hidden files
+  (``.NAME.wav``) are never read. Only 16-bit
   mono WAV is accepted (any rate, resampled to the capture rate); anything else
   is counted, logged, and moved to ``rejected/`` beside a ``NAME.wav.error``
   that says why; the edge keeps listening.
@@ -108,7 +109,9 @@ class SpoolSource:
             names = sorted(
                 entry.name
                 for entry in os.scandir(self.folder)
-                if entry.name.endswith(READY_SUFFIX) and entry.is_file()
+                if entry.name.endswith(READY_SUFFIX)
+                and not entry.name.startswith(".")  # a writer's hidden temporary file
+                and entry.is_file()
             )
         except OSError as exc:
             raise AudioError(f"spool folder {self.folder}: cannot list it: {exc}") from exc
