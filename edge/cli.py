@@ -89,6 +89,9 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         format="%(name)s: %(message)s",
         handlers=[RichHandler(console=err, show_path=False)],
     )
+    # asyncssh says two INFO lines per connection attempt: while home is away the
+    # bridge retries for hours, and the bridge's own warning already says each one.
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
     try:
         settings = load_edge_config(config) if config is not None else EdgeConfig()
     except SchemaError as exc:

@@ -37,6 +37,7 @@ class NoticeNode:
         device: str,
         text: str,
         on_settled: Callable[[str], None] | None = None,
+        on_home_change: Callable[[bool, str], None] | None = None,
     ) -> None:
         self.bus = bus
         self.speaker = speaker
@@ -47,6 +48,7 @@ class NoticeNode:
         self._links: dict[str, BridgeStatus] = {}
         self._pcm: Pcm | None = None
         self._on_settled = on_settled
+        self._on_home_change = on_home_change
 
     async def __aenter__(self) -> Self:
         self._pcm = await asyncio.to_thread(self.synth.render, self.text)
@@ -81,12 +83,16 @@ class NoticeNode:
         before = self.home_reachable
         self._links[status.bridge] = status
         if before != self.home_reachable:
-            log.info(
-                "home is %s (bridge %s%s)",
+            detail = f"bridge {status.bridge}" + (f": {status.reason}" if status.reason else "")
+            # Unreachable is worth a line in a board's journal even when not verbose.
+            log.log(
+                logging.INFO if status.reachable else logging.WARNING,
+                "home is %s (%s)",
                 "reachable" if status.reachable else "unreachable",
-                status.bridge,
-                f": {status.reason}" if status.reason else "",
+                detail,
             )
+            if self._on_home_change is not None:
+                self._on_home_change(self.home_reachable, detail)
 
     async def _on_turn(self, subject: str, event: Event) -> None:
         if self.home_reachable or self._pcm is None:

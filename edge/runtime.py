@@ -27,7 +27,14 @@ from types import TracebackType
 from typing import Any, Self
 
 from edge.asr import AsrNode, VoskRecognizer
-from edge.audio import SoundDeviceSink, SoundDeviceSource, WavSink, WavSource
+from edge.audio import (
+    SoundDeviceSink,
+    SoundDeviceSource,
+    SpoolSink,
+    SpoolSource,
+    WavSink,
+    WavSource,
+)
 from edge.audio.base import AudioSink, AudioSource
 from edge.bus import Bus
 from edge.capture import CaptureNode
@@ -37,6 +44,8 @@ from edge.config import (
     DeviceOutput,
     EdgeConfig,
     PushToTalkConfig,
+    SpoolInput,
+    SpoolOutput,
     WavInput,
     WavOutput,
 )
@@ -90,7 +99,7 @@ def with_audio_files(
 
 
 def open_source(audio: AudioConfig) -> AudioSource:
-    """The configured microphone (or file)."""
+    """The configured microphone (or file, or spool folder)."""
     match audio.input:
         case WavInput(path=path, realtime=realtime):
             return WavSource(
@@ -98,16 +107,20 @@ def open_source(audio: AudioConfig) -> AudioSource:
             )
         case DeviceInput(device=device):
             return SoundDeviceSource(device, sample_rate=ASR_SAMPLE_RATE, block_ms=audio.block_ms)
+        case SpoolInput(dir=folder):
+            return SpoolSource(folder, sample_rate=ASR_SAMPLE_RATE, block_ms=audio.block_ms)
     raise TypeError(f"unknown audio input {audio.input!r}")
 
 
 def open_sink(audio: AudioConfig) -> AudioSink:
-    """The configured speaker (or file)."""
+    """The configured speaker (or file, or spool folder)."""
     match audio.output:
         case WavOutput(path=path, realtime=realtime):
             return WavSink(path, realtime=realtime)
         case DeviceOutput(device=device):
             return SoundDeviceSink(device)
+        case SpoolOutput(dir=folder):
+            return SpoolSink(folder)
     raise TypeError(f"unknown audio output {audio.output!r}")
 
 
@@ -157,6 +170,7 @@ class EdgeRuntime:
         self.gate = EchoGate(config.echo_gate.tail_ms / 1000)
         self._settled: set[str] = set()
         self._settled_changed = asyncio.Event()
+        self.home = "not heard from yet"  # what the bridge last said about home
         self._stack = AsyncExitStack()
         self.nats: LocalNatsServer
         self.bus: Bus
@@ -196,7 +210,9 @@ class EdgeRuntime:
             check_bridge_files(config.bridge.half, config.bridge.secrets, config.device)
             bridge_factory = open_edge_bridge
         if self.models is None:
+            began = time.monotonic()
             self.models = await Models.load(config)
+            log.info("loaded models (%.2f s)", time.monotonic() - began)
         models = self.models
         device = config.device
         self.nats = await self._enter("nats", LocalNatsServer(config.nats.host, config.nats.port))
@@ -217,6 +233,7 @@ class EdgeRuntime:
                 device=device,
                 text=config.notice.text,
                 on_settled=self._settle,
+                on_home_change=self._announce_home,
             ),
         )
         self.replies = await self._enter("replies", ReplyLog(self.bus, device=device))
@@ -245,7 +262,18 @@ class EdgeRuntime:
         finite = isinstance(config.audio.input, WavInput) and self._source is None
         self.notifier.healthy = lambda: finite or self.capture.running
         await self._enter("systemd", self.notifier)
-        self.notifier.notify(f"READY=1\nSTATUS=listening as {device} on {self.nats.url}")
+        self.notifier.notify(f"READY=1\nSTATUS={self._status()}")
+
+    def _status(self) -> str:
+        """systemd's STATUS= line: what `systemctl status tether-edge` shows."""
+        status = f"listening as {self.config.device} on {self.nats.url}"
+        if self.config.bridge.half is None:
+            return f"{status}; local only (no bridge)"
+        return f"{status}; home {self.home}"
+
+    def _announce_home(self, reachable: bool, detail: str) -> None:
+        self.home = "reachable" if reachable else f"unreachable ({detail})"
+        self.notifier.notify(f"STATUS={self._status()}")
 
     def _settle(self, binding_id: str) -> None:
         self._settled.add(binding_id)

@@ -24,7 +24,7 @@ from typing import Self
 import numpy as np
 from piper import PiperVoice, SynthesisConfig
 
-from edge.audio.base import AudioSink, Pcm, PlaybackResult
+from edge.audio.base import AudioSink, Pcm, PlaybackResult, PlaybackTag, tagged
 from edge.bus import Bus
 from edge.echo_gate import EchoGate
 from edge.errors import EdgeError, ModelError, SynthesisFailed
@@ -66,6 +66,13 @@ class _Item:
     pcm: Pcm | None = None  # already rendered (notices)
     received_at: float = field(default_factory=time.monotonic)
     dropped: bool = False  # a barge-in came while it waited: acked, never played
+
+
+def _label(item: _Item) -> str:
+    """How a sink that names its output calls this playback: the binding id, or notice."""
+    if item.request is None:
+        return "notice"
+    return item.request.binding_id or "speech"
 
 
 @dataclass
@@ -196,7 +203,8 @@ class Speaker:
         self.gate.speaking_started()
         result: PlaybackResult | None = None
         try:
-            result = await self.sink.play(chunks, self.synth.sample_rate, self._stop)
+            with tagged(PlaybackTag(_label(item), item.text)):
+                result = await self.sink.play(chunks, self.synth.sample_rate, self._stop)
         except (EdgeError, OSError) as exc:
             self.stats.failed += 1
             log.error("speech failed (%r): %s", item.text[:60], exc)

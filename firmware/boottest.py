@@ -34,11 +34,15 @@ from firmware.manifest import Manifest
 from firmware.stream import decompressed_chunks
 
 READY_LINE = re.compile(r"tether-edge: ready \(READY=1|Started tether-edge\.service")
+# What `edge run` itself prints once every node is up (its stderr goes to the console too).
+EDGE_LINE = re.compile(r"edge (?P<device>[a-z0-9_-]+) listening on (?P<rest>\S.*)$")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 FAILED_LINE = re.compile(r"Failed to start .*tether-edge\.service")
 PANIC_LINE = re.compile(r"Kernel panic|end Kernel panic|Gave up waiting for root")
 GROW_BYTES = 512 * 1024 * 1024
-DEFAULT_TIMEOUT = 600.0
+DEFAULT_TIMEOUT = 900.0
+# The edge holds the Vosk model (~600 MiB for the Korean one) and the Piper voice.
+MEMORY_MIB = 2048
 
 
 @dataclass
@@ -48,6 +52,8 @@ class BootReport:
     ready_s: float | None = None
     ssh_s: float | None = None
     ssh_banner: str = ""
+    edge_line: str | None = None  # "edge DEVICE listening on ...", as the edge printed it
+    edge_s: float | None = None
     console_log: Path | None = None
     lines: list[str] = field(default_factory=list)
 
@@ -98,7 +104,7 @@ def qemu_command(
     cmdline: str,
     ssh_port: int,
     *,
-    memory_mib: int = 1024,
+    memory_mib: int = MEMORY_MIB,
     cpus: int = 2,
 ) -> list[str]:
     """The qemu-system-aarch64 command line: virt, TCG, virtio disk and net, serial on stdio."""
@@ -222,6 +228,9 @@ async def _read_console(
             report.lines = [*report.lines[-199:], line]
             if report.ready_s is None and READY_LINE.search(line):
                 report.ready_s = time.monotonic() - started
+            if report.edge_line is None and (found := EDGE_LINE.search(line)):
+                report.edge_line = found.group(0)
+                report.edge_s = time.monotonic() - started
 
 
 async def _wait_ready(

@@ -23,12 +23,15 @@ from firmware.manifest import (
     Manifest,
     PartitionRecord,
 )
+from firmware.pairing import HomeAddress, board_home, retarget_half
 from firmware.profiles import Profile
 from firmware.report import Reporter
 from firmware.rootfs import RootfsSpec, ensure_rootfs
 from firmware.stream import compress_file
 from firmware.wheelhouse import build_wheelhouse
 from shared.schema import BridgeHalf, load_bridge_half
+from shared.schema.bridge_half import parse_bridge_half
+from shared.yaml_source import parse_yaml
 
 HOST_TOOLS = (
     "mmdebstrap",
@@ -63,6 +66,7 @@ class BuildRequest:
     ssh_key: Path | None = None
     mirror: str | None = None
     epoch: int | None = None
+    home: HomeAddress | None = None  # where the board's half points (None: see board_home)
 
 
 @dataclass(frozen=True)
@@ -87,10 +91,21 @@ def check_half(path: Path, device: str) -> BridgeHalf:
     return half
 
 
+def carried_half(request: BuildRequest) -> tuple[str | None, BridgeHalf | None]:
+    """The edge half as the board will carry it (home address applied), and it loaded."""
+    if request.bridge_half is None:
+        return None, None
+    source = check_half(request.bridge_half, request.device)
+    home = board_home(request.profile, source, request.home)
+    file = str(request.bridge_half)
+    text = retarget_half(request.bridge_half.read_text(), file, home)
+    return text, parse_bridge_half(parse_yaml(text, file), file)
+
+
 def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
     """Run every stage of the build; BuildError names the stage that failed."""
     profile = request.profile
-    half = check_half(request.bridge_half, request.device) if request.bridge_half else None
+    half_text, half = carried_half(request)
     with reporter.stage("host"):
         require_tools(*HOST_TOOLS)
         reporter.finish(f"arm64 via {ensure_binfmt_arm64()}")
@@ -126,6 +141,7 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
                 vosk_model=request.vosk_model,
                 voice=request.voice,
                 ssh_key=request.ssh_key,
+                half_text=half_text,
             )
             config = staging.write_board_files(tree, files, disk_id)
             staging.boot_files(tree, work / "boot", profile, disk_id)
@@ -177,7 +193,7 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
     finally:
         with reporter.stage("cleanup"):
             shutil.rmtree(work, ignore_errors=True)
-    half_bytes = request.bridge_half.read_bytes() if request.bridge_half else None
+    half_bytes = half_text.encode() if half_text is not None else None
     manifest = Manifest(
         device=request.device,
         profile=profile.name,
@@ -221,6 +237,7 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
             bridge_half_digest=half.digest() if half else None,
             board_key=request.board_key is not None,
             wheels=wheel_digests,
+            home=f"{half.endpoint.host}:{half.endpoint.port}" if half else None,
         ),
         source_date_epoch=request.epoch,
     )

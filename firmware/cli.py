@@ -13,16 +13,20 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from bridge.errors import PairError
+from bridge.pair import PairResult
 from firmware.boottest import DEFAULT_TIMEOUT, boot_test
 from firmware.build import BuildRequest, build, check_half
 from firmware.errors import BuildError, FirmwareError, FlashRefused, HostToolError, ManifestError
 from firmware.flash import FlashOptions, check_compressed, flash, image_manifest, verify
 from firmware.host import cache_dir, source_date_epoch
+from firmware.pairing import QEMU_DEFAULT_HOME, HomeAddress, pair_board
 from firmware.profiles import PROFILES, get_profile
 from firmware.report import RichReporter, SilentReporter
 from firmware.service import load_service_config
 from firmware.target import DEFAULT_MAX_BYTES
 from shared.errors import ContractError
+from shared.schema import load_bridge_half
 
 app = typer.Typer(
     name="firmware",
@@ -48,14 +52,40 @@ def _repo_root() -> Path:
     return here
 
 
-def _default_half(device: str, root: Path) -> Path | None:
+def _default_half(device: str, out: Path, root: Path) -> Path | None:
     for candidate in (
+        out / "bridge" / f"{device}.edge.yaml",
         Path("out/bridge") / f"{device}.edge.yaml",
         root / "schemas" / "bridge" / f"{device}.edge.yaml",
     ):
         if candidate.exists():
             return candidate
     return None
+
+
+def _paired_half(device: str, out: Path) -> Path | None:
+    """A pairing ``bridge pair --out OUT/bridge`` (or out/bridge) left: the half with its key."""
+    for folder in (out / "bridge", Path("out/bridge")):
+        half = folder / f"{device}.edge.yaml"
+        if half.exists() and (folder / "secrets" / f"{device}.edge.key").exists():
+            return half
+    return None
+
+
+def _pair(device: str, home: str | None, out: Path) -> PairResult | None:
+    """Pair a board that has no pairing yet, when there is a home address to pair it for."""
+    if home is None:
+        return None
+    try:
+        return pair_board(device, home, out / "bridge")
+    except BuildError as exc:
+        raise _fail(str(exc), EXIT_USAGE) from None
+
+
+def paired_home(paired: PairResult) -> str:
+    """HOST:PORT a fresh pairing's edge half connects to."""
+    endpoint = load_bridge_half(paired.edge_half).endpoint
+    return f"{endpoint.host}:{endpoint.port}"
 
 
 @app.command("build")
@@ -85,8 +115,25 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
             "--key", help="The board's private key (default: HALF_DIR/secrets/DEVICE.edge.key)."
         ),
     ] = None,
+    home: Annotated[
+        str | None,
+        typer.Option(
+            "--home",
+            help="HOST[:PORT] of home's bridge endpoint, as the board reaches it. Rewrites "
+            "the connect address of the half the board carries (the source half is left "
+            "alone; no PORT: the half's own). Default: the half's address, except that the "
+            "qemu profile turns a loopback host into 10.0.2.2, qemu's address for the "
+            "machine running it. With no pairing for DEVICE, the build pairs it into "
+            "OUT/bridge (bridge pair) for this home (qemu default 10.0.2.2:2222).",
+        ),
+    ] = None,
     ssh_key: Annotated[
-        Path | None, typer.Option("--ssh-key", help="A public key allowed to log in as 'tether'.")
+        Path | None,
+        typer.Option(
+            "--ssh-key",
+            help="A public key allowed to log in as 'tether' (the edge's user: it reads "
+            "journalctl -u tether-edge and writes the audio spool folders).",
+        ),
     ] = None,
     service_config: Annotated[
         Path | None,
@@ -120,7 +167,29 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
     if vosk_model is not None and not vosk_model.is_dir():
         raise _fail(f"--vosk-model {vosk_model}: not a folder", EXIT_USAGE)
     root = _repo_root()
-    half = half or _default_half(device, root)
+    try:
+        address = HomeAddress.parse(home) if home is not None else None
+    except PairError as exc:
+        raise _fail(str(exc), EXIT_USAGE) from None
+    if ssh_key is not None and not ssh_key.exists():
+        raise _fail(f"--ssh-key {ssh_key}: no such file", EXIT_USAGE)
+    try:
+        service = load_service_config(service_config)
+    except ContractError as exc:
+        raise _fail(str(exc), EXIT_USAGE) from None
+    paired = None
+    if half is None and key is None and _paired_half(device, out) is None:
+        paired = _pair(device, home or (QEMU_DEFAULT_HOME if profile == "qemu" else None), out)
+        if paired is not None:
+            half, key = paired.edge_half, paired.client_key
+            if not as_json:
+                err.print(
+                    f"paired {device!r} for home at {paired_home(paired)}: the board carries "
+                    f"{paired.edge_half}; give home {paired.home_half} and "
+                    f"{paired.host_key} (e.g. into HOME_DATA/bridge/)",
+                    highlight=False,
+                )
+    half = half or _paired_half(device, out) or _default_half(device, out, root)
     if half is not None and not half.exists():
         raise _fail(f"--half {half}: no such file", EXIT_USAGE)
     if key is None and half is not None:
@@ -128,10 +197,7 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
         key = candidate if candidate.exists() else None
     elif key is not None and not key.exists():
         raise _fail(f"--key {key}: no such file", EXIT_USAGE)
-    if ssh_key is not None and not ssh_key.exists():
-        raise _fail(f"--ssh-key {ssh_key}: no such file", EXIT_USAGE)
     try:
-        service = load_service_config(service_config)
         if half is not None:
             check_half(half, device)
         request = BuildRequest(
@@ -148,6 +214,7 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
             ssh_key=ssh_key,
             mirror=mirror,
             epoch=source_date_epoch(),
+            home=address,
         )
     except (ContractError, HostToolError, BuildError) as exc:
         raise _fail(str(exc), EXIT_USAGE) from None
@@ -176,6 +243,15 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
                     "manifest": str(result.manifest_path),
                     "sha256": result.manifest.image.sha256,
                     "rootfs_cached": result.rootfs_cached,
+                    "home": result.manifest.edge.home,
+                    "paired": None
+                    if paired is None
+                    else {
+                        "edge_half": str(paired.edge_half),
+                        "home_half": str(paired.home_half),
+                        "client_key": str(paired.client_key),
+                        "host_key": str(paired.host_key),
+                    },
                     "stages": stages,
                 },
                 indent=2,
@@ -333,8 +409,10 @@ def boot_test_command(
 
     Ready: the serial console shows 'tether-edge: ready (READY=1 ...)', printed by
     the unit's ExecStartPost, which systemd runs for a Type=notify unit only after
-    the service sent READY=1 on NOTIFY_SOCKET; and the forwarded
-    SSH port answers with an SSH banner. Reports the seconds to each.
+    its main process (edge run) sent READY=1 on NOTIFY_SOCKET; and the forwarded
+    SSH port answers with an SSH banner. Reports the seconds to each, and the
+    edge's own 'edge DEVICE listening on ...' line. Under TCG the edge takes
+    minutes to load its models: the default timeout allows for it.
     """
     try:
         loaded = image_manifest(image)
@@ -355,15 +433,22 @@ def boot_test_command(
                     "ready_s": report.ready_s,
                     "ssh_s": report.ssh_s,
                     "ssh_banner": report.ssh_banner,
+                    "exec_start": loaded.edge.exec_start,
+                    "edge_line": report.edge_line,
+                    "edge_s": report.edge_s,
                 }
             )
         )
         return
-    Console(soft_wrap=True).print(
-        f"[green]edge service ready[/green] after {report.ready_s:.1f} s; "
-        f"SSH answered after {report.ssh_s:.1f} s ({report.ssh_banner})",
+    out = Console(soft_wrap=True)
+    out.print(
+        f"[green]edge service ready[/green] after {report.ready_s:.1f} s "
+        f"(READY=1 from {loaded.edge.exec_start}); SSH answered after "
+        f"{report.ssh_s:.1f} s ({report.ssh_banner})",
         highlight=False,
     )
+    if report.edge_line is not None and report.edge_s is not None:
+        out.print(f"the edge said, at {report.edge_s:.1f} s: {report.edge_line}", highlight=False)
 
 
 def main() -> None:

@@ -66,6 +66,7 @@ class EdgeRecord:
     bridge_half_digest: str | None
     board_key: bool
     wheels: dict[str, str] = field(default_factory=dict)
+    home: str | None = None  # HOST:PORT the board connects to (from the half it carries)
 
 
 @dataclass(frozen=True)

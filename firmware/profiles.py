@@ -8,6 +8,9 @@ kernel command line names. The root filesystem cache is keyed on exactly this.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+AudioKind = Literal["sounddevice", "spool"]
 
 SUITE = "bookworm"
 ARCH = "arm64"
@@ -32,6 +35,7 @@ BASE_PACKAGES = (
     "zstd",
     "libasound2",
     "libportaudio2",
+    "libatomic1",  # vosk's aarch64 libvosk.so links against it
     "linux-image-arm64",
 )
 
@@ -51,6 +55,11 @@ class Profile:
     initrd_modules: tuple[str, ...]
     console: str
     description: str
+    # sounddevice: the board's sound card; spool: folders a harness drives (no sound card).
+    audio: AudioKind
+    # How long systemd lets the edge take to send READY=1: loading the Vosk model and
+    # rendering the notice with Piper take seconds on a Pi, minutes under TCG emulation.
+    start_timeout_s: int
 
     @property
     def cmdline_console(self) -> str:
@@ -65,6 +74,8 @@ PROFILES: dict[str, Profile] = {
         initrd_modules=VIRTIO_MODULES + FS_MODULES,
         console="ttyAMA0",
         description="qemu-system-aarch64 'virt' machine: virtio disk, PL011 serial",
+        audio="spool",
+        start_timeout_s=600,
     ),
     "rpi": Profile(
         name="rpi",
@@ -72,6 +83,8 @@ PROFILES: dict[str, Profile] = {
         initrd_modules=SD_MODULES + VIRTIO_MODULES + FS_MODULES,
         console="serial0,115200 console=tty1",
         description="Raspberry Pi 3/4 (arm64): Debian kernel, raspi-firmware boot files",
+        audio="sounddevice",
+        start_timeout_s=300,
     ),
 }
 

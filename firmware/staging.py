@@ -23,6 +23,9 @@ VENV = "/opt/tether/venv"
 MODELS = "/opt/tether/models"
 ETC = "/etc/tether"
 KEYS = "/etc/tether/keys"
+STATE = "/var/lib/tether"
+SPOOL_IN = "/var/lib/tether/audio/in"
+SPOOL_OUT = "/var/lib/tether/audio/out"
 BOARD_UID = 1000
 BOARD_GID = 1000
 UNIT_DIR = "etc/systemd/system"
@@ -41,6 +44,15 @@ class BoardFiles:
     vosk_model: Path | None
     voice: str | None
     ssh_key: Path | None
+    # The half as the board carries it (its home address possibly rewritten);
+    # None: the file at ``bridge_half`` as it is.
+    half_text: str | None = None
+
+    def carried_half(self) -> bytes | None:
+        """The bytes of ``/etc/tether/DEVICE.edge.yaml`` on the board."""
+        if self.half_text is not None:
+            return self.half_text.encode()
+        return self.bridge_half.read_bytes() if self.bridge_half is not None else None
 
 
 def board_file(name: str) -> bytes:
@@ -147,6 +159,15 @@ def edge_config_text(files: BoardFiles) -> str:
         "# Written by `firmware build`; read by the board's edge service.",
         f"device: {files.device}",
     ]
+    if files.profile.audio == "spool":
+        lines += [
+            "# No sound card: a harness drops 16-bit mono WAV files into audio.input.dir",
+            "# (write NAME.tmp, then rename it to NAME.wav) and reads each playback from",
+            "# audio.output.dir (NNNNNN-LABEL.wav + .json). See edge/audio/spool.py.",
+            "audio:",
+            f"  input: {{kind: spool, dir: {SPOOL_IN}}}",
+            f"  output: {{kind: spool, dir: {SPOOL_OUT}}}",
+        ]
     if files.bridge_half is not None:
         lines.append(f"bridge: {{half: {ETC}/{files.device}.edge.yaml, secrets: {KEYS}}}")
     if files.vosk_model is not None:
@@ -174,14 +195,46 @@ def cmdline_text(profile: Profile, disk_id: int) -> str:
     )
 
 
+def _board_dir(tree: Path, path: str, mode: int) -> None:
+    folder = tree / path.lstrip("/")
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chown(folder, BOARD_UID, BOARD_GID)
+    os.chmod(folder, mode)
+
+
+def add_group_member(table: str, group: str, user: str) -> str:
+    """``/etc/group`` or ``/etc/gshadow`` text with ``user`` in ``group`` (members: 4th field)."""
+    lines = table.splitlines()
+    for index, line in enumerate(lines):
+        fields = line.split(":")
+        if fields[0] == group and len(fields) == 4:
+            members = [m for m in fields[3].split(",") if m]
+            if user not in members:
+                fields[3] = ",".join([*members, user])
+            lines[index] = ":".join(fields)
+            return "\n".join(lines) + "\n"
+    raise BuildError("stage", f"the base system has no group {group!r}")
+
+
+def unit_text(files: BoardFiles) -> str:
+    """``tether-edge.service`` with this board's command and start timeout."""
+    return (
+        board_file("tether-edge.service")
+        .decode()
+        .replace("{exec_start}", files.exec_start)
+        .replace("{start_timeout_s}", str(files.profile.start_timeout_s))
+    )
+
+
 def write_board_files(tree: Path, files: BoardFiles, disk_id: int) -> str:
     """Write config, keys, units and first boot into ``tree``; return the edge config text."""
     board = (BOARD_UID, BOARD_GID)
     config = edge_config_text(files)
     _write(tree, f"{ETC}/edge.yaml", config)
     _write(tree, f"{ETC}/device", files.device + "\n")
-    if files.bridge_half is not None:
-        _write(tree, f"{ETC}/{files.device}.edge.yaml", files.bridge_half.read_bytes())
+    half = files.carried_half()
+    if half is not None:
+        _write(tree, f"{ETC}/{files.device}.edge.yaml", half)
     keys = tree / KEYS.lstrip("/")
     keys.mkdir(parents=True, exist_ok=True)
     os.chown(keys, *board)
@@ -197,12 +250,18 @@ def write_board_files(tree: Path, files: BoardFiles, disk_id: int) -> str:
         os.chown(home, *board)
         os.chmod(home, 0o700)
         _write(tree, "/home/tether/.ssh/authorized_keys", files.ssh_key.read_bytes(), 0o600, board)
-    state = tree / "var/lib/tether"
-    state.mkdir(parents=True, exist_ok=True)
-    os.chown(state, *board)
-    os.chmod(state, 0o750)
-    unit = board_file("tether-edge.service").decode().replace("{exec_start}", files.exec_start)
-    _write(tree, f"/{UNIT_DIR}/tether-edge.service", unit)
+    _board_dir(tree, STATE, 0o750)
+    if files.profile.audio == "spool":
+        # Owned by the service user, who is also the SSH login a harness uses.
+        for folder in (f"{STATE}/audio", SPOOL_IN, f"{SPOOL_IN}/done", f"{SPOOL_IN}/rejected"):
+            _board_dir(tree, folder, 0o755)
+        _board_dir(tree, SPOOL_OUT, 0o755)
+    # The board's login (tether) reads its own service's journal: journalctl -u tether-edge.
+    for name in ("etc/group", "etc/gshadow"):
+        table = tree / name
+        if table.exists():
+            table.write_text(add_group_member(table.read_text(), "systemd-journal", "tether"))
+    _write(tree, f"/{UNIT_DIR}/tether-edge.service", unit_text(files))
     _write(tree, f"/{UNIT_DIR}/tether-firstboot.service", board_file("tether-firstboot.service"))
     _write(tree, "/usr/lib/tether/firstboot", board_file("firstboot.sh"), 0o755)
     _write(tree, "/usr/lib/tether/report-ready", board_file("report-ready.sh"), 0o755)

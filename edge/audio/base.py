@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
@@ -54,6 +56,29 @@ class PlaybackResult:
     def duration_s(self) -> float:
         """Seconds of audio that reached the sink."""
         return self.samples_played / self.sample_rate if self.sample_rate else 0.0
+
+
+@dataclass(frozen=True)
+class PlaybackTag:
+    """What is being played: a label for the file name and the text it says."""
+
+    label: str
+    text: str = ""
+
+
+# The speaker sets this around each ``play`` call; sinks that name their output read it.
+# A context variable keeps the AudioSink protocol unchanged for every other sink.
+playback_tag: ContextVar[PlaybackTag | None] = ContextVar("playback_tag", default=None)
+
+
+@contextlib.contextmanager
+def tagged(tag: PlaybackTag) -> Iterator[None]:
+    """Label the playbacks started inside the ``with`` block (in this task)."""
+    token = playback_tag.set(tag)
+    try:
+        yield
+    finally:
+        playback_tag.reset(token)
 
 
 class AudioSource(Protocol):

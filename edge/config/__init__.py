@@ -9,6 +9,7 @@ Relative paths are taken from the config file's own folder. An example::
     audio:
       input: {kind: sounddevice, device: pulse}     # or {kind: wav, path: turn.wav}
       output: {kind: sounddevice}                   # or {kind: wav, path: out.wav}
+      # no sound card (an emulated board): {kind: spool, dir: /var/lib/tether/audio/in}
     endpointing:
       mode: both                                    # vad | push_to_talk | both
       push_to_talk: {source: gpio, value_path: /sys/class/gpio/gpio17/value}
@@ -39,6 +40,8 @@ from edge.config.model import (
     NoticeConfig,
     PushToTalkConfig,
     RunConfig,
+    SpoolInput,
+    SpoolOutput,
     TtsConfig,
     VadConfig,
     WavInput,
@@ -63,6 +66,8 @@ __all__ = [
     "NoticeConfig",
     "PushToTalkConfig",
     "RunConfig",
+    "SpoolInput",
+    "SpoolOutput",
     "TtsConfig",
     "VadConfig",
     "WavInput",

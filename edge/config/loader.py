@@ -21,6 +21,8 @@ from edge.config.model import (
     NoticeConfig,
     PushToTalkConfig,
     RunConfig,
+    SpoolInput,
+    SpoolOutput,
     TtsConfig,
     VadConfig,
     WavInput,
@@ -158,33 +160,44 @@ class _ConfigReader(Reader):
         )
 
     def _audio_end(self, data: LocatedDict, path: str) -> tuple[str, Path | None, bool, str | None]:
-        self.allow_keys(data, path, ("kind", "path", "realtime", "device"))
-        kind = self.get(data, "kind", path, str, "sounddevice", check=_one_of("sounddevice", "wav"))
+        """kind, then its one location: ``path`` (wav), ``dir`` (spool) or ``device``."""
+        self.allow_keys(data, path, ("kind", "path", "dir", "realtime", "device"))
+        kind = self.get(
+            data, "kind", path, str, "sounddevice", check=_one_of("sounddevice", "wav", "spool")
+        )
         file = self.path(data, "path", path)
+        folder = self.path(data, "dir", path)
         realtime = self.get(data, "realtime", path, bool, True, required=False)
         device: str | None = self.get(data, "device", path, (str, type(None)), None, required=False)
-        if kind == "wav" and file is None:
-            self.issue(data, None, f"{path}.path", "is required when kind is wav")
-        if kind == "wav" and "device" in data:
-            self.issue(data, "device", f"{path}.device", "applies to kind sounddevice only")
-        if kind == "sounddevice" and "path" in data:
-            self.issue(data, "path", f"{path}.path", "applies to kind wav only")
-        return kind, file, realtime, device
+        owners = {"path": "wav", "dir": "spool", "device": "sounddevice"}
+        for key, owner in owners.items():
+            if key in data and kind != owner:
+                self.issue(data, key, f"{path}.{key}", f"applies to kind {owner} only")
+        needed = {"wav": ("path", file), "spool": ("dir", folder)}.get(kind)
+        if needed is not None and needed[1] is None and data.get(needed[0]) is None:
+            self.issue(data, None, f"{path}.{needed[0]}", f"is required when kind is {kind}")
+        if kind == "spool" and "realtime" in data:
+            self.issue(data, "realtime", f"{path}.realtime", "a spool is always real time")
+        return kind, folder if kind == "spool" else file, realtime, device
 
     def _audio_input(self, data: LocatedDict | None) -> AudioInput:
         if data is None:
             return DeviceInput()
-        kind, file, realtime, device = self._audio_end(data, "audio.input")
-        if kind == "wav" and file is not None:
-            return WavInput(file, realtime)
+        kind, where, realtime, device = self._audio_end(data, "audio.input")
+        if kind == "wav" and where is not None:
+            return WavInput(where, realtime)
+        if kind == "spool" and where is not None:
+            return SpoolInput(where)
         return DeviceInput(device)
 
     def _audio_output(self, data: LocatedDict | None) -> AudioOutput:
         if data is None:
             return DeviceOutput()
-        kind, file, realtime, device = self._audio_end(data, "audio.output")
-        if kind == "wav" and file is not None:
-            return WavOutput(file, realtime)
+        kind, where, realtime, device = self._audio_end(data, "audio.output")
+        if kind == "wav" and where is not None:
+            return WavOutput(where, realtime)
+        if kind == "spool" and where is not None:
+            return SpoolOutput(where)
         return DeviceOutput(device)
 
     def endpointing(self, data: LocatedDict | None) -> EndpointingConfig:

@@ -44,8 +44,25 @@ class DeviceOutput:
     device: str | None = None
 
 
-AudioInput = WavInput | DeviceInput
-AudioOutput = WavOutput | DeviceOutput
+@dataclass(frozen=True)
+class SpoolInput:
+    """A folder standing in for the microphone: silence, then each ``*.wav`` dropped into it.
+
+    Writers write ``NAME.tmp`` and rename it to ``NAME.wav``; see :mod:`edge.audio.spool`.
+    """
+
+    dir: Path
+
+
+@dataclass(frozen=True)
+class SpoolOutput:
+    """A folder standing in for the speaker: one ``NNNNNN-LABEL.wav`` per playback, real time."""
+
+    dir: Path
+
+
+AudioInput = WavInput | DeviceInput | SpoolInput
+AudioOutput = WavOutput | DeviceOutput | SpoolOutput
 
 
 @dataclass(frozen=True)

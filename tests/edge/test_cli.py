@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.pair import pair
 from edge.natsd import free_port
 from shared.event import Event
 from shared.subjects import sensation_turn_subject, speak_subject
@@ -219,3 +220,54 @@ async def test_the_nats_server_does_not_outlive_a_killed_edge(
 
     async with asyncio.timeout(LIMIT_S):
         await port_closed()
+
+
+@pytest.mark.slow
+async def test_a_board_whose_home_is_down_reports_ready_says_so_and_keeps_listening(
+    annyeong_wav: Path, tmp_path: Path, notify_socket: socket.socket
+) -> None:
+    # As an emulated board runs it: spool folders for audio, a paired half whose home
+    # is not up (nothing listens on its port). It must not exit or crash-loop.
+    home_port = free_port("127.0.0.1")
+    paired = pair("board", f"127.0.0.1:{home_port}", tmp_path / "bridge")
+    spool_in, spool_out = tmp_path / "audio/in", tmp_path / "audio/out"
+    config = write_config(tmp_path / "edge.yaml", port=free_port("127.0.0.1"), answer_timeout_s=0)
+    with config.open("a") as extra:
+        extra.write(
+            f"audio: {{input: {{kind: spool, dir: {spool_in}}}, "
+            f"output: {{kind: spool, dir: {spool_out}}}}}\n"
+            f"bridge: {{half: {paired.edge_half}, secrets: {paired.client_key.parent}}}\n"
+        )
+    proc = await asyncio.create_subprocess_exec(
+        EDGE,
+        "run",
+        "-c",
+        str(config),
+        env={
+            **os.environ,
+            "NOTIFY_SOCKET": notify_socket.getsockname(),
+            "WATCHDOG_USEC": "2000000",
+        },
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await next_notification(notify_socket, "READY=1")
+        status = await next_notification(notify_socket, "home unreachable")
+        assert f"127.0.0.1:{home_port}" in status
+        # A turn made now gets the local notice, played into the output spool.
+        os.link(annyeong_wav, spool_in / "hello.tmp")
+        os.replace(spool_in / "hello.tmp", spool_in / "hello.wav")
+        await wait_for(lambda: list(spool_out.glob("*-notice.wav")), "the spoken notice")
+        await next_notification(notify_socket, "WATCHDOG=1")
+        assert proc.returncode is None
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(LIMIT_S):
+            _, stderr = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, stderr.decode()
+    assert "home is unreachable" in " ".join(stderr.decode().split())
+    assert (spool_in / "done/hello.wav").exists()

@@ -12,6 +12,8 @@ import yaml
 from edge.config import (
     DeviceInput,
     EdgeConfig,
+    SpoolInput,
+    SpoolOutput,
     WavInput,
     WavOutput,
     load_edge_config,
@@ -118,6 +120,34 @@ endpointing:
     assert keys == {"audio.output.path", "endpointing.push_to_talk.value_path"}
 
 
+def test_spool_audio_names_its_folders(tmp_path: Path) -> None:
+    text = """\
+audio:
+  input: {kind: spool, dir: /var/lib/tether/audio/in}
+  output: {kind: spool, dir: spool/out}
+"""
+    config = parse_edge_config(text, "edge.yaml", tmp_path)
+    assert config.audio.input == SpoolInput(Path("/var/lib/tether/audio/in"))
+    assert config.audio.output == SpoolOutput(tmp_path / "spool/out")
+    assert _schema_errors(yaml.safe_load(text)) == []
+
+
+def test_spool_audio_errors_name_the_key() -> None:
+    text = """\
+audio:
+  input: {kind: spool, device: pulse}
+  output: {kind: spool, dir: out, realtime: true}
+"""
+    with pytest.raises(SchemaError) as caught:
+        parse_edge_config(text, "edge.yaml")
+    found = {(i.line, i.key, i.message) for i in caught.value.issues}
+    assert found == {
+        (2, "audio.input.device", "applies to kind sounddevice only"),
+        (2, "audio.input.dir", "is required when kind is spool"),
+        (3, "audio.output.realtime", "a spool is always real time"),
+    }
+
+
 def test_invalid_yaml_names_the_line() -> None:
     with pytest.raises(SchemaError, match=r"edge\.yaml:3: invalid YAML: expected .,. or .\]."):
         parse_edge_config("device: board\naudio: [unclosed\n", "edge.yaml")
@@ -144,6 +174,10 @@ def test_the_board_example_passes_the_loader_and_the_json_schema() -> None:
         "device: Big Board\n",
         "audio: {input: {kind: wav}}\n",
         "audio: {output: {kind: sounddevice, path: x.wav}}\n",
+        "audio: {input: {kind: spool}}\n",
+        "audio: {input: {kind: spool, dir: in, path: x.wav}}\n",
+        "audio: {output: {kind: spool, dir: out, realtime: false}}\n",
+        "audio: {output: {kind: wav, path: x.wav, dir: out}}\n",
         "endpointing: {mode: push_to_talk}\n",
         "endpointing: {push_to_talk: {source: gpio}}\n",
         "asr: {grammar: []}\n",

