@@ -46,8 +46,14 @@ class Board(Protocol):
     device: str
     phrases: tuple[str, ...]
 
+    async def reachable(self) -> str | None:
+        """None when hil can talk to the board; else why not (e.g. a host key mismatch)."""
+
     async def services(self) -> dict[str, str]:
         """Each board service and its state (``active`` when running)."""
+
+    async def restarts(self) -> int | None:
+        """How often the board's service manager restarted the edge (None: cannot tell)."""
 
     async def versions(self) -> dict[str, str]:
         """``board`` and ``home`` versions of tether, to compare."""
@@ -63,6 +69,9 @@ class Board(Protocol):
 
     async def inject(self, phrase: str) -> float:
         """Make the board hear ``phrase``; return the monotonic time the audio ended."""
+
+    async def playbacks(self) -> int | None:
+        """How many utterances the board has played so far (None: cannot tell)."""
 
     async def wait_link(self, up: bool, within_s: float) -> bool:
         """Wait until the board's link to home is up (or down); False if it never was."""

@@ -272,6 +272,16 @@ class VirtualBoard:
         except json.JSONDecodeError:
             return {}
 
+    async def reachable(self) -> str | None:
+        # Its processes are this machine's: reachable once started.
+        return None
+
+    async def restarts(self) -> int | None:
+        return 0  # nothing restarts the edge here; a dead one stays dead
+
+    async def playbacks(self) -> int | None:
+        return None  # playback goes to a sound card; speech.completed on home says it played
+
     async def services(self) -> dict[str, str]:
         out = {
             "edge": "active" if self._edge is not None and self._edge.poll() is None else "dead",
@@ -337,6 +347,11 @@ class VirtualBoard:
                 text = path.read_bytes()[-8000:].decode(errors="replace")
                 parts.append(f"--- {name} (last 8 kB) ---\n{text}")
         return "\n".join(parts)
+
+    @property
+    def relay(self) -> CuttableRelay | None:
+        """The relay the board reaches home through (the link linkdrop cuts)."""
+        return self._relay
 
     def watch(self) -> HomeWatch:
         """A watch on this home's NATS (open it with ``async with``)."""
