@@ -349,6 +349,11 @@ class VirtualBoard:
         return "\n".join(parts)
 
     @property
+    def pulse_server(self) -> str:
+        """The private PulseAudio server whose null sink is the board's sound card."""
+        return self._pulse_env.get("PULSE_SERVER", "")
+
+    @property
     def relay(self) -> CuttableRelay | None:
         """The relay the board reaches home through (the link linkdrop cuts)."""
         return self._relay
