@@ -80,3 +80,28 @@ def _parse_ssh(text: str) -> SshAddress:
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise BadTarget(f"{text!r}: expected nothing after host[:port]")
     return SshAddress(parts.username, parts.hostname, port)
+
+
+@dataclass(frozen=True)
+class RelaySpec:
+    """``--relay LISTEN_HOST:PORT=HOME_HOST:PORT``: the cuttable link between a board and home."""
+
+    listen_host: str
+    listen_port: int
+    target_host: str
+    target_port: int
+
+
+def parse_relay(text: str) -> RelaySpec:
+    """The relay ``text`` describes; BadTarget with the expected form if it is not one."""
+    form = "expected LISTEN_HOST:PORT=HOME_HOST:PORT, e.g. 0.0.0.0:2222=127.0.0.1:2223"
+    listen, sep, target = text.partition("=")
+    if not sep:
+        raise BadTarget(f"--relay {text!r}: {form}")
+    ends = []
+    for end in (listen, target):
+        host, colon, port = end.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise BadTarget(f"--relay {text!r}: {form}")
+        ends.append((host, int(port)))
+    return RelaySpec(ends[0][0], ends[0][1], ends[1][0], ends[1][1])

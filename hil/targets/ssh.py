@@ -67,9 +67,10 @@ true
 class SshBoardOptions:
     """How to reach and drive one board."""
 
-    key: Path
+    key: Path | None
     pin: HostKeyPin
     profile: BoardProfile
+    use_agent: bool = False
     home: HomeSide | None = None
     home_half: Path | None = None
     acoustic: bool = False
@@ -115,7 +116,9 @@ class SshBoard:
 
     async def _open(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        link = SshLink(self.address, self.options.key, self.options.pin)
+        link = SshLink(
+            self.address, self.options.key, self.options.pin, use_agent=self.options.use_agent
+        )
         try:
             self._link = await self._stack.enter_async_context(link)
         except SshError as exc:

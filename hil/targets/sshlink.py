@@ -107,10 +107,14 @@ class Completed:
 class SshLink:
     """An open SSH + SFTP session to ``address``; use with ``async with``."""
 
-    def __init__(self, address: SshAddress, key: Path, pin: HostKeyPin) -> None:
+    def __init__(
+        self, address: SshAddress, key: Path | None, pin: HostKeyPin, *, use_agent: bool = False
+    ) -> None:
         self.address = address
         self.key = key
         self.pin = pin
+        # Off unless asked: hil logs in with the one key it was given, nothing else.
+        self.use_agent = use_agent
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_lock = asyncio.Lock()
@@ -130,7 +134,9 @@ class SshLink:
                 f"no host key pinned for {self.address}: give --known-hosts FILE or "
                 "--host-key 'TYPE BASE64' (hil never trusts a key on first use)"
             )
-        if not self.key.is_file():
+        if self.key is None and not self.use_agent:
+            raise SshError("no login key: give --key PATH (or --use-agent for your agent's keys)")
+        if self.key is not None and not self.key.is_file():
             raise SshError(f"the login key {self.key} does not exist")
         client = paramiko.SSHClient()
         if self.pin.known_hosts is not None:
@@ -147,9 +153,9 @@ class SshLink:
                 self.address.host,
                 port=self.address.port,
                 username=self.address.user,
-                key_filename=str(self.key),
-                look_for_keys=False,
-                allow_agent=False,
+                key_filename=None if self.key is None else str(self.key),
+                look_for_keys=self.use_agent,
+                allow_agent=self.use_agent,
                 timeout=CONNECT_TIMEOUT_S,
                 banner_timeout=CONNECT_TIMEOUT_S,
                 auth_timeout=CONNECT_TIMEOUT_S,
@@ -163,7 +169,8 @@ class SshLink:
         except paramiko.AuthenticationException as exc:
             client.close()
             raise SshError(
-                f"{self.address} refused the key {self.key} ({exc}); the board accepts keys "
+                f"{self.address} refused the key {self.key or '(agent)'} ({exc}); the board "
+                "accepts keys "
                 "in ~USER/.ssh/authorized_keys (firmware build --ssh-key PUB puts one there)"
             ) from None
         except SshError:

@@ -15,32 +15,19 @@ from pathlib import Path
 import pytest
 
 from firmware.boottest import boot_test
-from firmware.build import BuildRequest, build
+from firmware.build import build
 from firmware.flash import image_manifest
-from firmware.host import cache_dir
-from firmware.profiles import get_profile
 from firmware.report import SilentReporter
 from firmware.service import load_service_config
-
-REPO = Path(__file__).resolve().parents[2]
-EPOCH = 1_700_000_000
+from tests.support.qemu_image import QemuBuild
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_build_boot_to_readiness_and_rebuild_identically(tmp_path: Path) -> None:
-    request = BuildRequest(
-        device="tui",
-        profile=get_profile("qemu"),
-        out=tmp_path / "out",
-        source_tree=REPO,
-        cache=cache_dir(),
-        exec_start=load_service_config(None).exec_start,
-        bridge_half=REPO / "schemas/bridge/tui.edge.yaml",
-        epoch=EPOCH,
-    )
-    reporter = SilentReporter()
-    result = build(request, reporter)
+def test_build_boot_to_readiness_and_rebuild_identically(
+    tmp_path: Path, qemu_build: QemuBuild
+) -> None:
+    request, result, reporter = qemu_build.request, qemu_build.result, qemu_build.reporter
     assert [t.stage for t in reporter.times] == [
         "host",
         "rootfs",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,40 @@ def _fingerprint(public: Path) -> str:
         capture_output=True, text=True, check=True, timeout=30,
     ).stdout  # fmt: skip
     return out.split()[1]
+
+
+async def test_hil_run_over_ssh_with_the_wrong_host_key_exits_1_and_reports_why(
+    tmp_path: Path,
+) -> None:
+    stranger = keygen(tmp_path / "stranger", "not-the-board")
+    async with openssh_server(tmp_path / "sshd") as sshd:
+        wrong = tmp_path / "known_hosts"
+        wrong.write_text(f"[127.0.0.1]:{sshd.port} {stranger}\n")
+        proc = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("hil")), "run",
+            "--target", f"ssh://root@127.0.0.1:{sshd.port}", "--key", str(sshd.client_key),
+            "--known-hosts", str(wrong), "--suite", "smoke", "--report", str(tmp_path / "out"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 1, err.decode()
+    junit = ET.parse(tmp_path / "out" / "junit.xml").getroot()
+    failure = junit.find(".//testcase[@name='board_reachable']/failure")
+    assert failure is not None
+    assert "does not match the pinned key" in (failure.get("message") or "")
+    assert "FAIL" in out.decode()
+
+
+def test_hil_run_refuses_bad_remote_options_with_exit_2(tmp_path: Path) -> None:
+    exe = str(Path(sys.executable).with_name("hil"))
+    for args, says in [
+        (["--target", "ssh://root@127.0.0.1:2222", "--relay", "2222"], "LISTEN_HOST:PORT"),
+        (["--target", "qemu:"], "needs an image"),
+        (["--target", "ssh://root@h", "--board-profile", str(tmp_path / "none.yaml")], "none"),
+    ]:
+        run = subprocess.run(
+            [exe, "run", *args, "--suite", "smoke", "--report", str(tmp_path / "o")],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert run.returncode == 2, run.stderr
+        assert says in run.stderr
