@@ -73,6 +73,7 @@ class VirtualBoard:
         home_args: tuple[str, ...] = (),
         schema: str = "edge_asr",
         wrong_host_key: bool = False,
+        audio: str = "pulse",
     ) -> None:
         self.device = DEVICE
         self.phrases = phrases
@@ -81,6 +82,11 @@ class VirtualBoard:
         self._home_args = home_args
         self._schema = schema
         self._wrong_host_key = wrong_host_key
+        # "pulse": a null sink as sound card; "spool": the edge's file spool folders
+        # (audio.input/output kind spool), as a board driven over ssh without --acoustic.
+        self._audio = audio
+        self.spool_in = work_dir / "spool" / "in"
+        self.spool_out = work_dir / "spool" / "out"
         # The board keeps its own copy of its half and key, as a flashed board does.
         self.board_dir = work_dir / "board"
         self.linked = False
@@ -149,10 +155,7 @@ class VirtualBoard:
             yaml.safe_dump(
                 {
                     "device": DEVICE,
-                    "audio": {
-                        "input": {"kind": "sounddevice", "device": "pulse"},
-                        "output": {"kind": "sounddevice", "device": "pulse"},
-                    },
+                    "audio": self._audio_config(),
                     "endpointing": {"mode": "vad"},
                     "asr": {"grammar": [*self.phrases, "[unk]"]},
                     "nats": {"host": "127.0.0.1", "port": edge_nats},
@@ -172,6 +175,19 @@ class VirtualBoard:
         self._edge_nc = await self._connect_edge(f"nats://127.0.0.1:{edge_nats}")
         # A link that never comes up is the smoke suite's finding, not a bring-up error.
         self.linked = await self.wait_link(True, LINK_TIMEOUT_S)
+
+    def _audio_config(self) -> dict[str, dict[str, str]]:
+        if self._audio == "spool":
+            for folder in (self.spool_in, self.spool_out):
+                folder.mkdir(parents=True, exist_ok=True)
+            return {
+                "input": {"kind": "spool", "dir": str(self.spool_in)},
+                "output": {"kind": "spool", "dir": str(self.spool_out)},
+            }
+        return {
+            "input": {"kind": "sounddevice", "device": "pulse"},
+            "output": {"kind": "sounddevice", "device": "pulse"},
+        }
 
     def _copy_pairing_to_board(self, bridge_dir: Path) -> Path:
         secrets = self.board_dir / "secrets"

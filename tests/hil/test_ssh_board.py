@@ -8,8 +8,8 @@ profile reads the edge's pidfile and log file instead of systemctl/journalctl.
 
 Audio goes in acoustically (--acoustic: `paplay` on the board into the sink
 its microphone records). The file spool (audio.input kind spool) needs the
-edge's spool source, which arrives with branch firmware-edge; its test is
-test_spool_injection_over_ssh below.
+edge's spool source, which arrives with branch firmware-edge; its test,
+test_spool_injection_over_ssh, runs as soon as the edge accepts that kind.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from edge.config.loader import parse_edge_config
 from hil.runner import run_suites
 from hil.suites import build_suites
 from hil.targets.address import SshAddress
@@ -33,6 +34,7 @@ from hil.targets.profile import load_profile
 from hil.targets.ssh import SshBoard, SshBoardOptions
 from hil.targets.sshlink import HostKeyPin
 from hil.targets.virtual import DEFAULT_PHRASES, VirtualBoard
+from shared.errors import SchemaError
 from tests.support.openssh import OpenSsh, openssh_server
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
@@ -68,7 +70,9 @@ def _board_profile(board: VirtualBoard, pidfile: Path, path: Path) -> Path:
     return path
 
 
-def _ssh_board(sshd: OpenSsh, board: VirtualBoard, work: Path) -> SshBoard:
+def _ssh_board(
+    sshd: OpenSsh, board: VirtualBoard, work: Path, *, acoustic: bool = True
+) -> SshBoard:
     pidfile = work / "edge.pid"
     pidfile.parent.mkdir(parents=True, exist_ok=True)
     pidfile.write_text(f"{board.edge_pid}\n")
@@ -77,7 +81,7 @@ def _ssh_board(sshd: OpenSsh, board: VirtualBoard, work: Path) -> SshBoard:
         pin=HostKeyPin(known_hosts=sshd.known_hosts),
         profile=load_profile(_board_profile(board, pidfile, work / "profile.yaml")),
         home=HomeSide(board.data_dir),
-        acoustic=True,
+        acoustic=acoustic,
         relay=board.relay,
         phrases=DEFAULT_PHRASES,
     )
@@ -129,3 +133,44 @@ async def test_a_board_over_ssh_passes_smoke_turn_and_linkdrop_then_fails_when_b
     assert services.verdict == "fail"
     assert "'edge-run': 'inactive'" in services.reason
     assert "edge-run.log" in services.logs  # the board's log, fetched over SSH
+
+
+def _edge_reads_spools() -> bool:
+    """True once the edge accepts audio kind spool (it comes with branch firmware-edge)."""
+    try:
+        parse_edge_config(
+            "audio:\n  input: {kind: spool, dir: /in}\n  output: {kind: spool, dir: /out}\n"
+        )
+    except SchemaError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(
+    not _edge_reads_spools(),
+    reason="DEPENDENCY: the edge's spool audio kinds (audio.input/output kind spool) are not "
+    "on this branch yet; they arrive with branch firmware-edge",
+)
+async def test_spool_injection_over_ssh(tmp_path: Path) -> None:
+    async with (
+        ScriptedModel(responder=_speak) as model,
+        openssh_server(tmp_path / "sshd") as sshd,
+        VirtualBoard(
+            tmp_path / "board", home_args=("--llm-url", model.url), audio="spool"
+        ) as board,
+    ):
+        remote = _ssh_board(sshd, board, tmp_path / "hil", acoustic=False)
+        async with remote, remote.watch() as home:
+            ctx = TargetContext(remote, home, tmp_path / "hil", turn_timeout_s=60)
+            result = await run_suites(
+                "ssh", build_suites(["turn"], ("안녕하세요",)), ctx, remote.logs
+            )
+            outputs = await remote.playbacks()
+    verdicts = {c.name: (c.verdict, c.reason) for c in result.cases}
+    assert result.ok, verdicts
+    done = [p.name for p in (board.spool_in / "done").iterdir()]
+    assert len(done) == 1 and done[0].startswith("hil-0001-") and done[0].endswith(".wav")
+    assert not (board.spool_in / "rejected").exists() or not any(
+        (board.spool_in / "rejected").iterdir()
+    )
+    assert outputs is not None and outputs >= 1
