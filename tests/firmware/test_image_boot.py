@@ -19,15 +19,16 @@ from firmware.build import build
 from firmware.flash import image_manifest
 from firmware.report import SilentReporter
 from firmware.service import load_service_config
-from tests.support.qemu_image import QemuBuild
+from tests.support.board_image import BuiltQemuImage
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_build_boot_to_readiness_and_rebuild_identically(
-    tmp_path: Path, qemu_build: QemuBuild
+    tmp_path: Path, built_qemu_image: BuiltQemuImage
 ) -> None:
-    request, result, reporter = qemu_build.request, qemu_build.result, qemu_build.reporter
+    built = built_qemu_image
+    request, result, reporter = built.request, built.result, built.reporter
     assert [t.stage for t in reporter.times] == [
         "host",
         "rootfs",

@@ -24,7 +24,7 @@ from hil.targets.profile import load_profile
 from hil.targets.qemu import QemuBoard
 from hil.targets.ssh import SshBoardOptions
 from hil.targets.sshlink import HostKeyPin
-from tests.support.qemu_image import REPO, QemuBuild
+from tests.support.board_image import BuiltQemuImage
 
 # The cases that need home (bridge_connected) wait for the image that runs `edge run`.
 NEEDS_HOME = {"bridge_connected"}
@@ -33,17 +33,17 @@ NEEDS_HOME = {"bridge_connected"}
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 async def test_a_booted_image_is_driven_like_a_real_board(
-    tmp_path: Path, qemu_build: QemuBuild
+    tmp_path: Path, built_qemu_image: BuiltQemuImage
 ) -> None:
     options = SshBoardOptions(
         key=None,
         pin=HostKeyPin(),
         profile=load_profile(),
-        home_half=REPO / "schemas/bridge/tui.edge.yaml",  # the half the image was built with
+        home_half=built_qemu_image.request.bridge_half,  # home's copy: what the image carries
     )
     (smoke,) = build_suites(["smoke"], ())
     suite = Suite("smoke", tuple(c for c in smoke.cases if c.name not in NEEDS_HOME))
-    async with QemuBoard(qemu_build.result.image, tmp_path / "run", options) as board:
+    async with QemuBoard(built_qemu_image.image, tmp_path / "run", options) as board:
         ctx = TargetContext(board, HomeWatch("nats://127.0.0.1:1"), tmp_path / "run")
         result = await run_suites("qemu", [suite], ctx, board.logs)
         logs = await board.logs()
