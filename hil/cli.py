@@ -66,7 +66,8 @@ half over SFTP) and writes utterances into the edge's input spool; it installs n
 'qemu:out/tui-0.1.0.img.zst': boots a firmware image (qemu profile) under
 qemu-system-aarch64 with user networking and an SSH port forward, puts a fresh host key
 and a root login key on that boot's scratch copy of the disk (the image is untouched),
-pins that host key, and drives it like an ssh board. Inside qemu, home is 10.0.2.2."""
+pins that host key, and drives it like an ssh board (with --key: as user tether, the key
+the image was built with, `firmware build --ssh-key`). Inside qemu, home is 10.0.2.2."""
 
 
 @app.command()
@@ -94,7 +95,8 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     soak_turns: Annotated[int, typer.Option(help="Turns in the soak suite.")] = 5,
     soak_minutes: Annotated[float, typer.Option(help="Minutes the soak suite spans.")] = 1.0,
     key: Annotated[
-        Path | None, typer.Option(help="ssh: the private key to log in with (the only one used).")
+        Path | None,
+        typer.Option(help="ssh/qemu: the private key to log in with (the only one used)."),
     ] = None,
     use_agent: Annotated[
         bool, typer.Option(help="ssh: also try your SSH agent and ~/.ssh keys (off by default).")

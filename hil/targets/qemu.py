@@ -4,7 +4,8 @@
 a free loopback port) and waits for the edge unit's readiness line and an SSH
 banner. Before qemu starts, hil puts two keys on *that boot's scratch copy* of
 the disk (the image file is never changed): a host key for the board's sshd,
-whose public half is then the pinned key, and a login key for root. First boot
+whose public half is then the pinned key, and a login key for root (with
+``--key``, hil logs in as ``tether`` with the image's own key instead). First boot
 keeps a host key that is already there (it only makes one when none exists),
 so the key hil pins is the one the board presents. Then the same
 :class:`SshBoard` as for ``ssh://`` drives it, at 127.0.0.1:forwarded-port.
@@ -30,6 +31,7 @@ from hil.targets.ssh import SshBoard, SshBoardOptions
 from hil.targets.sshlink import HostKeyPin
 
 BOOT_LIMIT_S = 900.0
+IMAGE_USER = "tether"  # whom `firmware build --ssh-key PUB` lets log in
 QEMU_HOME = "10.0.2.2"
 
 
@@ -127,8 +129,14 @@ class QemuBoard:
             if self._seeded is None:
                 raise HilError("the scratch disk was never seeded with keys")
             login_key, host_key = self._seeded
-            options = replace(self.options, key=login_key, pin=HostKeyPin(host_key=host_key))
-            address = SshAddress("root", "127.0.0.1", board.ssh_port)
+            pin = HostKeyPin(host_key=host_key)
+            if self.options.key is not None or self.options.use_agent:
+                # The image's own login (firmware build --ssh-key PUB): the edge's user.
+                options = replace(self.options, pin=pin)
+                address = SshAddress(IMAGE_USER, "127.0.0.1", board.ssh_port)
+            else:
+                options = replace(self.options, key=login_key, pin=pin)
+                address = SshAddress("root", "127.0.0.1", board.ssh_port)
             return await self._stack.enter_async_context(
                 SshBoard(address, self.work_dir / "ssh", options)
             )
