@@ -45,6 +45,9 @@ class Board(Protocol):
 
     device: str
     phrases: tuple[str, ...]
+    # True when the board's recognizer is limited to the phrase grammar, so a turn's text
+    # must be the phrase exactly; False for free recognition (any text counts as the turn).
+    exact_text: bool
 
     async def reachable(self) -> str | None:
         """None when hil can talk to the board; else why not (e.g. a host key mismatch)."""

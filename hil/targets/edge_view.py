@@ -32,6 +32,7 @@ class EdgeView:
     output_dir: str | None
     half: str | None
     nats_port: int
+    grammar: tuple[str, ...] = ()
 
 
 def parse_edge_view(text: str, file: str) -> EdgeView:
@@ -50,11 +51,13 @@ def parse_edge_view(text: str, file: str) -> EdgeView:
     half = r.get(bridge, "half", "bridge", str, None, required=False)
     nats = _section(r, top, "nats")
     port = r.get(nats, "port", "nats", int, 0, required=False)
+    asr = _section(r, top, "asr")
+    grammar = tuple(text for text, _ in r.str_list(asr, "grammar", "asr", required=False))
     try:
         r.raise_if_any()
     except SchemaError as exc:
         raise EdgeConfigError(str(exc)) from exc
-    return EdgeView(device, in_kind, in_dir, out_kind, out_dir, half, port)
+    return EdgeView(device, in_kind, in_dir, out_kind, out_dir, half, port, grammar)
 
 
 def _section(r: Reader, top: LocatedDict, key: str) -> LocatedDict:

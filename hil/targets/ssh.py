@@ -48,6 +48,7 @@ from shared.yaml_source import parse_yaml
 
 LOG_LINES = 300
 SPOOL_PICKUP_S = 30.0
+NOTICE_SUFFIX = "-notice.wav"
 DEFAULT_PHRASES = ("안녕하세요", "감사합니다")
 
 # One round trip for all of sample(): the edge's RSS and CPU ticks twice, the hottest zone.
@@ -89,6 +90,7 @@ class SshBoard:
         self.profile = options.profile
         self.phrases = options.phrases
         self.device = "board"
+        self.exact_text = False
         self.edge: EdgeView | None = None
         self.unreachable: str | None = None
         self._link: SshLink | None = None
@@ -132,6 +134,8 @@ class SshBoard:
             self.unreachable = f"cannot read the board's edge config: {exc}"
             return
         self.device = self.edge.device
+        # Exact transcripts only when every injected phrase is in the board's grammar.
+        self.exact_text = bool(self.edge.grammar) and set(self.phrases) <= set(self.edge.grammar)
         if self.edge.nats_port:
             forward = self._link.forward(self.edge.nats_port)
             await self._stack.enter_async_context(forward)
@@ -302,12 +306,18 @@ class SshBoard:
         return False
 
     async def notices(self) -> int:
-        if self._edge_nc is None:
-            raise CaseFailed(
-                "cannot read the board's notices: its edge.yaml gives no fixed nats.port "
-                "for hil to reach over SSH"
-            )
-        return self._notices
+        if self._edge_nc is not None:
+            return self._notices
+        edge = self._edge()
+        if edge.output_kind == SPOOL and edge.output_dir is not None:
+            # The output spool names each playback NNNNNN-LABEL.wav; the local notice's
+            # label is "notice".
+            names = await self.link.listdir(edge.output_dir)
+            return sum(n.endswith(NOTICE_SUFFIX) for n in names)
+        raise CaseFailed(
+            "cannot count the board's notices: its edge.yaml gives no fixed nats.port for hil "
+            "to reach over SSH, and its audio.output is not a spool"
+        )
 
     async def cut_link(self) -> None:
         self._relay().cut()

@@ -77,6 +77,7 @@ class VirtualBoard:
     ) -> None:
         self.device = DEVICE
         self.phrases = phrases
+        self.exact_text = True  # its edge.yaml sets the phrase grammar
         self.work_dir = work_dir
         self.data_dir = work_dir / "home"
         self._home_args = home_args

@@ -98,6 +98,7 @@ async def test_a_board_over_ssh_passes_smoke_turn_and_linkdrop_then_fails_when_b
     ):
         remote = _ssh_board(sshd, board, tmp_path / "hil")
         async with remote, remote.watch() as home:
+            assert remote.exact_text  # the board's edge.yaml has the phrase grammar
             ctx = TargetContext(remote, home, tmp_path / "hil", turn_timeout_s=60)
             suites = build_suites(["smoke", "turn", "linkdrop"], DEFAULT_PHRASES)
             healthy = await run_suites("ssh", suites, ctx, remote.logs)

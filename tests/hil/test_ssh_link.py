@@ -63,7 +63,7 @@ def test_edge_view_reads_the_spool_folders_and_names_bad_keys() -> None:
     view = parse_edge_view(
         "device: kitchen\naudio:\n  input: {kind: spool, dir: /var/spool/in}\n"
         "  output: {kind: spool, dir: /var/spool/out}\nbridge: {half: /etc/tether/k.yaml}\n"
-        "nats: {port: 4333}\n",
+        "nats: {port: 4333}\nasr: {grammar: [안녕하세요, '[unk]']}\n",
         "board:/etc/tether/edge.yaml",
     )
     assert (view.device, view.input_dir, view.output_dir) == (
@@ -72,8 +72,10 @@ def test_edge_view_reads_the_spool_folders_and_names_bad_keys() -> None:
         "/var/spool/out",
     )
     assert (view.half, view.nats_port) == ("/etc/tether/k.yaml", 4333)
+    assert view.grammar == ("안녕하세요", "[unk]")
     plain = parse_edge_view("device: tui\n", "e.yaml")
     assert (plain.input_kind, plain.input_dir, plain.nats_port) == ("sounddevice", None, 0)
+    assert plain.grammar == ()
     with pytest.raises(EdgeConfigError, match=r"e.yaml:2: nats.port: expected an integer"):
         parse_edge_view("device: tui\nnats: {port: four}\n", "e.yaml")
 
