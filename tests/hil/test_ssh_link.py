@@ -16,7 +16,15 @@ import pytest
 
 from hil.runner import run_suites
 from hil.suites import build_suites
-from hil.targets.address import BadTarget, QemuTarget, SshAddress, VirtualTarget, parse_target
+from hil.targets.address import (
+    BadTarget,
+    QemuTarget,
+    RelaySpec,
+    SshAddress,
+    VirtualTarget,
+    parse_relay,
+    parse_target,
+)
 from hil.targets.base import HomeWatch, TargetContext
 from hil.targets.edge_view import EdgeConfigError, parse_edge_view
 from hil.targets.profile import ProfileError, load_profile
@@ -31,6 +39,12 @@ def test_targets_parse_and_bad_ones_say_the_accepted_forms() -> None:
     assert parse_target("ssh://root@127.0.0.1:2222") == SshAddress("root", "127.0.0.1", 2222)
     assert parse_target("qemu:out/tui.img.zst") == QemuTarget(Path("out/tui.img.zst"))
     assert SshAddress("u", "h", 2222).known_hosts_name == "[h]:2222"
+    assert parse_relay("0.0.0.0:2222=127.0.0.1:2223") == RelaySpec(
+        "0.0.0.0", 2222, "127.0.0.1", 2223
+    )
+    for relay in ("2222", "0.0.0.0:2222=127.0.0.1", "h:0=h:1", ":1=h:2"):
+        with pytest.raises(BadTarget, match="LISTEN_HOST:PORT=HOME_HOST:PORT"):
+            parse_relay(relay)
     for bad, says in [
         ("ftp://board", "ssh://user@host"),
         ("ssh://board.lan", "expected ssh://user@host"),
