@@ -23,7 +23,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,8 +172,13 @@ async def booted(
     *,
     limit_s: float = DEFAULT_TIMEOUT,
     console_log: Path | None = None,
+    seed: Callable[[Path], None] | None = None,
 ) -> AsyncIterator[BootedBoard]:
-    """Boot ``image`` and yield once the edge service is ready and SSH answers; stop qemu after."""
+    """Boot ``image`` and yield once the edge service is ready and SSH answers; stop qemu after.
+
+    ``seed``, when given, is called with the scratch disk (a copy; the image is
+    untouched) before qemu starts: hil puts its login and host keys there.
+    """
     if manifest.profile != "qemu":
         raise BootTestError(f"{image} is a {manifest.profile!r} image; boot-test needs 'qemu'")
     if shutil.which("qemu-system-aarch64") is None:
@@ -181,6 +186,8 @@ async def booted(
     with tempfile.TemporaryDirectory(prefix="tether-boot-") as work_dir:
         work = Path(work_dir)
         raw, kernel, initrd, cmdline = prepare_disk(image, manifest, work)
+        if seed is not None:
+            seed(raw)
         port = free_port()
         log_path = console_log or work / "console.log"
         report = BootReport(console_log=log_path)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +16,22 @@ from hil.model import CaseResult, RunResult
 from hil.report import write_reports
 from hil.runner import HilError, Suite, run_suites
 from hil.suites import SUITE_NAMES, build_suites
-from hil.targets.base import TargetContext
+from hil.targets.address import (
+    QemuTarget,
+    RelaySpec,
+    SshAddress,
+    Target,
+    VirtualTarget,
+    parse_relay,
+    parse_target,
+)
+from hil.targets.base import HomeWatch, TargetContext
+from hil.targets.home_side import HomeSide
+from hil.targets.profile import load_profile
+from hil.targets.proxy import CuttableRelay
+from hil.targets.qemu import QemuBoard
+from hil.targets.ssh import SshBoard, SshBoardOptions
+from hil.targets.sshlink import HostKeyPin
 from hil.targets.virtual import DEFAULT_PHRASES, VirtualBoard
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -34,15 +51,28 @@ def _root() -> None:
     """Run HIL suites and write JUnit XML, JSON and an HTML report."""
 
 
+HELP_TARGET = """Which board: 'virtual', 'ssh://user@host[:port]' or 'qemu:IMAGE'.
+
+'virtual': the real edge code on this machine, a PulseAudio null sink as its sound card,
+bridged through a cuttable relay to a fresh `home up` (--llm-url picks its model).
+
+'ssh://tether@board.lan': a real board over SSH, key login only (--key), host key pinned
+(--known-hosts or --host-key; a key never seen before is refused, never added). hil only
+reads the board (service state, restarts, logs, version, /proc, its edge.yaml and bridge
+half over SFTP) and writes utterances into the edge's input spool; it installs nothing
+(no apt, no pip) on the board. Turns are read on the `home up` the board is bridged to
+(--home-dir).
+
+'qemu:out/tui-0.1.0.img.zst': boots a firmware image (qemu profile) under
+qemu-system-aarch64 with user networking and an SSH port forward, puts a fresh host key
+and a root login key on that boot's scratch copy of the disk (the image is untouched),
+pins that host key, and drives it like an ssh board (with --key: as user tether, the key
+the image was built with, `firmware build --ssh-key`). Inside qemu, home is 10.0.2.2."""
+
+
 @app.command()
 def run(  # noqa: PLR0917 - Typer maps each option to a parameter
-    target: Annotated[
-        str,
-        typer.Option(
-            help="'virtual': the real edge code on this machine, a PulseAudio null sink as its "
-            "sound card, bridged to a fresh `home up`."
-        ),
-    ],
+    target: Annotated[str, typer.Option(help=HELP_TARGET)],
     suite: Annotated[
         str, typer.Option(help=f"Comma-separated suites: {', '.join(SUITE_NAMES)}.")
     ] = "smoke,turn",
@@ -51,7 +81,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     ] = Path("hil-report"),
     llm_url: Annotated[
         str | None,
-        typer.Option(help="An OpenAI-compatible model for home (default: the embedded model)."),
+        typer.Option(help="virtual: an OpenAI-compatible model for home (default: embedded)."),
     ] = None,
     phrases: Annotated[
         str,
@@ -64,41 +94,93 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     ] = None,
     soak_turns: Annotated[int, typer.Option(help="Turns in the soak suite.")] = 5,
     soak_minutes: Annotated[float, typer.Option(help="Minutes the soak suite spans.")] = 1.0,
+    key: Annotated[
+        Path | None,
+        typer.Option(help="ssh/qemu: the private key to log in with (the only one used)."),
+    ] = None,
+    use_agent: Annotated[
+        bool, typer.Option(help="ssh: also try your SSH agent and ~/.ssh keys (off by default).")
+    ] = False,
+    known_hosts: Annotated[
+        Path | None, typer.Option(help="ssh: a known_hosts file holding the board's pinned key.")
+    ] = None,
+    host_key: Annotated[
+        str | None,
+        typer.Option(help="ssh: the board's pinned host key, 'ssh-ed25519 AAAA...'."),
+    ] = None,
+    board_profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="ssh/qemu: YAML overriding where edge.yaml is and the commands run on the "
+            "board (defaults: systemd/journald, see hil/targets/board-systemd.yaml)."
+        ),
+    ] = None,
+    home_dir: Annotated[
+        Path | None,
+        typer.Option(help="ssh/qemu: the --data-dir of the running `home up` the board uses."),
+    ] = None,
+    home_half: Annotated[
+        Path | None,
+        typer.Option(
+            help="ssh/qemu: home's copy of the board's edge half (default: from --home-dir)."
+        ),
+    ] = None,
+    acoustic: Annotated[
+        bool,
+        typer.Option(
+            help="ssh/qemu: play utterances through the board's speaker for its microphone "
+            "(the profile's `play` command) instead of the edge's input spool."
+        ),
+    ] = False,
+    relay: Annotated[
+        str | None,
+        typer.Option(
+            help="ssh: LISTEN_HOST:PORT=HOME_HOST:PORT, a link hil can cut for linkdrop; pair "
+            "the board with home at this machine's LISTEN port."
+        ),
+    ] = None,
 ) -> None:
     """Run suites against a target and write the reports.
 
     Exit status: 0 every case passed, 1 a case failed, 2 bad usage or a target
     that could not be brought up.
 
-    Example:
+    Examples:
 
         hil run --target virtual --suite smoke,turn,linkdrop --report out/
+
+        hil run --target ssh://tether@board.lan --key ~/.ssh/board --known-hosts board.known
+        --home-dir ~/.local/share/tether --suite smoke,turn --report out/
+
+        hil run --target qemu:out/tui-0.1.0.img.zst --suite smoke --report out/
     """
     names = [s.strip() for s in suite.split(",") if s.strip()]
     chosen = tuple(p.strip() for p in phrases.split(",") if p.strip())
     try:
         suites = build_suites(names, chosen)
+        parsed = parse_target(target)
+        relay_spec = parse_relay(relay) if relay else None
+        profile = load_profile(board_profile)
     except HilError as exc:
         err.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    if target != "virtual":
-        err.print(
-            f"[red]error[/red]: target {target!r} is not supported by this version; "
-            "use --target virtual"
-        )
-        raise typer.Exit(EXIT_USAGE)
     home_args = ("--llm-url", llm_url) if llm_url else ()
+    options = SshBoardOptions(
+        key=key,
+        pin=HostKeyPin(known_hosts=known_hosts, host_key=host_key),
+        profile=profile,
+        use_agent=use_agent,
+        home=HomeSide(home_dir) if home_dir else None,
+        home_half=home_half,
+        acoustic=acoustic,
+        phrases=chosen,
+    )
+    knobs = Knobs(suites, chosen, work_dir, soak_turns, soak_minutes)
     try:
-        result = asyncio.run(
-            _run_virtual(
-                suites,
-                chosen,
-                home_args,
-                work_dir,
-                soak_turns=soak_turns,
-                soak_minutes=soak_minutes,
-            )
-        )
+        if isinstance(parsed, VirtualTarget):
+            result = asyncio.run(_run_virtual(knobs, home_args))
+        else:
+            result = asyncio.run(_run_remote(parsed, target, knobs, options, relay_spec))
     except HilError as exc:
         err.print(f"[red]error[/red]: the target did not come up: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
@@ -112,22 +194,70 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
 
 
-async def _run_virtual(
-    suites: list[Suite[TargetContext]],
-    phrases: tuple[str, ...],
-    home_args: tuple[str, ...],
-    work_dir: Path | None,
-    *,
-    soak_turns: int,
-    soak_minutes: float,
+@dataclass(frozen=True)
+class Knobs:
+    """What every target's run takes from the command line."""
+
+    suites: list[Suite[TargetContext]]
+    phrases: tuple[str, ...]
+    work_dir: Path | None
+    soak_turns: int
+    soak_minutes: float
+
+
+async def _run_virtual(knobs: Knobs, home_args: tuple[str, ...]) -> RunResult:
+    with tempfile.TemporaryDirectory(prefix="hil-") as tmp:
+        root = knobs.work_dir or Path(tmp)
+        board = VirtualBoard(root, phrases=knobs.phrases, home_args=home_args)
+        async with board, board.watch() as home:
+            ctx = TargetContext(
+                board, home, root, soak_turns=knobs.soak_turns, soak_minutes=knobs.soak_minutes
+            )
+            result = await run_suites("virtual", knobs.suites, ctx, board.logs, _show)
+        result.environment = {"target": "virtual", "work_dir": str(root), "phrases": knobs.phrases}
+        return result
+
+
+async def _run_remote(
+    parsed: Target,
+    name: str,
+    knobs: Knobs,
+    options: SshBoardOptions,
+    relay: RelaySpec | None,
 ) -> RunResult:
     with tempfile.TemporaryDirectory(prefix="hil-") as tmp:
-        root = work_dir or Path(tmp)
-        board = VirtualBoard(root, phrases=phrases, home_args=home_args)
-        async with board, board.watch() as home:
-            ctx = TargetContext(board, home, root, soak_turns=soak_turns, soak_minutes=soak_minutes)
-            result = await run_suites("virtual", suites, ctx, board.logs, _show)
-        result.environment = {"target": "virtual", "work_dir": str(root), "phrases": phrases}
+        root = knobs.work_dir or Path(tmp)
+        async with AsyncExitStack() as stack:
+            if relay is not None:
+                options = replace(
+                    options,
+                    relay=await stack.enter_async_context(
+                        CuttableRelay(
+                            relay.listen_port, relay.target_port, relay.listen_host,
+                            relay.target_host,
+                        )
+                    ),
+                )  # fmt: skip
+            if isinstance(parsed, QemuTarget):
+                board = await stack.enter_async_context(QemuBoard(parsed.image, root, options))
+            elif isinstance(parsed, SshAddress):
+                board = await stack.enter_async_context(SshBoard(parsed, root, options))
+            else:
+                raise HilError(f"{name} is not a remote target")
+            # Without a home to watch, the cases that read home fail and say so.
+            home = HomeWatch(options.home.nats_url() if options.home else "nats://127.0.0.1:1")
+            if options.home is not None:
+                await stack.enter_async_context(home)
+            ctx = TargetContext(
+                board, home, root, soak_turns=knobs.soak_turns, soak_minutes=knobs.soak_minutes
+            )
+            result = await run_suites(name, knobs.suites, ctx, board.logs, _show)
+        result.environment = {
+            "target": name,
+            "work_dir": str(root),
+            "phrases": knobs.phrases,
+            "injection": "acoustic" if options.acoustic else "spool",
+        }
         return result
 
 

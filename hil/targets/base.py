@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 
 from shared.errors import ContractError
 from shared.event import Event
+from shared.nats_confirm import confirm_subscriptions
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,18 @@ class Board(Protocol):
 
     device: str
     phrases: tuple[str, ...]
+    # True when the board's recognizer is limited to the phrase grammar, so a turn's text
+    # must be the phrase exactly; False for free recognition (any text counts as the turn).
+    exact_text: bool
+
+    async def reachable(self) -> str | None:
+        """None when hil can talk to the board; else why not (e.g. a host key mismatch)."""
 
     async def services(self) -> dict[str, str]:
         """Each board service and its state (``active`` when running)."""
+
+    async def restarts(self) -> int | None:
+        """How often the board's service manager restarted the edge (None: cannot tell)."""
 
     async def versions(self) -> dict[str, str]:
         """``board`` and ``home`` versions of tether, to compare."""
@@ -63,6 +73,9 @@ class Board(Protocol):
 
     async def inject(self, phrase: str) -> float:
         """Make the board hear ``phrase``; return the monotonic time the audio ended."""
+
+    async def playbacks(self) -> int | None:
+        """How many utterances the board has played so far (None: cannot tell)."""
 
     async def wait_link(self, up: bool, within_s: float) -> bool:
         """Wait until the board's link to home is up (or down); False if it never was."""
@@ -115,7 +128,7 @@ class HomeWatch:
             self._changed.set()
 
         await self._nc.subscribe("events.>", cb=on_message)
-        await self._nc.flush()
+        await confirm_subscriptions(self._nc)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

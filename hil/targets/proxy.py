@@ -13,8 +13,15 @@ import contextlib
 class CuttableRelay:
     """Relays ``listen_port`` on loopback to ``target_port``; :meth:`cut` and :meth:`restore`."""
 
-    def __init__(self, listen_port: int, target_port: int, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        listen_port: int,
+        target_port: int,
+        host: str = "127.0.0.1",
+        target_host: str | None = None,
+    ) -> None:
         self.host = host
+        self.target_host = target_host or host
         self.listen_port = listen_port
         self.target_port = target_port
         self.cut_now = False
@@ -55,7 +62,7 @@ class CuttableRelay:
             writer.transport.abort()
             return
         try:
-            up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
+            up_reader, up_writer = await asyncio.open_connection(self.target_host, self.target_port)
         except OSError:
             writer.transport.abort()
             return

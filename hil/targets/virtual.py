@@ -38,6 +38,7 @@ from hil.targets.proxy import CuttableRelay
 from shared.bridge_status import BridgeStatus
 from shared.errors import ContractError
 from shared.event import Event
+from shared.nats_confirm import confirm_subscriptions
 from shared.schema import load_bridge_half
 from shared.subjects import bridge_status_subject, edge_notice_subject
 
@@ -73,14 +74,21 @@ class VirtualBoard:
         home_args: tuple[str, ...] = (),
         schema: str = "edge_asr",
         wrong_host_key: bool = False,
+        audio: str = "pulse",
     ) -> None:
         self.device = DEVICE
         self.phrases = phrases
+        self.exact_text = True  # its edge.yaml sets the phrase grammar
         self.work_dir = work_dir
         self.data_dir = work_dir / "home"
         self._home_args = home_args
         self._schema = schema
         self._wrong_host_key = wrong_host_key
+        # "pulse": a null sink as sound card; "spool": the edge's file spool folders
+        # (audio.input/output kind spool), as a board driven over ssh without --acoustic.
+        self._audio = audio
+        self.spool_in = work_dir / "spool" / "in"
+        self.spool_out = work_dir / "spool" / "out"
         # The board keeps its own copy of its half and key, as a flashed board does.
         self.board_dir = work_dir / "board"
         self.linked = False
@@ -149,10 +157,7 @@ class VirtualBoard:
             yaml.safe_dump(
                 {
                     "device": DEVICE,
-                    "audio": {
-                        "input": {"kind": "sounddevice", "device": "pulse"},
-                        "output": {"kind": "sounddevice", "device": "pulse"},
-                    },
+                    "audio": self._audio_config(),
                     "endpointing": {"mode": "vad"},
                     "asr": {"grammar": [*self.phrases, "[unk]"]},
                     "nats": {"host": "127.0.0.1", "port": edge_nats},
@@ -172,6 +177,19 @@ class VirtualBoard:
         self._edge_nc = await self._connect_edge(f"nats://127.0.0.1:{edge_nats}")
         # A link that never comes up is the smoke suite's finding, not a bring-up error.
         self.linked = await self.wait_link(True, LINK_TIMEOUT_S)
+
+    def _audio_config(self) -> dict[str, dict[str, str]]:
+        if self._audio == "spool":
+            for folder in (self.spool_in, self.spool_out):
+                folder.mkdir(parents=True, exist_ok=True)
+            return {
+                "input": {"kind": "spool", "dir": str(self.spool_in)},
+                "output": {"kind": "spool", "dir": str(self.spool_out)},
+            }
+        return {
+            "input": {"kind": "sounddevice", "device": "pulse"},
+            "output": {"kind": "sounddevice", "device": "pulse"},
+        }
 
     def _copy_pairing_to_board(self, bridge_dir: Path) -> Path:
         secrets = self.board_dir / "secrets"
@@ -238,7 +256,7 @@ class VirtualBoard:
 
         await nc.subscribe(edge_notice_subject(DEVICE), cb=on_notice)
         await nc.subscribe(bridge_status_subject(DEVICE), cb=on_status)
-        await nc.flush()
+        await confirm_subscriptions(nc)
         return nc
 
     # --- the Board interface ---------------------------------------------------
@@ -271,6 +289,16 @@ class VirtualBoard:
             return dict(json.loads(run.stdout))
         except json.JSONDecodeError:
             return {}
+
+    async def reachable(self) -> str | None:
+        # Its processes are this machine's: reachable once started.
+        return None
+
+    async def restarts(self) -> int | None:
+        return 0  # nothing restarts the edge here; a dead one stays dead
+
+    async def playbacks(self) -> int | None:
+        return None  # playback goes to a sound card; speech.completed on home says it played
 
     async def services(self) -> dict[str, str]:
         out = {
@@ -337,6 +365,16 @@ class VirtualBoard:
                 text = path.read_bytes()[-8000:].decode(errors="replace")
                 parts.append(f"--- {name} (last 8 kB) ---\n{text}")
         return "\n".join(parts)
+
+    @property
+    def pulse_server(self) -> str:
+        """The private PulseAudio server whose null sink is the board's sound card."""
+        return self._pulse_env.get("PULSE_SERVER", "")
+
+    @property
+    def relay(self) -> CuttableRelay | None:
+        """The relay the board reaches home through (the link linkdrop cuts)."""
+        return self._relay
 
     def watch(self) -> HomeWatch:
         """A watch on this home's NATS (open it with ``async with``)."""

@@ -1,0 +1,94 @@
+"""`hil`'s qemu target: the session's firmware image booted under qemu-system-aarch64, driven
+over SSH exactly like a real board (same SshBoard, systemd profile, pinned host key).
+
+One boot of the session's image (``built_qemu_image``: `edge run` with spool
+audio, paired with a home). sshd presents the host key hil put on the scratch
+disk (pinned; nothing is trusted on first use), and the board is driven end to
+end: a real `home up` (scripted model) behind a cuttable relay on the port the
+board dials at 10.0.2.2, the whole smoke suite, a spooled turn, and linkdrop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from firmware.boottest import free_port
+from hil.runner import run_suites
+from hil.suites import build_suites
+from hil.targets.base import TargetContext
+from hil.targets.home_side import HomeSide
+from hil.targets.profile import load_profile
+from hil.targets.proxy import CuttableRelay
+from hil.targets.qemu import QemuBoard
+from hil.targets.ssh import SshBoardOptions
+from hil.targets.sshlink import HostKeyPin
+from hil.targets.virtual import DEFAULT_PHRASES
+from tests.support.board_image import BuiltQemuImage
+from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
+
+
+def _speak(request: RecordedRequest) -> Reply:
+    return Reply.call("speak", {"text": "Understood."})
+
+
+@contextlib.asynccontextmanager
+async def running_home(data_dir: Path, bridge_port: int, llm_url: str) -> AsyncIterator[Path]:
+    """`home up` on ``data_dir`` (a paired home folder), its bridge endpoint on ``bridge_port``."""
+    log = (data_dir.parent / "home-up.log").open("ab")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "home.cli", "up", "--data-dir", str(data_dir), "--bridge-port",
+        str(bridge_port), "--apply", "edge_asr", "--llm-url", llm_url, stdout=log, stderr=log,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(120):
+            while not await asyncio.to_thread((data_dir / "home.json").exists):
+                assert proc.returncode is None, (data_dir.parent / "home-up.log").read_text()
+                await asyncio.sleep(0.2)
+        yield data_dir
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 60)
+        log.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+async def test_a_booted_image_is_driven_like_a_real_board(
+    tmp_path: Path, built_qemu_image: BuiltQemuImage
+) -> None:
+    home_data = tmp_path / "home"
+    await asyncio.to_thread(shutil.copytree, built_qemu_image.home_data, home_data)
+    home_port = free_port()
+    async with (
+        ScriptedModel(responder=_speak) as model,
+        # The board dials 10.0.2.2:home_port, which is this machine's 127.0.0.1:home_port.
+        CuttableRelay(built_qemu_image.home_port, home_port) as relay,
+        running_home(home_data, home_port, model.url),
+    ):
+        options = SshBoardOptions(
+            key=None,
+            pin=HostKeyPin(),
+            profile=load_profile(),
+            home=HomeSide(home_data),
+            relay=relay,
+            phrases=DEFAULT_PHRASES[:1],
+        )
+        async with QemuBoard(built_qemu_image.image, tmp_path / "run", options) as board:
+            async with board.watch() as home:
+                ctx = TargetContext(board, home, tmp_path / "run", turn_timeout_s=120)
+                suites = build_suites(["smoke", "turn", "linkdrop"], DEFAULT_PHRASES[:1])
+                result = await run_suites("qemu", suites, ctx, board.logs)
+            played = await board.playbacks()
+    verdicts = {f"{c.suite}/{c.name}": (c.verdict, c.reason) for c in result.cases}
+    assert result.ok, verdicts
+    stages = {m.stage for c in result.cases if c.suite == "turn" for m in c.measurements}
+    assert stages == {"asr", "agent", "playback"}
+    assert played is not None and played >= 2  # the answer and the notice while cut off
