@@ -15,12 +15,10 @@ one-sentence answer, a few turns, reported as measured.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +29,12 @@ from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
 from home.llm.endpoint import embedded_endpoint
 from home.llm.server import LlamaServer, LlamaServerConfig, default_threads
-from home.substrate.config import EventLogConfig
-from home.substrate.eventlog import ensure_stream
-from home.substrate.nats_server import NatsServer
 from shared.event import Event, new_binding_id
 from shared.schema.catalog import NodeSpec, load_node_catalog, parse_node_catalog
 from shared.subjects import speech_completed_subject, workspace_in_subject
 from shared.yaml_source import parse_yaml
 from tests.bench.report import Result, publish
+from tests.support.home_fixtures import event_log_server
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -55,24 +51,6 @@ nodes:
     publishes: [events.workspace.edge_asr.out.>]
     subscribes: [events.workspace.edge_asr.in]
 """
-
-
-@contextlib.asynccontextmanager
-async def nats_server(work: Path) -> AsyncIterator[str]:
-    """nats-server as `home up` runs it: JetStream on, the event log recording events.>.
-
-    So the node reads its rail through its durable inbox, as deployed; τ's own
-    nats_bus (the peer) subscribes plainly.
-    """
-    server = NatsServer(work / "nats")
-    await server.start()
-    try:
-        nc = await nats.connect(server.url)
-        await ensure_stream(nc, EventLogConfig())
-        await nc.close()
-        yield server.url
-    finally:
-        await server.stop()
 
 
 class Edge:
@@ -205,11 +183,11 @@ async def run() -> list[Result]:
     with tempfile.TemporaryDirectory() as tmp:
         # Each run on its own server: the node's durable inbox would otherwise keep, and
         # later answer, the utterances published while the peer ran.
-        async with nats_server(Path(tmp) / "ours") as url:
+        async with event_log_server(Path(tmp) / "ours") as url:
             node_in, node_out, node_prompt = await scripted_run(node_spec, url, Path(tmp) / "n")
-        async with nats_server(Path(tmp) / "peer") as url:
+        async with event_log_server(Path(tmp) / "peer") as url:
             bus_in, bus_out, _ = await scripted_run(bus_spec, url, Path(tmp) / "bus")
-        async with nats_server(Path(tmp) / "embedded-bus") as url:
+        async with event_log_server(Path(tmp) / "embedded-bus") as url:
             for metric, ours, peer in (
                 ("publish → first model request", node_in, bus_in),
                 ("final answer → speak event", node_out, bus_out),

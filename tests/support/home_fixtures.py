@@ -6,6 +6,7 @@ Each test folder that uses them imports them in its own conftest.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
+from home.substrate.config import EventLogConfig
+from home.substrate.eventlog import ensure_stream
+from home.substrate.nats_server import NatsServer
 from shared.errors import ContractError
 from shared.event import Event, new_binding_id
 from shared.schema.catalog import NodeCatalog, load_node_catalog
@@ -147,3 +151,20 @@ async def edge(nats_url: str) -> AsyncIterator[EdgeSide]:  # noqa: F811
 def payload_json(event: BusEvent) -> str:
     """An event's payload as compact JSON (for assertion messages)."""
     return json.dumps(event.event.payload)
+
+
+@contextlib.asynccontextmanager
+async def event_log_server(work: Path) -> AsyncIterator[str]:
+    """nats-server as `home up` runs it: JetStream on, the event log recording ``events.>``.
+
+    Yields its URL. An agent node on it reads its rail through its durable inbox.
+    """
+    server = NatsServer(work / "nats")
+    await server.start()
+    try:
+        nc = await nats.connect(server.url)
+        await ensure_stream(nc, EventLogConfig())
+        await nc.close()
+        yield server.url
+    finally:
+        await server.stop()

@@ -18,14 +18,11 @@ import pytest
 from home.agents import inbox
 from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
-from home.substrate.config import EventLogConfig
-from home.substrate.eventlog import ensure_stream
-from home.substrate.nats_server import NatsServer
 from shared.event import Event
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeCatalog, NodeSpec
 from shared.subjects import workspace_in_subject
-from tests.support.home_fixtures import REPO_ROOT, EdgeSide
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide, event_log_server
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 AGENT = "edge_asr"
@@ -34,15 +31,8 @@ AGENT = "edge_asr"
 @pytest.fixture
 async def event_log(tmp_path: Path) -> AsyncIterator[str]:
     """A JetStream nats-server with home's event-log stream; yields its URL."""
-    server = NatsServer(tmp_path / "nats")
-    await server.start()
-    try:
-        nc = await nats.connect(server.url)
-        await ensure_stream(nc, EventLogConfig())
-        await nc.close()
-        yield server.url
-    finally:
-        await server.stop()
+    async with event_log_server(tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
