@@ -35,6 +35,8 @@ from home.substrate.errors import ComponentError
 
 log = logging.getLogger(__name__)
 
+HEALTH_TIMEOUT_S = 5.0
+
 # Component states, in the order a healthy life passes through them.
 STOPPED, STARTING, HEALTHY, UNHEALTHY, STOPPING, RESTARTING = (
     "stopped",
@@ -173,7 +175,11 @@ class ComponentRegistry:
         for component in list(self._started):
             status = self.status[component.name]
             try:
-                health = await asyncio.wait_for(component.health(), 5.0)
+                # asyncio.timeout, not wait_for: in Python 3.11 wait_for drops a
+                # cancellation that lands as the check finishes, and the watch then
+                # outlives `home up`'s stop forever.
+                async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                    health = await component.health()
             except Exception as exc:
                 health = Health(False, f"health check raised {type(exc).__name__}: {exc}")
             if health.ok:

@@ -55,7 +55,12 @@ async def running_home(data_dir: Path, bridge_port: int, llm_url: str) -> AsyncI
     finally:
         if proc.returncode is None:
             proc.terminate()
-            await asyncio.wait_for(proc.wait(), 60)
+            try:
+                await asyncio.wait_for(proc.wait(), 60)  # home must stop; a hang fails
+            finally:
+                if proc.returncode is None:  # but leaves nothing behind
+                    proc.kill()
+                    await proc.wait()
         log.close()
 
 

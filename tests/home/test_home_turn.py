@@ -67,7 +67,12 @@ async def start_home(
     finally:
         if proc.returncode is None:
             proc.terminate()
-            await asyncio.wait_for(proc.wait(), 60)
+            try:
+                await asyncio.wait_for(proc.wait(), 60)  # home must stop; a hang fails
+            finally:
+                if proc.returncode is None:  # but leaves nothing behind
+                    proc.kill()
+                    await proc.wait()
         log.close()
 
 

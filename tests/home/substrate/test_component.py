@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from home.substrate.component import (
@@ -102,3 +104,21 @@ def test_a_name_registers_once() -> None:
     registry.register(Recorded("a", []))
     with pytest.raises(ComponentError, match="registered twice"):
         registry.register(Recorded("a", []))
+
+
+async def test_cancelling_the_watch_always_stops_it() -> None:
+    # asyncio.wait_for in Python 3.11 loses a cancellation that lands as the awaited
+    # health check finishes; `home up` then never stopped (seen under load in CI).
+    journal: list[str] = []
+    registry = ComponentRegistry()
+    for name in ("a", "b", "c"):
+        registry.register(Recorded(name, journal))
+    await registry.start_all()
+    for round_ in range(300):
+        watcher = asyncio.create_task(registry.watch(0))
+        for _ in range(round_ % 7):
+            await asyncio.sleep(0)
+        watcher.cancel()
+        done, _ = await asyncio.wait([watcher], timeout=1.0)
+        assert done, f"the watch survived its cancellation (round {round_})"
+    await registry.stop_all()
