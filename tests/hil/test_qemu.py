@@ -53,15 +53,15 @@ async def running_home(data_dir: Path, bridge_port: int, llm_url: str) -> AsyncI
                 await asyncio.sleep(0.2)
         yield data_dir
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
+        try:
+            if proc.returncode is None:
+                proc.terminate()
                 await asyncio.wait_for(proc.wait(), 60)  # home must stop; a hang fails
-            finally:
-                if proc.returncode is None:  # but leaves nothing behind
-                    proc.kill()
-                    await proc.wait()
-        log.close()
+        finally:
+            if proc.returncode is None:  # but a failure leaves nothing behind
+                proc.kill()
+                await proc.wait()
+            log.close()
 
 
 @pytest.mark.slow

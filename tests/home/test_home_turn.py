@@ -65,15 +65,15 @@ async def start_home(
                 await asyncio.sleep(0.5)
         yield home
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
+        try:
+            if proc.returncode is None:
+                proc.terminate()
                 await asyncio.wait_for(proc.wait(), 60)  # home must stop; a hang fails
-            finally:
-                if proc.returncode is None:  # but leaves nothing behind
-                    proc.kill()
-                    await proc.wait()
-        log.close()
+        finally:
+            if proc.returncode is None:  # but a failure leaves nothing behind
+                proc.kill()
+                await proc.wait()
+            log.close()
 
 
 async def agent_ready(home: RunningHome, node: str) -> bool:
