@@ -46,24 +46,11 @@ class HomeBridgeEndpoint:
     ) -> None:
         if not halves:
             raise BridgeError("the home bridge endpoint needs at least one home half")
-        self.halves = {h.device: h for h in halves}
+        self.halves: dict[str, BridgeHalf] = {}
+        # Looked up per connection by the SSH server, so a device added later is served at once.
         self.clients: dict[str, AuthorizedClient] = {}
         for half in halves:
-            if half.side != "home":
-                raise BridgeError(f"{half.file} is a {half.side} half, not a home half")
-            if not half.endpoint.client_key:
-                raise BridgeError(
-                    f"{half.file} authorizes no key (listen.authorized_key); run `bridge pair`"
-                )
-            fingerprint = ssh_fingerprint(half.endpoint.client_key)
-            if fingerprint in self.clients:
-                raise BridgeError(
-                    f"{half.file}: key {fingerprint} is already device "
-                    f"{self.clients[fingerprint].device!r}; one key maps to one device"
-                )
-            self.clients[fingerprint] = AuthorizedClient(
-                fingerprint, half.device, half.endpoint.user
-            )
+            self._authorize(half)
         first = halves[0].endpoint
         self.host = host if host is not None else first.host
         self.port = port if port is not None else first.port
@@ -74,16 +61,37 @@ class HomeBridgeEndpoint:
         self.cores: dict[str, BridgeCore] = {}
         self._acceptor: asyncssh.SSHAcceptor | None = None
 
+    def _authorize(self, half: BridgeHalf) -> None:
+        if half.side != "home":
+            raise BridgeError(f"{half.file} is a {half.side} half, not a home half")
+        if not half.endpoint.client_key:
+            raise BridgeError(
+                f"{half.file} authorizes no key (listen.authorized_key); run `bridge pair`"
+            )
+        fingerprint = ssh_fingerprint(half.endpoint.client_key)
+        if fingerprint in self.clients:
+            raise BridgeError(
+                f"{half.file}: key {fingerprint} is already device "
+                f"{self.clients[fingerprint].device!r}; one key maps to one device"
+            )
+        if half.device in self.halves:
+            raise BridgeError(f"{half.file}: device {half.device!r} is already served")
+        self.halves[half.device] = half
+        self.clients[fingerprint] = AuthorizedClient(fingerprint, half.device, half.endpoint.user)
+
+    async def _start_core(self, nc: NATS, half: BridgeHalf) -> None:
+        core = BridgeCore(half, nc, device=half.device, heartbeat_s=self._heartbeat_s)
+        await core.start()
+        self.cores[half.device] = core
+
     async def start(self) -> None:
         """Connect to local NATS, subscribe every half's exports, listen for boards."""
         try:
             self._nc = await nats.connect(self._nats_url, name="bridge-home")
         except (NatsError, OSError) as exc:
             raise LinkError(f"cannot connect to local NATS at {self._nats_url}: {exc}") from exc
-        for device, half in self.halves.items():
-            core = BridgeCore(half, self._nc, device=device, heartbeat_s=self._heartbeat_s)
-            await core.start()
-            self.cores[device] = core
+        for half in self.halves.values():
+            await self._start_core(self._nc, half)
         self._acceptor = await listen_bridge(
             self.host, self.port, self._host_key, self.clients, self._on_link
         )
@@ -94,6 +102,31 @@ class HomeBridgeEndpoint:
             self.port,
             ", ".join(sorted(self.halves)),
         )
+
+    async def add(self, half: BridgeHalf) -> None:
+        """Serve one more paired device, on the running endpoint; links already up stay up."""
+        if self._nc is None:
+            raise BridgeError("the home bridge endpoint is not started")
+        self._authorize(half)
+        try:
+            await self._start_core(self._nc, half)
+        except BaseException:
+            self._forget(half.device)
+            raise
+        log.info("home bridge endpoint now serves %s", half.device)
+
+    async def remove(self, device: str) -> None:
+        """Stop serving ``device``: its link ends, its key is no longer accepted."""
+        self._forget(device)
+        core = self.cores.pop(device, None)
+        if core is not None:
+            await core.stop()
+
+    def _forget(self, device: str) -> None:
+        self.halves.pop(device, None)
+        for fingerprint, client in list(self.clients.items()):
+            if client.device == device:
+                del self.clients[fingerprint]
 
     async def _on_link(self, device: str, reader: ByteReader, writer: ByteWriter) -> None:
         core = self.cores[device]
