@@ -96,10 +96,3 @@ async def test_edge_say_finds_pairs_and_talks_to_the_running_home(tmp_path: Path
     assert address.removeprefix("ssh://") in err
     assert f"home up --data-dir {data_dir}" in err
 
-
-async def test_edge_say_without_a_home_or_pairing_says_how_to_start_one(tmp_path: Path) -> None:
-    code, _, err = await _run(
-        str(BIN / "edge"), "say", "hello", "--data-dir", str(tmp_path / "nohome"), timeout_s=10
-    )
-    assert code == 1
-    assert f"home up --data-dir {tmp_path / 'nohome'}" in err
