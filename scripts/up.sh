@@ -8,7 +8,7 @@
 # $XDG_DATA_HOME/tether/home. If a healthy home already runs there, the TUI
 # attaches to it and leaves it running on exit.
 #
-# The commands this relies on (README "Running home"; docs/architecture.md):
+# The commands this relies on (README "Running home"; docs/architecture.md "Commands"):
 #   home up --data-dir DATA_DIR                   (foreground; stops everything on SIGTERM)
 #   home status --data-dir DATA_DIR --wait N      (exit 0 once every component is healthy)
 #   home schema apply edge_asr_memory --data-dir DATA_DIR   (the agent with its memory reflex)

@@ -1,9 +1,8 @@
 """``scripts/up.sh`` (what ``make up`` runs), in tmux against a real ``home up``.
 
-Needs the ``home`` CLI (issue 3) beside this interpreter; on a branch without it
-the test says so and skips. It runs the script's direct mode (the TUI on home's
-own NATS), which needs no pairing; the bridge mode is the same script with
-``edge tui --data-dir`` at the end.
+Uses the ``home`` CLI beside this interpreter. It runs the script's direct mode
+(the TUI on home's own NATS), which needs no pairing; the bridge mode is the same
+script with ``edge tui --data-dir`` at the end.
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ def home_status_ok(data_dir: Path) -> bool:
 @pytest.mark.slow
 @pytest.mark.timeout(UP_WAIT_S + 120)
 async def test_up_script_opens_the_tui_and_quitting_stops_home(tmux: Tmux, tmp_path: Path) -> None:
-    if not (BIN / "home").exists():
-        pytest.skip("the home CLI (issue 3) is not installed on this branch")
     data_dir = tmp_path / "home"
     rc_file = tmp_path / "rc"
     command = (
