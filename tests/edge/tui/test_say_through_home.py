@@ -95,4 +95,3 @@ async def test_edge_say_finds_pairs_and_talks_to_the_running_home(tmp_path: Path
     assert code == 1
     assert address.removeprefix("ssh://") in err
     assert f"home up --data-dir {data_dir}" in err
-
