@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.edge.tui.conftest import Tmux
 from tests.support.home_up import running_home
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
@@ -52,7 +53,9 @@ def _bridge(status: dict[str, Any]) -> dict[str, Any]:
     return component
 
 
-async def test_edge_say_finds_pairs_and_talks_to_the_running_home(tmp_path: Path) -> None:
+async def test_edge_say_finds_pairs_and_talks_to_the_running_home(
+    tmp_path: Path, tmux: Tmux
+) -> None:
     async with (
         ScriptedModel(responder=_speak) as model,
         running_home(tmp_path / "home", model.url) as data_dir,
@@ -95,3 +98,12 @@ async def test_edge_say_finds_pairs_and_talks_to_the_running_home(tmp_path: Path
     assert code == 1
     assert address.removeprefix("ssh://") in err
     assert f"home up --data-dir {data_dir}" in err
+
+    # The TUI with home stopped: open, and its status bar says the same.
+    await tmux.run(
+        "new-session", "-d", "-s", "tui", "-x", "200", "-y", "30", "-e", "TERM=xterm-256color",
+        str(BIN / "edge"), "tui", "--data-dir", str(data_dir),
+    )  # fmt: skip
+    await tmux.wait_for_text(
+        f"link DOWN (bridge tui: cannot reach the home endpoint {address.removeprefix('ssh://')}"
+    )
