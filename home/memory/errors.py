@@ -30,3 +30,7 @@ class MemoryStoreError(MemoryReflexError):
 
 class LedgerError(MemoryReflexError):
     """The search ledger or the review book cannot be read or written."""
+
+
+class KeepGateError(MemoryReflexError):
+    """The keep gate's examples cannot be read, or its embedder cannot load or embed."""
