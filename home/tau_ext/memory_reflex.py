@@ -163,6 +163,13 @@ class MemoryReflex:
             return None, None
         return binding.binding_id, binding.device
 
+    def _reprompted(self) -> bool:
+        """Whether the turn in flight is the node's own re-prompt rather than the user's words."""
+        try:
+            return self.link.binding().reprompt
+        except ExtensionError:
+            return False
+
     async def _report(
         self, subject_of: Callable[[str, str], str], event_type: str, payload: dict[str, Any],
         device: str | None, binding_id: str | None,
@@ -188,7 +195,7 @@ class MemoryReflex:
         query = str(event.get("prompt") or "")
         binding_id, device = self._binding_id()
         self._pending = None
-        if not query.strip():
+        if not query.strip() or self._reprompted():
             return None
         self._utterances.append(query)
         record, shown = await self.recaller.recall(query, binding_id=binding_id)
@@ -240,7 +247,12 @@ class MemoryReflex:
     # -- memorize ----------------------------------------------------------------------
 
     async def on_user_turn_end(self, event: dict[str, Any], ctx: Any) -> None:
-        """Record which memories were used; every N turns, start (or refuse) an evaluation."""
+        """Record which memories were used; every N turns, start (or refuse) an evaluation.
+
+        The node's re-prompt is no user turn: it is neither counted nor evaluated.
+        """
+        if self._reprompted():
+            return
         self.user_turns += 1
         await self._record_use(event)
         if self.config.every_n == 0 or self.user_turns % self.config.every_n != 0:
