@@ -34,3 +34,7 @@ class LedgerError(MemoryReflexError):
 
 class KeepGateError(MemoryReflexError):
     """The keep gate's examples cannot be read, or its embedder cannot load or embed."""
+
+
+class RestatementError(MemoryReflexError):
+    """The model asked to restate an utterance as a fact did not answer with one."""
