@@ -17,6 +17,7 @@ from home.memory.evaluator import FACT_GBNF, normalized, utterance_prompt
 from home.memory.judge import judge_utterances
 from home.memory.keep_gate import (
     CUE_WEIGHT,
+    NEIGHBOURS,
     Cue,
     KeepGate,
     Prototypes,
@@ -123,13 +124,17 @@ def test_a_utterance_on_the_boundary_is_pushed_by_its_cue() -> None:
     assert not judge(between, "tell me about the flat", PROTOTYPES).keep
 
 
+# Just enough example utterances for one side of an examples file.
+ENOUGH = "[" + ", ".join(f"u{i}" for i in range(NEIGHBOURS)) + "]"
+
+
 @pytest.mark.parametrize(
     ("content", "named"),
     [
         ("- just a list\n", "expected a mapping"),
-        ("keep: [a, b, c, d, e]\n", "'skip'"),
-        ("keep: [a, b, c, d, e]\nskip: [a, 3, c, d, e]\n", "skip[1]"),
-        ("keep: [a, b]\nskip: [a, b, c, d, e]\n", "'keep'"),
+        (f"keep: {ENOUGH}\n", "'skip'"),
+        (f"keep: {ENOUGH}\nskip: [3, {ENOUGH[1:]}\n", "skip[0]"),
+        (f"keep: [a, b]\nskip: {ENOUGH}\n", "'keep'"),
         ("keep: [a, b\n", "not YAML"),
     ],
 )
