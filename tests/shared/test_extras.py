@@ -8,6 +8,7 @@ and the entry point named in [project.scripts] is run with --help.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -147,3 +148,20 @@ def test_script_starts_or_names_its_missing_extra(script: str, install: str) -> 
     assert result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"{script} needs the {extra} extra: pip install 'tether[{extra}]'")
+
+
+def test_home_memory_calibrate_draws_its_plot_on_the_home_install(tmp_path: Path) -> None:
+    ledger = tmp_path / "searches.jsonl"
+    records = [
+        {"kind": "search", "search_id": "s1", "threshold": 0.5,
+         "hits": [{"id": 1, "score": 0.7, "passed": True}]},
+        {"kind": "use", "search_id": "s1", "used_ids": [1], "unused_ids": []},
+    ]  # fmt: skip
+    ledger.write_text("".join(json.dumps(record) + "\n" for record in records))
+    plot = tmp_path / "calibration.png"
+    result = run_script(
+        "home", "home", "memory", "calibrate", "some_agent", "--ledger", str(ledger),
+        "--plot", str(plot), "--json",
+    )  # fmt: skip
+    assert result.returncode in (0, 1), result.stderr  # 1: too little to suggest a threshold
+    assert json.loads(result.stdout)["plot"] == str(plot) and plot.exists()
