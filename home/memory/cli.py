@@ -28,9 +28,9 @@ from home.memory.judge import Judgement, judge_utterances
 from home.memory.keep_gate import load_keep_gate
 from home.memory.records import Ledger
 from home.memory.restate import restate_with_model
+from home.substrate.options import DataDir
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-DEFAULT_HOME_DIR = Path.home() / ".local" / "share" / "tether"
 
 console = Console()
 err_console = Console(stderr=True)
@@ -42,13 +42,10 @@ def ledger_path(home_dir: Path, agent: str) -> Path:
 
 
 def calibrate(
+    data_dir: DataDir,
     agent: Annotated[
         str, typer.Argument(help="The agent whose reflex to calibrate, e.g. edge_asr_memory.")
     ],
-    data_dir: Annotated[
-        Path,
-        typer.Option("--data-dir", help="The home data directory (agents/AGENT/... below it)."),
-    ] = DEFAULT_HOME_DIR,
     ledger: Annotated[
         Path | None, typer.Option("--ledger", help="Read this ledger file instead.")
     ] = None,
@@ -65,7 +62,7 @@ def calibrate(
     Prints the score distributions of hits shown and used, shown and not used, and not shown,
     and the threshold that best separates used hits from the rest; draws them as a PNG.
 
-    Example: home memory calibrate edge_asr_memory --data-dir ~/.local/share/tether
+    Example: home memory calibrate edge_asr_memory [--data-dir DIR]
     """
     source = ledger or ledger_path(data_dir, agent)
     if not source.exists():

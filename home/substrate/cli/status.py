@@ -17,13 +17,13 @@ from home.substrate.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     AsJson,
-    DataDir,
     console,
     run_client,
     state_markup,
 )
 from home.substrate.client import HomeClient
 from home.substrate.errors import ControlError, HomeNotRunning
+from home.substrate.options import DataDir
 
 Wait = Annotated[
     float,

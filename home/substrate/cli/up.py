@@ -14,7 +14,6 @@ from rich.table import Table
 from home.substrate.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
-    DataDir,
     console,
     err,
 )
@@ -35,6 +34,7 @@ from home.substrate.errors import (
     LaunchError,
 )
 from home.substrate.logs import configure_logging
+from home.substrate.options import DataDir
 from home.substrate.up import components_table, run_home
 
 
