@@ -352,7 +352,17 @@ class MemoryReflex:
         else:  # llguidance takes the same line as a regex terminal
             constraint = DecodeConstraints(grammar=tau_grammar.regex(FACT_LINE.pattern))
         # Deterministic: the same utterance gives the same fact, which dedup then keeps once.
-        model = model.model_copy(update={"max_tokens": UTTERANCE_MAX_TOKENS, "temperature": 0.0})
+        # τ's ctx.complete sends no temperature of its own (only its agent loop does), so it
+        # rides in the body: at llama.cpp's default of 0.8 the 135M model invented facts
+        # ("my dog is called Biscuit" → "The user's dog is a cat."). The body replaces the
+        # agent's, whose forced speak tool_choice has no place in a grammar-only request.
+        model = model.model_copy(
+            update={
+                "max_tokens": UTTERANCE_MAX_TOKENS,
+                "temperature": 0.0,
+                "extra_body": {"temperature": 0.0},
+            }
+        )
         lines = []
         for verdict in gated:
             if not verdict.keep:

@@ -16,6 +16,7 @@ import pytest
 from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
 from home.jmfts.testing import RunningJmfts, running_jmfts
+from home.llm.endpoint import forced_tool_choice
 from home.memory.evaluator import EVALUATOR_MARKER
 from shared.schema.catalog import NodeCatalog, NodeSpec
 from tests.support.home_fixtures import (  # noqa: F401  (fixture)
@@ -123,6 +124,7 @@ async def memory_agent(
 
     ``grammar`` declares the scripted model's decode-constraint dialect, as the
     embedded model's endpoint does (``gbnf``): the evaluator then takes its utterance form.
+    Such an endpoint also forces the speak tool, as the embedded one does.
     """
     token_file = data_dir / f"{spec.agent}.token"
     token_file.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +134,11 @@ async def memory_agent(
         spec,
         nats_url=nats_url,
         data_dir=data_dir,
-        model=ModelEndpoint(base_url=brain.model.url, grammar=grammar),
+        model=ModelEndpoint(
+            base_url=brain.model.url,
+            grammar=grammar,
+            extra_body={"tool_choice": forced_tool_choice("speak")} if grammar else {},
+        ),
         repo_root=REPO_ROOT,
         jmfts_url=jmfts.url,
         jmfts_token_file=token_file,

@@ -165,6 +165,10 @@ async def test_with_a_grammar_model_each_utterance_is_evaluated_under_the_fact_g
         [utterance_prompt("I work night shifts")],
     ]
     assert all(r.body.get("grammar") == FACT_GBNF and r.tool_names == [] for r in requests)
+    # Deterministic (the same utterance, the same fact) and not asked for the speak tool:
+    # a server's own default temperature (llama.cpp: 0.8) made the 135M model invent facts.
+    assert all(r.body.get("temperature") == 0.0 for r in requests)
+    assert all("tool_choice" not in r.body for r in requests)
     payload = report.event.payload
     assert payload["status"] == "deposited"
     assert payload["queries"] == [
