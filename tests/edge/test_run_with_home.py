@@ -43,8 +43,9 @@ async def test_edge_run_pairs_with_the_home_and_speaks_its_answer(tmp_path: Path
     out = tmp_path / "out.wav"
     async with (
         ScriptedModel(responder=_speak) as model,
-        running_home(tmp_path / "home", model.url) as data_dir,
+        running_home(tmp_path / "home", model.url) as home,
     ):
+        data_dir = home.data_dir
         code, summary, err = await edge_run(
             "--data-dir", str(data_dir), "--audio-in", str(clip.path), "--audio-out", str(out)
         )

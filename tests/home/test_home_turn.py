@@ -12,8 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import nats
@@ -21,69 +19,11 @@ import pytest
 
 from shared.event import Event, new_binding_id
 from shared.subjects import sensation_turn_subject, speak_subject, speech_completed_subject
+from tests.support.home_up import RunningHome, running_home
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 pytestmark = pytest.mark.slow
 DEVICE = "tui"
-
-
-class RunningHome:
-    """`home up` as a child process; its NATS URL once ready."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, data_dir: Path) -> None:
-        self.proc = proc
-        self.data_dir = data_dir
-        self.nats_url = ""
-
-    async def cli(self, *args: str) -> tuple[int, str]:
-        run = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "home.cli", *args, "--data-dir", str(self.data_dir),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        out, _ = await run.communicate()
-        return run.returncode or 0, out.decode()
-
-
-@contextlib.asynccontextmanager
-async def start_home(
-    data_dir: Path, *args: str, schema: str = "edge_asr"
-) -> AsyncIterator[RunningHome]:
-    log = (data_dir.parent / "home-up.log").open("ab")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "home.cli", "up", "--json", "--data-dir", str(data_dir),
-        "--apply", schema, *args, stdout=log, stderr=log,
-    )  # fmt: skip
-    home = RunningHome(proc, data_dir)
-    try:
-        async with asyncio.timeout(120):
-            while not (data_dir / "home.json").exists():
-                assert proc.returncode is None, (data_dir.parent / "home-up.log").read_text()
-                await asyncio.sleep(0.1)
-        home.nats_url = json.loads((data_dir / "home.json").read_text())["nats_url"]
-        async with asyncio.timeout(180):
-            while not await agent_ready(home, f"agent.{schema}"):
-                await asyncio.sleep(0.5)
-        yield home
-    finally:
-        try:
-            if proc.returncode is None:
-                proc.terminate()
-                await asyncio.wait_for(proc.wait(), 60)  # home must stop; a hang fails
-        finally:
-            if proc.returncode is None:  # but a failure leaves nothing behind
-                proc.kill()
-                await proc.wait()
-            log.close()
-
-
-async def agent_ready(home: RunningHome, node: str) -> bool:
-    """True once ``node`` answers its health subject (the substrate says running)."""
-    _, out = await home.cli("status", "--json")
-    try:
-        nodes = json.loads(out)["nodes"]
-    except (json.JSONDecodeError, KeyError):
-        return False
-    return any(n.get("name") == node and n.get("state") == "running" for n in nodes)
 
 
 async def play_edge_turn(url: str, text: str, within_s: float) -> tuple[str, Event, Event]:
@@ -124,7 +64,7 @@ async def test_a_turn_through_home_up_with_the_scripted_model(tmp_path: Path) ->
 
     async with (
         ScriptedModel(responder=answer) as model,
-        start_home(tmp_path / "home", "--llm-url", model.url) as home,
+        running_home(tmp_path / "home", model.url) as home,
     ):
         subject, answer_event, turn = await play_edge_turn(
             home.nats_url, "is the kettle on", within_s=90
@@ -140,7 +80,7 @@ async def test_a_turn_through_home_up_with_the_scripted_model(tmp_path: Path) ->
 
 
 async def test_the_embedded_model_answers_a_turn_within_a_minute(tmp_path: Path) -> None:
-    async with start_home(tmp_path / "home") as home:
+    async with running_home(tmp_path / "home", None) as home:
         _, status = await home.cli("status", "--json")
         components = {c["name"]: c for c in json.loads(status)["components"]}
         assert components["llm"]["address"].endswith("/v1")
@@ -166,7 +106,7 @@ async def test_kill_9_of_the_agent_node_mid_turn_and_its_next_life_answers(
 
     async with (
         ScriptedModel(responder=answer) as model,
-        start_home(tmp_path / "home", "--llm-url", model.url) as home,
+        running_home(tmp_path / "home", model.url) as home,
     ):
         pid = await node_pid(home, "agent.edge_asr")
         turn = asyncio.create_task(play_edge_turn(home.nats_url, "are the lights off", 120))

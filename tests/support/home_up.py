@@ -1,7 +1,8 @@
 """``home up`` as a process for tests: started on a data directory, stopped for sure.
 
-The language model is whatever ``llm_url`` serves (the scripted test double, in the
-tests). Waits until the applied schema is active, so a turn sent next is routed.
+The language model is whatever ``llm_url`` serves (the scripted test double, in most
+tests), or the embedded model when it is None. The block starts once every applied
+schema is active and every node runs, so a turn sent next is answered.
 """
 
 from __future__ import annotations
@@ -12,42 +13,72 @@ import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
+
+# The embedded model loads before its agent reports running.
+START_TIMEOUT_S = 180.0
 
 
-async def _schema_active(data_dir: Path) -> bool:
-    status = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "home.cli", "status", "--json", "--data-dir", str(data_dir),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    out, _ = await status.communicate()
-    if not out.strip():
-        return False
-    schemas = json.loads(out).get("schemas", [])
-    return bool(schemas) and all(s["state"] == "active" for s in schemas)
+class RunningHome:
+    """`home up` as a child process, its data directory, and its NATS URL once up."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, data_dir: Path) -> None:
+        self.proc = proc
+        self.data_dir = data_dir
+        self.nats_url = ""
+
+    async def cli(self, *args: str) -> tuple[int, str]:
+        """``home ARGS --data-dir DATA_DIR``: its exit code and output (stderr included)."""
+        run = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "home.cli", *args, "--data-dir", str(self.data_dir),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await run.communicate()
+        return run.returncode or 0, out.decode()
+
+    async def status(self) -> dict[str, Any] | None:
+        """``home status --json``, or None while home cannot say."""
+        _, out = await self.cli("status", "--json")
+        try:
+            result: dict[str, Any] = json.loads(out)
+        except json.JSONDecodeError:
+            return None
+        return result
+
+    async def ready(self) -> bool:
+        """Every applied schema active and every node running."""
+        status = await self.status()
+        if not status or not status.get("schemas"):
+            return False
+        return all(s["state"] == "active" for s in status["schemas"]) and all(
+            n["state"] == "running" for n in status.get("nodes", [])
+        )
 
 
 @contextlib.asynccontextmanager
 async def running_home(
     data_dir: Path,
-    llm_url: str,
+    llm_url: str | None,
     *,
     bridge_port: int = 0,
     apply: Sequence[str] = ("edge_asr",),
-    start_timeout_s: float = 120.0,
-) -> AsyncIterator[Path]:
+) -> AsyncIterator[RunningHome]:
     """`home up` on ``data_dir`` until the block ends; its log is ``DATA_DIR/../home-up.log``."""
     log = (data_dir.parent / "home-up.log").open("ab")
+    model = ["--llm-url", llm_url] if llm_url is not None else []
     applied = [arg for name in apply for arg in ("--apply", name)]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "home.cli", "up", "--data-dir", str(data_dir), "--bridge-port",
-        str(bridge_port), "--llm-url", llm_url, *applied, stdout=log, stderr=log,
+        sys.executable, "-m", "home.cli", "up", "--json", "--data-dir", str(data_dir),
+        "--bridge-port", str(bridge_port), *model, *applied, stdout=log, stderr=log,
     )  # fmt: skip
+    home = RunningHome(proc, data_dir)
     try:
-        async with asyncio.timeout(start_timeout_s):
-            while not await _schema_active(data_dir):
+        async with asyncio.timeout(START_TIMEOUT_S):
+            while not await home.ready():
                 assert proc.returncode is None, (data_dir.parent / "home-up.log").read_text()
                 await asyncio.sleep(0.5)
-        yield data_dir
+        home.nats_url = json.loads((data_dir / "home.json").read_text())["nats_url"]
+        yield home
     finally:
         try:
             if proc.returncode is None:

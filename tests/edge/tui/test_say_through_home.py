@@ -58,8 +58,9 @@ async def test_edge_say_finds_pairs_and_talks_to_the_running_home(
 ) -> None:
     async with (
         ScriptedModel(responder=_speak) as model,
-        running_home(tmp_path / "home", model.url) as data_dir,
+        running_home(tmp_path / "home", model.url) as home,
     ):
+        data_dir = home.data_dir
         assert not (data_dir / "bridge").exists()  # nothing paired before the first say
         code, out, err = await _run(
             str(BIN / "edge"), "say", "hello", "--data-dir", str(data_dir), "--json"

@@ -16,14 +16,15 @@ import pytest
 
 from shared.event import Event
 from shared.nats_confirm import confirm_subscriptions
-from tests.home.test_home_turn import play_edge_turn, start_home
+from tests.home.test_home_turn import play_edge_turn
+from tests.support.home_up import running_home
 
 pytestmark = pytest.mark.slow
 AGENT = "edge_asr_memory"
 
 
 async def test_a_fact_said_in_one_turn_is_in_a_later_turns_recall_report(tmp_path: Path) -> None:
-    async with start_home(tmp_path / "home", schema=AGENT) as home:
+    async with running_home(tmp_path / "home", None, apply=(AGENT,)) as home:
         nc = await nats.connect(home.nats_url)
         try:
             recalls = await nc.subscribe("events.workspace.*.out.recall.>")
