@@ -100,7 +100,8 @@ class HomeBridgeEndpoint:
         try:
             await core.run_link(reader, writer, authenticated_device=device, peer=device)
         except BridgeError as exc:
-            log.warning("link for device %r ended: %s", device, exc)
+            # One line: a refusal's findings come from the peer, however many it sends.
+            log.warning("link for device %r ended: %s", device, str(exc).partition("\n")[0])
 
     def health(self) -> dict[str, Any]:
         """``ok`` while listening; each device's link state and counters."""

@@ -149,6 +149,31 @@ def test_hello_refuses_tampered_digest_version_and_device(
         Hello.from_body(hello.to_body() | {"exports": "events.>"})
 
 
+def test_hello_lists_are_bounded_before_any_comparison(edge: BridgeHalf) -> None:
+    body = Hello.for_half(edge, "s", Resume(None, 0)).to_body()
+    flood = [f"events.sensation.board.t{i}" for i in range(3000)]
+    with pytest.raises(FrameError, match="'exports' lists 3000 subjects, over the limit of 64"):
+        Hello.from_body(body | {"exports": flood})
+    with pytest.raises(FrameError, match=r"imports\[0\] is 5000 characters"):
+        Hello.from_body(body | {"imports": ["a" * 5000]})
+
+
+def test_hello_with_a_malformed_subject_is_a_frame_error(edge: BridgeHalf) -> None:
+    body = Hello.for_half(edge, "s", Resume(None, 0)).to_body()
+    with pytest.raises(FrameError, match=r"exports\[1\].*empty token"):
+        Hello.from_body(body | {"exports": ["events.sensation.board.turn", "events..turn"]})
+
+
+def test_a_refusal_names_a_bounded_number_of_findings(edge: BridgeHalf, home: BridgeHalf) -> None:
+    unimported = tuple(SubjectDecl(f"events.sensation.board.t{i}", i) for i in range(60))
+    wide = dataclasses.replace(edge, exports=(*edge.exports, *unimported))
+    with pytest.raises(HelloRefused) as info:
+        check_hello(home, Hello.for_half(wide, "s", Resume(None, 0)), "board")
+    assert "60 finding(s)" in info.value.message
+    assert len(info.value.findings) == 11
+    assert info.value.findings[-1] == "… and 50 more finding(s)"
+
+
 # --- session state ---------------------------------------------------------------
 
 

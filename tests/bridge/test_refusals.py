@@ -217,6 +217,29 @@ async def test_hello_naming_another_device_is_refused(
         assert any("belongs to device 'board'" in f for f in answer.findings)
 
 
+async def test_a_hello_with_many_findings_is_refused_in_one_log_line(
+    paired: Paired, home: HomeBridgeEndpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    unimported = tuple(SubjectDecl(f"events.sensation.board.t{i}", i) for i in range(60))
+    wide = dataclasses.replace(paired.edge, exports=(*paired.edge.exports, *unimported))
+    caplog.set_level(logging.INFO, logger="tether.bridge")
+    async with await _connect(paired, home.port) as conn:
+        writer, reader, _ = await conn.open_session(subsystem=BRIDGE_SUBSYSTEM, encoding=None)
+        raw = RawEdge(reader, writer)
+        assert isinstance(await raw.hello(wide), HelloFrame)
+        answer = await raw.next_frame()
+        assert isinstance(answer, Refuse)
+        assert len(answer.findings) == 11
+        await wait_until(
+            lambda: any("link for device" in r.getMessage() for r in caplog.records),
+            what="the link's end logged",
+        )
+    refusals = [r.getMessage() for r in caplog.records if "board" in r.getMessage()]
+    assert refusals
+    assert all("\n" not in message for message in refusals)
+    assert sum("t17" in message for message in refusals) == 0  # findings past the first
+
+
 # --- payloads, refused at both halves ---------------------------------------------
 
 
