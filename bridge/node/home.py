@@ -18,13 +18,27 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 
-from bridge.errors import BridgeError, LinkError
+from bridge.errors import BridgeError, HelloRefused, LinkError, ProtocolError
 from bridge.node.core import BridgeCore
 from bridge.transport.server import AuthorizedClient, listen_bridge
 from bridge.transport.streams import ByteReader, ByteWriter
 from shared.schema.bridge_half import BridgeHalf, ssh_fingerprint
 
 log = logging.getLogger("tether.bridge.home")
+
+
+def link_end_reason(exc: Exception) -> str:
+    """The counter a link's end is counted under; ``internal_error`` for a bug of ours."""
+    match exc:
+        case HelloRefused():
+            return "hello_refused"
+        case ProtocolError():
+            return "protocol_error"
+        case LinkError():
+            return "link_lost"
+        case BridgeError():
+            return "bridge_error"
+    return "internal_error"
 
 
 class HomeBridgeEndpoint:
@@ -99,9 +113,13 @@ class HomeBridgeEndpoint:
         core = self.cores[device]
         try:
             await core.run_link(reader, writer, authenticated_device=device, peer=device)
-        except BridgeError as exc:
+        except Exception as exc:  # the boundary of a board's input: nothing ends a link uncounted
+            reason = link_end_reason(exc)
+            core.counters.link_ends[reason] += 1
             # One line: a refusal's findings come from the peer, however many it sends.
-            log.warning("link for device %r ended: %s", device, str(exc).partition("\n")[0])
+            log.warning(
+                "link for device %r ended (%s): %s", device, reason, str(exc).partition("\n")[0]
+            )
 
     def health(self) -> dict[str, Any]:
         """``ok`` while listening; each device's link state and counters."""

@@ -240,6 +240,37 @@ async def test_a_hello_with_many_findings_is_refused_in_one_log_line(
     assert sum("t17" in message for message in refusals) == 0  # findings past the first
 
 
+async def test_a_hello_with_a_malformed_subject_is_refused_and_counted(
+    paired: Paired, home: HomeBridgeEndpoint
+) -> None:
+    """Before: SubjectError escaped the handshake, and the link dropped uncounted and unlogged."""
+    broken = dataclasses.replace(paired.edge, exports=(SubjectDecl("events..turn", 1),))
+    async with await _connect(paired, home.port) as conn:
+        writer, reader, _ = await conn.open_session(subsystem=BRIDGE_SUBSYSTEM, encoding=None)
+        raw = RawEdge(reader, writer)
+        assert isinstance(await raw.hello(broken), HelloFrame)
+        answer = await raw.next_frame()
+        assert isinstance(answer, Refuse)
+        assert "empty token" in answer.reason
+    counters = home.cores["board"].counters
+    await wait_until(lambda: counters.link_ends["hello_refused"] == 1, what="the refusal counted")
+
+
+async def test_whatever_ends_a_link_is_counted_and_logged_once(
+    home: HomeBridgeEndpoint, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("a bug of ours\nwith a second line")
+
+    core = home.cores["board"]
+    monkeypatch.setattr(core, "run_link", broken)
+    caplog.set_level(logging.WARNING, logger="tether.bridge.home")
+    await home._on_link("board", None, None)  # type: ignore[arg-type]
+    assert core.counters.snapshot()["link_ends"] == {"internal_error": 1}
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line == "link for device 'board' ended (internal_error): a bug of ours"
+
+
 # --- payloads, refused at both halves ---------------------------------------------
 
 
