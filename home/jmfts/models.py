@@ -3,8 +3,8 @@
 The reference is the PyPI ``jmfts-client`` contracts and ``tau_jmfts.client.JmftsClient``:
 request models declare every field those clients serialise (with ``extra="forbid"``, as
 upstream does), response models carry every field they validate. Our additions are
-optional and documented: ``supersedes`` (workspace records), ``roots``/time-range search
-filters, and on each search hit ``id``, ``path`` (titled), ``title``, ``snippet``,
+optional and documented: ``supersedes`` (workspace records), ``titled_path`` (roots),
+``roots``/time-range search filters, and on each search hit ``id``, ``path`` (titled), ``title``, ``snippet``,
 ``usetype``, ``created_at`` and ``age``.
 """
 
@@ -158,6 +158,11 @@ class DocumentResponse(BaseModel):
     embed: list[float] | None = None
     author_id: int | None = None
     supersedes: int | None = None
+    titled_path: str | None = Field(
+        default=None,
+        description="Roots only (ours): the ancestors' titles, root first (workspace/edge_asr), "
+        "so that two grant roots with one title can be told apart.",
+    )
 
 
 class SubtreeResponse(BaseModel):
