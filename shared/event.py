@@ -265,6 +265,8 @@ class Event:
             raise EnvelopeError(
                 "<event>", f"nests too deeply to parse (the limit is {MAX_NESTING} levels)"
             ) from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise EnvelopeError("<event>", f"is not valid JSON: {exc}") from exc
         return cls.from_dict(data, limits)
 
     def validate(self) -> None:

@@ -195,10 +195,12 @@ class FrameDecoder:
             obj = _parse_json(body, ftype.name)
             if ftype is FrameType.HELLO:
                 return HelloFrame(obj)
-            findings = obj.get("findings", [])
-            if not isinstance(findings, list):
-                raise FrameError("REFUSE frame: 'findings' must be a list")
-            return Refuse(str(obj.get("reason", "")), tuple(str(f) for f in findings))
+            reason, findings = obj.get("reason", ""), obj.get("findings", [])
+            if not isinstance(reason, str):
+                raise FrameError("REFUSE frame: 'reason' must be a string")
+            if not isinstance(findings, list) or not all(isinstance(f, str) for f in findings):
+                raise FrameError("REFUSE frame: 'findings' must be a list of strings")
+            return Refuse(reason, tuple(findings))
         if len(body) != _U64.size:
             raise FrameError(f"{ftype.name} frame body must be 8 bytes, got {len(body)}")
         (value,) = _U64.unpack(body)
@@ -258,8 +260,10 @@ class FrameDecoder:
 def _parse_json(body: bytes, what: str) -> dict[str, Any]:
     try:
         obj = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer too long to convert
         raise FrameError(f"{what} frame is not UTF-8 JSON: {exc}") from exc
+    except RecursionError:
+        raise FrameError(f"{what} frame nests too deeply to parse") from None
     if not isinstance(obj, dict):
         raise FrameError(f"{what} frame must hold a JSON object")
     return obj

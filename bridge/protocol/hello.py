@@ -94,7 +94,7 @@ class Hello:
         """Parse a HELLO frame's object; FrameError names the bad key."""
         if body.get("protocol") != PROTOCOL_NAME:
             raise FrameError(
-                f"hello: 'protocol' must be {PROTOCOL_NAME!r}, got {body.get('protocol')!r}"
+                f"hello: 'protocol' must be {PROTOCOL_NAME!r}, got {_shown(body.get('protocol'))}"
             )
         limits = _get(body, "limits", dict)
         received = _get(body, "received", dict)
@@ -185,8 +185,15 @@ def bounded_findings(findings: Sequence[str]) -> tuple[str, ...]:
 def _get(obj: dict[str, Any], key: str, kind: type) -> Any:
     value = obj.get(key)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise FrameError(f"hello: {key!r} must be {kind.__name__}, got {value!r:.60}")
+        raise FrameError(f"hello: {key!r} must be {kind.__name__}, got {_shown(value)}")
     return value
+
+
+def _shown(value: Any) -> str:
+    """A peer's value in an error message, without rendering more than 60 characters of it."""
+    if isinstance(value, dict | list):
+        return f"a {type(value).__name__} of {len(value)}"
+    return repr(value[:60] if isinstance(value, str) else value)[:60]
 
 
 def _subject_list(obj: dict[str, Any], key: str) -> list[str]:

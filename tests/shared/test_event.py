@@ -115,6 +115,13 @@ def test_garbage_json_is_an_envelope_error(raw: bytes) -> None:
         Event.from_json(raw)
 
 
+def test_an_integer_too_long_to_convert_is_an_envelope_error() -> None:
+    """Before: ValueError, which neither the router nor `home events` expected."""
+    with pytest.raises(EnvelopeError, match="not valid JSON") as info:
+        Event.from_json(b'{"sequence_number": ' + b"9" * 5000 + b"}")
+    assert info.value.key == "<event>"
+
+
 def test_nesting_too_deep_for_the_parser_is_an_envelope_error() -> None:
     """Before: RecursionError escaped every handler (router, inbox, `home events`)."""
     with pytest.raises(EnvelopeError, match="nests too deeply") as info:

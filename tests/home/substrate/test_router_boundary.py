@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from home.substrate import router as router_module
 from home.substrate.router import Router
@@ -66,3 +68,33 @@ async def test_a_failure_of_ours_is_counted_as_failed(monkeypatch: pytest.Monkey
     await router._on_binding(ROUTE, Msg(TURN, _turn()))  # type: ignore[arg-type]
     assert router.counters.dropped["failed"] == 1
     assert "a bug in routing" in router.counters.last_error["failed"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+GOOD = json.loads(_turn())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from([*GOOD, "x"]), json_values, max_size=6).map(
+            lambda changes: json.dumps(GOOD | changes).encode()
+        )
+        | st.binary(max_size=200),
+        min_size=1,
+        max_size=5,
+    )
+)
+async def test_every_fuzzed_message_is_routed_or_counted(messages: list[bytes]) -> None:
+    router = Router(Published(), "substrate.router")  # type: ignore[arg-type]
+    for raw in messages:
+        await router._on_binding(ROUTE, Msg(TURN, raw))  # type: ignore[arg-type]
+    counted = router.counters.routed + sum(router.counters.dropped.values())
+    assert counted == len(messages)
+    assert router.counters.dropped["failed"] == 0
