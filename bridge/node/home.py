@@ -46,6 +46,8 @@ class HomeBridgeEndpoint:
 
     ``halves`` are home halves (one per device); ``host_key`` the endpoint's private
     host key; ``host``/``port`` override the halves' ``listen`` (``port=0``: any free port).
+    It listens on every distinct address the halves declare: a device paired with
+    another ``--listen`` host must not be cut off because another half came first.
     """
 
     def __init__(
@@ -78,15 +80,22 @@ class HomeBridgeEndpoint:
             self.clients[fingerprint] = AuthorizedClient(
                 fingerprint, half.device, half.endpoint.user
             )
-        first = halves[0].endpoint
-        self.host = host if host is not None else first.host
-        self.port = port if port is not None else first.port
+        self.addresses = list(
+            dict.fromkeys(
+                (
+                    host if host is not None else half.endpoint.host,
+                    port if port is not None else half.endpoint.port,
+                )
+                for half in halves
+            )
+        )
+        self.host, self.port = self.addresses[0]
         self._host_key = host_key
         self._nats_url = nats_url
         self._heartbeat_s = heartbeat_s
         self._nc: NATS | None = None
         self.cores: dict[str, BridgeCore] = {}
-        self._acceptor: asyncssh.SSHAcceptor | None = None
+        self._acceptors: list[asyncssh.SSHAcceptor] = []
 
     async def start(self) -> None:
         """Connect to local NATS, subscribe every half's exports, listen for boards."""
@@ -98,16 +107,21 @@ class HomeBridgeEndpoint:
             core = BridgeCore(half, self._nc, device=device, heartbeat_s=self._heartbeat_s)
             await core.start()
             self.cores[device] = core
-        self._acceptor = await listen_bridge(
-            self.host, self.port, self._host_key, self.clients, self._on_link
-        )
-        self.port = self._acceptor.get_port()
+        for i, (host, port) in enumerate(self.addresses):
+            acceptor = await listen_bridge(host, port, self._host_key, self.clients, self._on_link)
+            self._acceptors.append(acceptor)
+            self.addresses[i] = (host, acceptor.get_port())
+        self.host, self.port = self.addresses[0]
         log.info(
-            "home bridge endpoint listening on %s:%d for %s",
-            self.host,
-            self.port,
+            "home bridge endpoint listening on %s for %s",
+            self.listening,
             ", ".join(sorted(self.halves)),
         )
+
+    @property
+    def listening(self) -> str:
+        """Every address the endpoint listens on, ``host:port, ...``."""
+        return ", ".join(f"{host}:{port}" for host, port in self.addresses)
 
     async def _on_link(self, device: str, reader: ByteReader, writer: ByteWriter) -> None:
         core = self.cores[device]
@@ -122,21 +136,20 @@ class HomeBridgeEndpoint:
             )
 
     def health(self) -> dict[str, Any]:
-        """``ok`` while listening; each device's link state and counters."""
-        listening = self._acceptor is not None
+        """``ok`` while listening on every address; each device's link state and counters."""
         return {
-            "ok": listening,
-            "listen": f"{self.host}:{self.port}",
+            "ok": len(self._acceptors) == len(self.addresses),
+            "listen": self.listening,
             "devices": {device: core.health() for device, core in self.cores.items()},
         }
 
     async def stop(self) -> None:
         """Stop listening, end every link, close NATS; idempotent."""
-        if self._acceptor is not None:
-            self._acceptor.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
             with contextlib.suppress(Exception):
-                await self._acceptor.wait_closed()
-            self._acceptor = None
+                await acceptor.wait_closed()
+        self._acceptors.clear()
         for core in self.cores.values():
             await core.stop()
         if self._nc is not None:

@@ -34,6 +34,7 @@ from tests.bridge.servers import (
     Collector,
     Paired,
     free_port,
+    make_pair,
     running_bridge,
     wait_until,
     with_port,
@@ -406,3 +407,22 @@ async def test_full_outbox_and_expired_events_are_counted(paired: Paired, edge_n
     finally:
         await node.stop()
         await nc.close()
+
+
+async def test_every_half_is_listened_on(paired: Paired, home_nats: str, tmp_path: Path) -> None:
+    """Before: only the first half's address was bound, and a device paired with another
+    --listen could never connect while the endpoint still said ok."""
+    kitchen = make_pair(tmp_path / "kitchen", "kitchen")
+    first, second = free_port(), free_port()
+    halves = [with_port(paired.home, first), with_port(kitchen.home, second)]
+    endpoint = HomeBridgeEndpoint(halves, host_key=paired.result.host_key, nats_url=home_nats)
+    await endpoint.start()
+    try:
+        assert endpoint.health()["listen"] == f"127.0.0.1:{first}, 127.0.0.1:{second}"
+        assert endpoint.health()["ok"]
+        for port in (first, second):
+            edge = with_port(paired.edge, port)
+            async with open_bridge_channel(edge.endpoint, paired.result.client_key):
+                pass
+    finally:
+        await endpoint.stop()
