@@ -20,7 +20,7 @@ from nats.errors import Error as NatsError
 
 from bridge.errors import BridgeError, HelloRefused, LinkError, ProtocolError
 from bridge.node.core import BridgeCore
-from bridge.transport.server import AuthorizedClient, listen_bridge
+from bridge.transport.server import AuthorizedClient, LoginGate, listen_bridge
 from bridge.transport.streams import ByteReader, ByteWriter
 from shared.schema.bridge_half import BridgeHalf, ssh_fingerprint
 
@@ -96,6 +96,7 @@ class HomeBridgeEndpoint:
         self._nc: NATS | None = None
         self.cores: dict[str, BridgeCore] = {}
         self._acceptors: list[asyncssh.SSHAcceptor] = []
+        self.logins = LoginGate()
 
     async def start(self) -> None:
         """Connect to local NATS, subscribe every half's exports, listen for boards."""
@@ -108,7 +109,9 @@ class HomeBridgeEndpoint:
             await core.start()
             self.cores[device] = core
         for i, (host, port) in enumerate(self.addresses):
-            acceptor = await listen_bridge(host, port, self._host_key, self.clients, self._on_link)
+            acceptor = await listen_bridge(
+                host, port, self._host_key, self.clients, self._on_link, gate=self.logins
+            )
             self._acceptors.append(acceptor)
             self.addresses[i] = (host, acceptor.get_port())
         self.host, self.port = self.addresses[0]
@@ -140,6 +143,8 @@ class HomeBridgeEndpoint:
         return {
             "ok": len(self._acceptors) == len(self.addresses),
             "listen": self.listening,
+            "unauthenticated": sum(self.logins.pending.values()),
+            "refused_connections": self.logins.refused,
             "devices": {device: core.health() for device, core in self.cores.items()},
         }
 

@@ -27,6 +27,7 @@ from bridge.protocol import (
     Resume,
 )
 from bridge.transport import BRIDGE_SUBSYSTEM, Backoff, open_bridge_channel
+from bridge.transport.server import MAX_UNAUTHENTICATED_PER_PEER
 from shared.bridge_status import BridgeStatus
 from shared.event import Event
 from shared.schema import BridgeHalf, SubjectDecl, load_bridge_half
@@ -149,6 +150,28 @@ async def test_forwards_are_refused(
         with pytest.raises(asyncssh.ChannelListenError):
             await conn.forward_remote_port("127.0.0.1", 0, "127.0.0.1", 22)
     assert f"refused a forward to 127.0.0.1:{nats_port}" in caplog.text
+
+
+async def test_unauthenticated_connections_are_capped_per_address(
+    paired: Paired, home: HomeBridgeEndpoint
+) -> None:
+    """Before: 200 connections held open unauthenticated were all kept (and a real board
+    then waited behind their key exchanges)."""
+    held = [
+        await asyncio.open_connection("127.0.0.1", home.port)
+        for _ in range(MAX_UNAUTHENTICATED_PER_PEER + 4)
+    ]
+    try:
+        await wait_until(lambda: home.logins.refused == 4, what="the 4 past the cap refused")
+        assert home.health()["unauthenticated"] == MAX_UNAUTHENTICATED_PER_PEER
+        # A board from another address is let in all the same, and its login is released.
+        async with await _connect(paired, home.port, local_addr=("127.0.0.2", 0)):
+            pass
+    finally:
+        for _, writer in held:
+            writer.close()
+    await wait_until(lambda: home.health()["unauthenticated"] == 0, what="held ones released")
+    assert home.health()["refused_connections"] == 4
 
 
 # --- hello ---------------------------------------------------------------------
