@@ -4,8 +4,8 @@ The reference is the PyPI ``jmfts-client`` contracts and ``tau_jmfts.client.Jmft
 request models declare every field those clients serialise (with ``extra="forbid"``, as
 upstream does), response models carry every field they validate. Our additions are
 optional and documented: ``supersedes`` (workspace records), ``titled_path`` (roots),
-``roots``/time-range search filters, and on each search hit ``id``, ``path`` (titled), ``title``, ``snippet``,
-``usetype``, ``created_at`` and ``age``.
+``roots``/time-range search filters, and on each search hit ``id``, ``path`` (titled),
+``title``, ``snippet``, ``usetype``, ``created_at`` and ``age``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ MAX_LIST_ITEMS = 100
 #: A JSON object field (``structured_content``, ``project``, ``weights``): characters of
 #: its keys and strings plus one per value, however deeply nested.
 MAX_OBJECT_WEIGHT = 1_000_000
+#: How deep a JSON object field may nest (the response serializer stops at a few hundred).
+MAX_OBJECT_DEPTH = 32
 
 Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS)]
 Usetype = Annotated[str, Field(max_length=MAX_USETYPE_CHARS)]
@@ -61,25 +63,26 @@ class _Request(BaseModel):
 
 
 def _weight(value: Any) -> int:
-    """Characters of every string (keys too) plus one per value; refuses lone surrogates.
+    """Characters of every string (keys too) plus one per value; refuses lone surrogates
+    and nesting deeper than :data:`MAX_OBJECT_DEPTH`.
 
     Iterative, so no nesting depth can exhaust the stack; nested request models are
     checked by their own validators and weigh one.
     """
     weight = 0
-    stack = [value]
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         weight += 1
         if isinstance(item, str):
             if _SURROGATE.search(item):
                 raise ValueError("contains a lone surrogate (\\ud800-\\udfff): not UTF-8 text")
             weight += len(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_OBJECT_DEPTH:
+                raise ValueError(f"nests deeper than {MAX_OBJECT_DEPTH} levels")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
     return weight
 
 

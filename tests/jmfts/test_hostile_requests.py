@@ -69,3 +69,17 @@ def test_every_field_of_a_document_is_bounded(shared_server: ServerProcess) -> N
         fine = admin.post("/documents", json={"title": "t" * MAX_TITLE_CHARS, "content": "ok"})
         assert fine.status_code == 200, fine.text
     assert json.loads(fine.text)["title"] == "t" * MAX_TITLE_CHARS
+
+
+def test_a_deeply_nested_object_is_refused_not_stored(shared_server: ServerProcess) -> None:
+    """Before: 500 levels of structured_content were stored, then every answer carrying
+    the document failed to serialize (a 500 on its own POST, and after)."""
+    body = '{"title": "deep", "structured_content": {"x": ' + "[" * 500 + "]" * 500 + "}}"
+    response = _post_raw(shared_server, "/documents", body)
+    assert response.status_code == 422, response.text[:200]
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "structured_content"]
+    assert "nests deeper than 32 levels" in error["msg"]
+    with shared_server.client() as admin:
+        titles = [d["title"] for d in admin.get("/documents/roots").json()]
+    assert "deep" not in titles
