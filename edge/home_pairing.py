@@ -1,14 +1,15 @@
-"""``edge run --data-dir``: pair with the home running from that data directory, on this machine.
+"""Pairing with the home that runs from a data directory on this machine.
 
 The home's ``home.json`` names its NATS; the control verb ``bridge.pair`` has home
-make the board's keys and both halves (once) and serve the device at once; the
-edge then connects through the real SSH endpoint like any board.
+make the device's keys and both halves (once) and serve the device at once. The
+edge then connects through the real SSH endpoint like any board. ``edge run``,
+``edge say`` and ``edge tui`` with ``--data-dir`` all pair this way.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nats
@@ -20,38 +21,61 @@ from edge.errors import BridgeUnavailable
 STATE_FILE = "home.json"
 PAIR_SUBJECT = "home.control.bridge.pair"
 PAIR_TIMEOUT_S = 30.0
+# A stale home.json (home killed) must not cost a person more than a few seconds.
+CONNECT_TIMEOUT_S = 3.0
 
 
-async def pair_with_home(config: EdgeConfig, data_dir: Path) -> EdgeConfig:
-    """``config`` with its bridge half and secrets from pairing with the home in ``data_dir``."""
+class HomeNotRunning(BridgeUnavailable):
+    """No home answers from that data directory (no ``home.json``, or its NATS is gone)."""
+
+
+@dataclass(frozen=True)
+class HomePairing:
+    """Where home put the device's edge half and its secrets (the board's key)."""
+
+    device: str
+    edge_half: Path
+    secrets: Path
+
+    @property
+    def client_key(self) -> Path:
+        """The board's private key, as ``bridge pair`` names it."""
+        return self.secrets / f"{self.device}.edge.key"
+
+
+async def pair_through_home(data_dir: Path, device: str) -> HomePairing:
+    """Pair ``device`` with the home running from ``data_dir`` and have it served now."""
     state = data_dir / STATE_FILE
     try:
         nats_url = json.loads(state.read_text())["nats_url"]
     except (OSError, ValueError, KeyError) as exc:
-        raise BridgeUnavailable(
+        raise HomeNotRunning(
             f"no running home in {data_dir} ({state}: {exc}); start one with "
             f"`home up --data-dir {data_dir}`"
         ) from exc
     try:
-        nc = await nats.connect(nats_url, allow_reconnect=False, connect_timeout=5)
+        nc = await nats.connect(nats_url, allow_reconnect=False, connect_timeout=CONNECT_TIMEOUT_S)
     except (NatsError, OSError) as exc:
-        raise BridgeUnavailable(
-            f"the home in {data_dir} does not answer at {nats_url}: {exc}"
+        raise HomeNotRunning(
+            f"the home in {data_dir} does not answer at {nats_url} ({exc}); is "
+            f"`home up --data-dir {data_dir}` still running?"
         ) from exc
     try:
-        request = json.dumps({"device": config.device}).encode()
+        request = json.dumps({"device": device}).encode()
         msg = await nc.request(PAIR_SUBJECT, request, timeout=PAIR_TIMEOUT_S)
     except (NatsError, TimeoutError) as exc:
-        raise BridgeUnavailable(
-            f"the home in {data_dir} did not pair {config.device!r}: {exc}"
-        ) from exc
+        raise BridgeUnavailable(f"the home in {data_dir} did not pair {device!r}: {exc}") from exc
     finally:
         await nc.close()
     reply = json.loads(msg.data)
     if not reply.get("ok"):
         why = reply.get("error", {}).get("message")
-        raise BridgeUnavailable(f"the home in {data_dir} refused to pair {config.device!r}: {why}")
+        raise BridgeUnavailable(f"the home in {data_dir} refused to pair {device!r}: {why}")
     result = reply["result"]
-    return replace(
-        config, bridge=BridgeConfig(half=Path(result["edge_half"]), secrets=Path(result["secrets"]))
-    )
+    return HomePairing(device, Path(result["edge_half"]), Path(result["secrets"]))
+
+
+async def pair_with_home(config: EdgeConfig, data_dir: Path) -> EdgeConfig:
+    """``config`` with its bridge half and secrets from pairing with the home in ``data_dir``."""
+    pairing = await pair_through_home(data_dir, config.device)
+    return replace(config, bridge=BridgeConfig(half=pairing.edge_half, secrets=pairing.secrets))

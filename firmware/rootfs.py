@@ -147,15 +147,19 @@ def ensure_rootfs(
 def _run_streaming(command: list[str], on_line: Callable[[str], None], log: Path) -> None:
     """Run ``command``, logging every line and passing it to ``on_line``; BuildError on failure."""
     tail: list[str] = []
-    with log.open("w") as sink:
-        process = subprocess.Popen(
+    # Popen as a context manager closes the stdout pipe; a bare Popen leaked it
+    # (a ResourceWarning that only the cold, first-build path ever met).
+    with (
+        log.open("w") as sink,
+        subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
-        )
+        ) as process,
+    ):
         try:
             for line in process.stdout or ():
                 sink.write(line)

@@ -8,18 +8,18 @@
 # $XDG_DATA_HOME/tether/home. If a healthy home already runs there, the TUI
 # attaches to it and leaves it running on exit.
 #
-# The commands this relies on (DESIGN.md; issues 3, 7, 8, 9):
-#   bridge pair --device tui --home 127.0.0.1:PORT --out DATA_DIR/bridge   (first run only)
+# The commands this relies on (README "Running home"; docs/architecture.md "Commands"):
 #   home up --data-dir DATA_DIR                   (foreground; stops everything on SIGTERM)
-#   home status --data-dir DATA_DIR --json        (exit 0 once every component is healthy)
-#   home schema apply edge_asr --data-dir DATA_DIR
-#   edge tui --data-dir DATA_DIR --device tui     (through the bridge paired above)
+#   home status --data-dir DATA_DIR --wait N      (exit 0 once every component is healthy)
+#   home schema apply edge_asr_memory --data-dir DATA_DIR   (the agent with its memory reflex)
+#   edge tui --data-dir DATA_DIR --device tui     (pairs through the running home, once)
 # and, with TETHER_UP_VIA=direct (no bridge: the TUI on home's own NATS), instead of the
-# pairing and the bridge: the `nats_url` key of DATA_DIR/home.json, the running home's
-# state file, and `edge tui --direct NATS_URL --device tui`.
+# bridge: the `nats_url` key of DATA_DIR/home.json, the running home's state file, and
+# `edge tui --direct NATS_URL --device tui`.
 #
 # Environment: TETHER_UP_TIMEOUT (seconds to wait for a healthy home, default 300),
-# TETHER_BRIDGE_PORT (home's SSH endpoint, default 2222), TETHER_UP_VIA (bridge, the
+# TETHER_BRIDGE_PORT (home's SSH endpoint, default 2222), TETHER_UP_SCHEMA (the schema
+# applied, default edge_asr_memory), TETHER_UP_VIA (bridge, the
 # default, or direct), BIN (the venv's bin, default .venv/bin).
 set -euo pipefail
 
@@ -27,8 +27,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${BIN:-$root/.venv/bin}"
 data_dir="${1:-${TETHER_HOME_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/tether/home}}"
 device="tui"
-schema="edge_asr"
-port="${TETHER_BRIDGE_PORT:-2222}"
+schema="${TETHER_UP_SCHEMA:-edge_asr_memory}"
+export TETHER_BRIDGE_PORT="${TETHER_BRIDGE_PORT:-2222}"
 timeout_s="${TETHER_UP_TIMEOUT:-300}"
 via="${TETHER_UP_VIA:-bridge}"
 log_dir="$data_dir/logs"
@@ -41,7 +41,7 @@ case "$via" in
     bridge | direct) ;;
     *) die "TETHER_UP_VIA must be 'bridge' or 'direct', got '$via'" ;;
 esac
-for cmd in home edge bridge; do
+for cmd in home edge; do
     [ -x "$bin/$cmd" ] || die "$bin/$cmd is missing: run 'make bootstrap' first"
 done
 
@@ -70,13 +70,6 @@ trap 'exit 143' TERM
 healthy() { "$bin/home" status --data-dir "$data_dir" --json >/dev/null 2>&1; }
 
 mkdir -p "$data_dir" "$log_dir"
-
-# Pair the TUI with this home once, before home starts, so its SSH endpoint
-# authorizes the TUI's key from the start.
-if [ "$via" = bridge ] && [ ! -f "$data_dir/bridge/$device.edge.yaml" ]; then
-    say "pairing device '$device' with the home in $data_dir (first run)"
-    "$bin/bridge" pair --device "$device" --home "127.0.0.1:$port" --out "$data_dir/bridge" >&2
-fi
 
 if healthy; then
     say "a healthy home already runs on $data_dir; attaching to it"

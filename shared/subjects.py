@@ -1,4 +1,6 @@
-"""Subjects: builders for every rail in DESIGN.md, parsing back, and NATS wildcard algebra.
+"""Subjects: a builder for every rail, parsing back, and NATS wildcard algebra.
+
+The rails are tabled in docs/architecture.md "Subjects".
 
 Pure functions, no I/O. ``*`` matches exactly one token; ``>`` matches one or
 more trailing tokens and may only stand last. :func:`matches` answers whether a
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from shared.errors import SubjectError
 
-# Device and agent names: one NATS token, lower case (DESIGN.md "Subjects").
+# Device and agent names: one NATS token, lower case (docs/architecture.md "Subjects").
 NAME_TOKEN = re.compile(r"[a-z0-9_-]+")
 # Binding ids are minted as hex but accepted in any token-safe form.
 BINDING_TOKEN = re.compile(r"[A-Za-z0-9_-]+")

@@ -56,6 +56,7 @@ class EdgeBridgeNode:
         self._nc: NATS | None = None
         self._core: BridgeCore | None = None
         self._task: asyncio.Task[None] | None = None
+        self._failed_attempts = 0
 
     @property
     def core(self) -> BridgeCore:
@@ -77,11 +78,15 @@ class EdgeBridgeNode:
         )
 
     def health(self) -> dict[str, Any]:
-        """``ok`` while the link to home is up, with the core's state and counters."""
+        """``ok`` while the link to home is up, with the core's state and counters.
+
+        ``failed_attempts`` counts the connections that ended or never came up.
+        """
         if self._core is None:
             return {"ok": False, "state": "stopped"}
         report = self._core.health()
         report["ok"] = report["state"] == "up"
+        report["failed_attempts"] = self._failed_attempts
         return report
 
     async def stop(self) -> None:
@@ -119,6 +124,7 @@ class EdgeBridgeNode:
             except BridgeError as exc:
                 detail = str(exc)
                 log.warning("bridge link to %s down: %s", where, exc)
+            self._failed_attempts += 1
             if core.counters.link_ups > ups:
                 # The link was up (hello accepted): start over from the base delay. A link
                 # refused at hello keeps backing off, so a mispaired board does not hammer home.

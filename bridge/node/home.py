@@ -62,33 +62,15 @@ class HomeBridgeEndpoint:
     ) -> None:
         if not halves:
             raise BridgeError("the home bridge endpoint needs at least one home half")
-        self.halves = {h.device: h for h in halves}
+        self.halves: dict[str, BridgeHalf] = {}
+        # Looked up per connection by the SSH server, so a device added later is served at once.
         self.clients: dict[str, AuthorizedClient] = {}
         for half in halves:
-            if half.side != "home":
-                raise BridgeError(f"{half.file} is a {half.side} half, not a home half")
-            if not half.endpoint.client_key:
-                raise BridgeError(
-                    f"{half.file} authorizes no key (listen.authorized_key); run `bridge pair`"
-                )
-            fingerprint = ssh_fingerprint(half.endpoint.client_key)
-            if fingerprint in self.clients:
-                raise BridgeError(
-                    f"{half.file}: key {fingerprint} is already device "
-                    f"{self.clients[fingerprint].device!r}; one key maps to one device"
-                )
-            self.clients[fingerprint] = AuthorizedClient(
-                fingerprint, half.device, half.endpoint.user
-            )
-        self.addresses = list(
-            dict.fromkeys(
-                (
-                    host if host is not None else half.endpoint.host,
-                    port if port is not None else half.endpoint.port,
-                )
-                for half in halves
-            )
-        )
+            self._authorize(half)
+        self._host_override, self._port_override = host, port
+        # Requested (host, port) of each listener, and where it actually listens (port 0).
+        self._requested = list(dict.fromkeys(self._address_of(half) for half in halves))
+        self.addresses = list(self._requested)
         self.host, self.port = self.addresses[0]
         self._host_key = host_key
         self._nats_url = nats_url
@@ -98,22 +80,39 @@ class HomeBridgeEndpoint:
         self._acceptors: list[asyncssh.SSHAcceptor] = []
         self.logins = LoginGate()
 
+    def _authorize(self, half: BridgeHalf) -> None:
+        if half.side != "home":
+            raise BridgeError(f"{half.file} is a {half.side} half, not a home half")
+        if not half.endpoint.client_key:
+            raise BridgeError(
+                f"{half.file} authorizes no key (listen.authorized_key); run `bridge pair`"
+            )
+        fingerprint = ssh_fingerprint(half.endpoint.client_key)
+        if fingerprint in self.clients:
+            raise BridgeError(
+                f"{half.file}: key {fingerprint} is already device "
+                f"{self.clients[fingerprint].device!r}; one key maps to one device"
+            )
+        if half.device in self.halves:
+            raise BridgeError(f"{half.file}: device {half.device!r} is already served")
+        self.halves[half.device] = half
+        self.clients[fingerprint] = AuthorizedClient(fingerprint, half.device, half.endpoint.user)
+
+    async def _start_core(self, nc: NATS, half: BridgeHalf) -> None:
+        core = BridgeCore(half, nc, device=half.device, heartbeat_s=self._heartbeat_s)
+        await core.start()
+        self.cores[half.device] = core
+
     async def start(self) -> None:
         """Connect to local NATS, subscribe every half's exports, listen for boards."""
         try:
             self._nc = await nats.connect(self._nats_url, name="bridge-home")
         except (NatsError, OSError) as exc:
             raise LinkError(f"cannot connect to local NATS at {self._nats_url}: {exc}") from exc
-        for device, half in self.halves.items():
-            core = BridgeCore(half, self._nc, device=device, heartbeat_s=self._heartbeat_s)
-            await core.start()
-            self.cores[device] = core
-        for i, (host, port) in enumerate(self.addresses):
-            acceptor = await listen_bridge(
-                host, port, self._host_key, self.clients, self._on_link, gate=self.logins
-            )
-            self._acceptors.append(acceptor)
-            self.addresses[i] = (host, acceptor.get_port())
+        for half in self.halves.values():
+            await self._start_core(self._nc, half)
+        for i, (host, port) in enumerate(self._requested):
+            self.addresses[i] = await self._listen(host, port)
         self.host, self.port = self.addresses[0]
         log.info(
             "home bridge endpoint listening on %s for %s",
@@ -126,8 +125,53 @@ class HomeBridgeEndpoint:
         """Every address the endpoint listens on, ``host:port, ...``."""
         return ", ".join(f"{host}:{port}" for host, port in self.addresses)
 
+    def _address_of(self, half: BridgeHalf) -> tuple[str, int]:
+        """Where ``half`` says to listen, unless the endpoint was told otherwise."""
+        host = self._host_override if self._host_override is not None else half.endpoint.host
+        port = self._port_override if self._port_override is not None else half.endpoint.port
+        return host, port
+
+    async def _listen(self, host: str, port: int) -> tuple[str, int]:
+        acceptor = await listen_bridge(
+            host, port, self._host_key, self.clients, self._on_link, gate=self.logins
+        )
+        self._acceptors.append(acceptor)
+        return host, acceptor.get_port()
+
+    async def add(self, half: BridgeHalf) -> None:
+        """Serve one more paired device, on the running endpoint; links already up stay up."""
+        if self._nc is None:
+            raise BridgeError("the home bridge endpoint is not started")
+        self._authorize(half)
+        try:
+            await self._start_core(self._nc, half)
+            requested = self._address_of(half)
+            if requested not in self._requested:
+                self.addresses.append(await self._listen(*requested))
+                self._requested.append(requested)
+        except BaseException:
+            self._forget(half.device)
+            raise
+        log.info("home bridge endpoint now serves %s (on %s)", half.device, self.listening)
+
+    async def remove(self, device: str) -> None:
+        """Stop serving ``device``: its link ends, its key is no longer accepted."""
+        self._forget(device)
+        core = self.cores.pop(device, None)
+        if core is not None:
+            await core.stop()
+
+    def _forget(self, device: str) -> None:
+        self.halves.pop(device, None)
+        for fingerprint, client in list(self.clients.items()):
+            if client.device == device:
+                del self.clients[fingerprint]
+
     async def _on_link(self, device: str, reader: ByteReader, writer: ByteWriter) -> None:
-        core = self.cores[device]
+        core = self.cores.get(device)
+        if core is None:  # removed while its connection was being set up
+            log.warning("link for device %r refused: the device is no longer served", device)
+            return
         try:
             await core.run_link(reader, writer, authenticated_device=device, peer=device)
         except Exception as exc:  # the boundary of a board's input: nothing ends a link uncounted

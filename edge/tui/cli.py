@@ -3,7 +3,8 @@
 Both talk to one NATS URL. ``--direct NATS_URL`` is a home's own NATS on this
 machine; without it they go the board's way, through the edge's own loopback
 nats-server and the edge bridge node (:func:`edge.tui.transport.through_bridge`),
-paired with the home found in ``--data-dir``.
+paired with the home found in ``--data-dir`` through its ``bridge.pair`` verb
+(:mod:`edge.home_pairing`): no `bridge pair` step and no restart of home.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -21,9 +21,11 @@ import typer
 from rich.console import Console
 
 from bridge.node.edge import EdgeBridgeNode
+from edge.errors import BridgeUnavailable
+from edge.home_pairing import HomeNotRunning, HomePairing, pair_through_home
 from edge.tui.errors import TransportError, TuiError, TurnTimeout
 from edge.tui.say import SayResult, say_once
-from edge.tui.transport import BridgeFactory, direct, through_bridge
+from edge.tui.transport import direct, through_bridge
 from edge.tui.wire import AgentReply
 from shared.errors import SchemaError, SubjectError
 from shared.schema import load_bridge_half
@@ -33,7 +35,7 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 DEFAULT_DEVICE = "tui"
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error stays one line, whatever the width
 
 
 def default_data_dir() -> Path:
@@ -45,59 +47,55 @@ def default_data_dir() -> Path:
     return Path(xdg) / "tether" / "home"
 
 
-@dataclass(frozen=True)
-class Pairing:
-    """Where ``bridge pair --device D --out DATA_DIR/bridge`` put the edge's half and key."""
-
-    edge_half: Path
-    client_key: Path
-
-    @classmethod
-    def locate(cls, data_dir: Path, device: str) -> Pairing:
-        """The pairing of ``device`` with the home in ``data_dir``; TransportError if absent."""
-        out = data_dir / "bridge"
-        pairing = cls(out / f"{device}.edge.yaml", out / "secrets" / f"{device}.edge.key")
-        for path in (pairing.edge_half, pairing.client_key):
-            if not path.is_file():
-                raise TransportError(
-                    f"device {device!r} is not paired with the home in {data_dir} ({path} is "
-                    f"missing); pair it once with: bridge pair --device {device} "
-                    f"--home 127.0.0.1:2222 --out {out}"
-                )
-        return pairing
+# How long `edge say` waits for the link home before it says why there is none.
+SAY_LINK_WAIT_S = 6.0
 
 
-def default_bridge_factory(data_dir: Path, device: str) -> BridgeFactory:
-    """The edge bridge node paired with the home in ``data_dir``, as a factory.
+async def pairing_for(data_dir: Path, device: str) -> tuple[HomePairing, bool]:
+    """The device's pairing with the home in ``data_dir``, and whether that home runs.
 
-    It takes the edge's loopback NATS URL and builds the edge bridge node for
-    ``device`` from its :class:`Pairing` (the edge half and the board's key).
+    With home running, its ``bridge.pair`` verb pairs the device once and serves it at
+    once. With home down, an earlier pairing still opens the link, which then says home
+    is unreachable (the TUI shows it; ``edge say`` exits 1 naming the address).
     """
-    pairing = Pairing.locate(data_dir, device)
     try:
-        half = load_bridge_half(pairing.edge_half)
-    except SchemaError as exc:
-        raise TransportError(f"{pairing.edge_half} is not a usable edge half: {exc}") from exc
-    return lambda url: EdgeBridgeNode(half, client_key=pairing.client_key, nats_url=url)
-
-
-# The lead (or a test) may point this at another factory builder.
-bridge_factory_for: Callable[[Path, str], BridgeFactory] = default_bridge_factory
+        return await pair_through_home(data_dir, device), True
+    except HomeNotRunning as exc:
+        earlier = HomePairing(device, data_dir / "bridge" / f"{device}.edge.yaml",
+                              data_dir / "bridge" / "secrets")  # fmt: skip
+        if earlier.edge_half.is_file() and earlier.client_key.is_file():
+            return earlier, False
+        raise TransportError(str(exc)) from None
+    except BridgeUnavailable as exc:
+        raise TransportError(str(exc)) from None
 
 
 def transport_for(
-    direct_url: str | None, data_dir: Path, device: str
+    direct_url: str | None, data_dir: Path, device: str, *, wait_link_s: float | None = None
 ) -> tuple[AbstractAsyncContextManager[str], str]:
     """The NATS URL's context and a label for the status bar, from the CLI options."""
     if direct_url is not None:
         return direct(direct_url), "direct"
-    return _bridged(data_dir, device), "bridge"
+    return _bridged(data_dir, device, wait_link_s), "bridge"
 
 
 @asynccontextmanager
-async def _bridged(data_dir: Path, device: str) -> AsyncIterator[str]:
-    # The factory is looked up on entry, so a missing pairing is reported as the command runs.
-    async with through_bridge(bridge_factory_for(data_dir, device)) as url:
+async def _bridged(data_dir: Path, device: str, wait_link_s: float | None) -> AsyncIterator[str]:
+    pairing, home_runs = await pairing_for(data_dir, device)
+    try:
+        half = load_bridge_half(pairing.edge_half)
+    except SchemaError as exc:
+        raise TransportError(f"{pairing.edge_half} is not a usable edge half: {exc}") from exc
+    hint = (
+        f"check that `home up --data-dir {data_dir}` is running and serves device "
+        f"{device!r} (`home status --data-dir {data_dir}`)"
+    )
+    async with through_bridge(
+        lambda url: EdgeBridgeNode(half, client_key=pairing.client_key, nats_url=url),
+        wait_link_s=wait_link_s,
+        first_failure_is_final=not home_runs,
+        hint=hint,
+    ) as url:
         yield url
 
 
@@ -197,7 +195,7 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
     if not text.strip():
         err.print("[red]error[/red]: TEXT is empty; there is nothing to say", highlight=False)
         raise typer.Exit(EXIT_USAGE)
-    opened, _ = transport_for(direct_url, data_dir, device)
+    opened, _ = transport_for(direct_url, data_dir, device, wait_link_s=SAY_LINK_WAIT_S)
 
     async def run() -> SayResult:
         async with opened as url:

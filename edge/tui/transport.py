@@ -9,15 +9,17 @@ talks to the loopback server and the bridge carries its half across to home.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from edge.errors import NatsServerError
 from edge.natsd import LocalNatsServer
 from edge.tui.errors import TransportError
 
-_READY_TIMEOUT_S = 10.0
+_LINK_POLL_S = 0.05
 
 
 class EdgeBridge(Protocol):
@@ -28,6 +30,9 @@ class EdgeBridge(Protocol):
 
     async def stop(self) -> None:
         """Close the link and the local connection."""
+
+    def health(self) -> dict[str, Any]:
+        """The link's ``state`` (``up``, ``down``, ``refused``), ``detail``, ``failed_attempts``."""
 
 
 # Builds the edge bridge node for the local NATS URL it must use.
@@ -41,10 +46,20 @@ async def direct(nats_url: str) -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def through_bridge(make_bridge: BridgeFactory) -> AsyncIterator[str]:
+async def through_bridge(
+    make_bridge: BridgeFactory,
+    *,
+    wait_link_s: float | None = None,
+    first_failure_is_final: bool = False,
+    hint: str = "",
+) -> AsyncIterator[str]:
     """Start the edge's loopback nats-server and the bridge node; yield the local URL.
 
-    Both are stopped on the way out, the bridge first, whatever happened inside.
+    With ``wait_link_s``, the link home must come up within that many seconds, or
+    :class:`TransportError` says why not (the link's own detail names the address),
+    followed by ``hint``; a refused link (wrong key, mismatched halves) is final at
+    once, and so is the first failed attempt with ``first_failure_is_final`` (when
+    home is known not to run). Both are stopped on the way out, the bridge first.
     """
     server = LocalNatsServer()
     try:
@@ -55,8 +70,28 @@ async def through_bridge(make_bridge: BridgeFactory) -> AsyncIterator[str]:
         bridge = make_bridge(server.url)
         await bridge.start()
         try:
+            if wait_link_s is not None:
+                await _wait_for_link(bridge, wait_link_s, hint, first_failure_is_final)
             yield server.url
         finally:
             await bridge.stop()
     finally:
         await server.stop()
+
+
+async def _wait_for_link(
+    bridge: EdgeBridge, wait_s: float, hint: str, first_failure_is_final: bool
+) -> None:
+    # The bridge node keeps retrying by itself; this only decides when to stop waiting.
+    started = time.monotonic()
+    while (health := bridge.health()).get("state") != "up":
+        state, detail = health.get("state"), health.get("detail") or ""
+        tried = health.get("failed_attempts", 0) > 0
+        failed = state == "refused" or (first_failure_is_final and tried)
+        if failed or time.monotonic() - started >= wait_s:
+            waited = time.monotonic() - started
+            raise TransportError(
+                f"no link home after {waited:.1f} s: {detail or state or 'no answer'}"
+                + (f"; {hint}" if hint else "")
+            )
+        await asyncio.sleep(_LINK_POLL_S)

@@ -31,7 +31,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -441,7 +441,7 @@ class AgentNode:
         self._enqueue(
             PendingTurn(
                 text=rewrite_request(reason),
-                binding=turn.binding,
+                binding=replace(turn.binding, reprompt=True),
                 correlation={**turn.correlation, "reprompt": True},
                 reprompt=True,
             ),

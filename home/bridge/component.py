@@ -4,9 +4,10 @@ It serves every device paired into the data directory: ``bridge pair --device D
 --out DATA_DIR/bridge`` writes ``D.home.yaml`` there and the endpoint's host key
 into ``DATA_DIR/bridge/secrets/``. With no device paired it listens nowhere.
 
-On one machine, a board's stand-in pairs through the control verb
-``bridge.pair`` (``edge run --data-dir``): home makes the keys and both halves
-and starts serving the new device at once.
+A device paired while home runs is served without a restart and without
+touching the links already up: every health check looks for new halves, and the
+control verb ``bridge.pair`` (``edge run``/``edge say``/``edge tui --data-dir``)
+makes the keys and both halves on this machine (once) and serves the device at once.
 """
 
 from __future__ import annotations
@@ -75,9 +76,31 @@ class HomeBridgeComponent:
 
     async def start(self) -> None:
         """Listen for every paired device (nothing to do while none is paired)."""
-        halves = self._halves()
+        async with self._lock:
+            await self._serve(self._halves())
+
+    async def _serve(self, halves: list[BridgeHalf]) -> list[str]:
+        """Serve every half not served yet (a re-paired device anew); the devices added."""
         if not halves:
-            return
+            return []
+        if self._endpoint is None:
+            self._endpoint = await self._open(halves)
+            return sorted(self._endpoint.halves)
+        added = []
+        for half in halves:
+            served = self._endpoint.halves.get(half.device)
+            if served is not None and served.endpoint.client_key == half.endpoint.client_key:
+                continue
+            try:
+                if served is not None:
+                    await self._endpoint.remove(half.device)
+                await self._endpoint.add(half)
+            except BridgeError as exc:
+                raise ComponentError(f"bridge: cannot serve {half.file}: {exc}") from exc
+            added.append(half.device)
+        return added
+
+    async def _open(self, halves: list[BridgeHalf]) -> HomeBridgeEndpoint:
         host_key = self._dir / "secrets" / HOST_KEY_NAME
         if not host_key.is_file():
             raise ComponentError(
@@ -91,10 +114,23 @@ class HomeBridgeComponent:
             await endpoint.start()
         except (BridgeError, OSError) as exc:
             raise ComponentError(f"bridge: the endpoint did not start: {exc}") from exc
-        self._endpoint = endpoint
+        return endpoint
+
+    async def refresh(self) -> list[str]:
+        """Serve devices paired into the data directory since the last look; the ones added.
+
+        `bridge pair --out DATA_DIR/bridge` while home runs needs no restart: every
+        health check looks, and the ``bridge.pair`` verb looks at once.
+        """
+        async with self._lock:
+            return await self._serve(self._halves())
 
     async def health(self) -> Health:
         """Healthy while listening (or while nothing is paired); the detail names each link."""
+        try:
+            await self.refresh()
+        except ComponentError as exc:
+            return Health(False, str(exc))
         if self._endpoint is None:
             return Health(True, "no device paired")
         report = self._endpoint.health()
@@ -145,9 +181,9 @@ class HomeBridgeComponent:
                     )
                 except PairError as exc:
                     raise ControlError(control.REFUSED, str(exc)) from None
-            serving = self._endpoint is not None and device in self._endpoint.halves
-            if not serving:
-                await self.stop()
-                await self.start()
+            try:
+                await self._serve(self._halves())
+            except ComponentError as exc:
+                raise ControlError(control.REFUSED, str(exc)) from None
         return {"device": device, "edge_half": str(edge_half), "secrets": str(key.parent),
                 "endpoint": f"ssh://{self._host}:{self.port}"}  # fmt: skip

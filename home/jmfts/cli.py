@@ -17,20 +17,22 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from home.jmfts.access import ADMIN_TOKEN_FILE
 from home.jmfts.client import MemoryClient
 from home.jmfts.errors import InvalidInput, JmftsError
+from home.jmfts.locate import locate_memory_server
 from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT
+from home.substrate.errors import HomeNotRunning
+from home.substrate.options import DataDir
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-DEFAULT_DATA_DIR = Path.home() / ".local" / "share" / "tether" / "jmfts"
-DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+DEFAULT_SERVE_DIR = Path.home() / ".local" / "share" / "tether" / "jmfts"
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 jmfts_app = typer.Typer(
     help="Run the JMFTS memory server standalone, and prepare its embedder.",
@@ -38,21 +40,31 @@ jmfts_app = typer.Typer(
     add_completion=False,
 )
 memory_app = typer.Typer(
-    help="Read and write the shared memory (JMFTS) of a running server, as the admin "
-    "principal by default (token from DATA_DIR/admin.token).",
+    help="Read and write the shared memory (JMFTS) of the running home found through "
+    "--data-dir, as its admin principal; --url and --token-file name another server.",
     no_args_is_help=True,
     add_completion=False,
 )
 triples_app = typer.Typer(help="Bitemporal facts: add, list (as of a time).", no_args_is_help=True)
 memory_app.add_typer(triples_app, name="triples")
 
-DataDir = Annotated[
+ServeDir = Annotated[
     Path, typer.Option("--data-dir", help="JMFTS state directory (SQLite, FAISS, admin.token).")
 ]
-Url = Annotated[str, typer.Option("--url", help="Base URL of the running JMFTS server.")]
+Url = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        help="Base URL of a JMFTS server to use instead of the running home's "
+        "(e.g. a standalone `home jmfts serve`).",
+    ),
+]
 TokenFile = Annotated[
     Path | None,
-    typer.Option("--token-file", help="Bearer token file [default: DATA_DIR/admin.token]."),
+    typer.Option(
+        "--token-file",
+        help="Bearer token file (default: the home's admin token, DATA_DIR/jmfts/admin.token).",
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 
@@ -68,7 +80,7 @@ def _fail(exc: Exception) -> typer.Exit:
 
 @jmfts_app.command()
 def serve(
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    data_dir: ServeDir = DEFAULT_SERVE_DIR,
     host: Annotated[str, typer.Option(help="Interface to listen on (loopback by default).")] = (
         DEFAULT_HOST
     ),
@@ -148,10 +160,15 @@ def setup(
 
 
 @contextmanager
-def _connected(url: str, data_dir: Path, token_file: Path | None) -> Iterator[MemoryClient]:
-    """A client with the admin token (or ``token_file``); a JMFTS error exits with its message."""
+def _connected(data_dir: Path, url: str | None, token_file: Path | None) -> Iterator[MemoryClient]:
+    """A client of the home's memory server (or the one named); failures exit with a message."""
     try:
-        with MemoryClient.from_token_file(url, token_file or data_dir / ADMIN_TOKEN_FILE) as client:
+        server = locate_memory_server(data_dir, url, token_file)
+    except HomeNotRunning as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_FAILURE) from None
+    try:
+        with MemoryClient.from_token_file(server.url, server.token_file) as client:
             yield client
     except JmftsError as exc:
         raise _fail(exc) from exc
@@ -163,16 +180,16 @@ def _print_json(value: Any) -> None:
 
 @memory_app.command()
 def put(
+    data_dir: DataDir,
     path: Annotated[str, typer.Argument(help="Titled path, e.g. workspace/notes/x.")],
     text: Annotated[str, typer.Argument(help="The document's content.")],
     usetype: Annotated[str | None, typer.Option(help="Usetype of the leaf.")] = None,
-    url: Url = DEFAULT_URL,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Write TEXT at PATH (parents created); findable as soon as this returns."""
-    with _connected(url, data_dir, token_file) as client:
+    with _connected(data_dir, url, token_file) as client:
         doc = client.put(path, text, usetype=usetype)
     if as_json:
         _print_json(doc)
@@ -182,14 +199,14 @@ def put(
 
 @memory_app.command()
 def get(
+    data_dir: DataDir,
     path: Annotated[str, typer.Argument(help="Titled path, or a document id (#12).")],
-    url: Url = DEFAULT_URL,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Print one document."""
-    with _connected(url, data_dir, token_file) as client:
+    with _connected(data_dir, url, token_file) as client:
         doc = client.resolve(path)
     if as_json:
         _print_json(doc)
@@ -200,15 +217,15 @@ def get(
 
 @memory_app.command()
 def tree(
+    data_dir: DataDir,
     path: Annotated[str | None, typer.Argument(help="Subtree root [default: all roots].")] = None,
     depth: Annotated[int, typer.Option(help="How deep to show.")] = 3,
-    url: Url = DEFAULT_URL,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Show the document tree (titles and ids)."""
-    with _connected(url, data_dir, token_file) as client:
+    with _connected(data_dir, url, token_file) as client:
         tops = [client.resolve(path)] if path else client.roots()
         subtrees = [client.subtree(d["id"], max_depth=depth) for d in tops]
     if as_json:
@@ -230,6 +247,7 @@ def _label(doc: dict[str, Any]) -> str:
 
 @memory_app.command()
 def search(
+    data_dir: DataDir,
     query: Annotated[str, typer.Argument(help="What to look for.")],
     method: Annotated[str, typer.Option(help="vector | fulltext | hybrid")] = "hybrid",
     limit: Annotated[int, typer.Option(min=1, max=100)] = 10,
@@ -238,15 +256,14 @@ def search(
     ] = None,
     usetype: Annotated[str | None, typer.Option(help="Only this usetype (glob).")] = None,
     threshold: Annotated[float, typer.Option(help="Vector: minimum cosine score.")] = 0.0,
-    url: Url = DEFAULT_URL,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Search memory. JSON: {"results": [{id, path, title, snippet, score, ...}], ...}."""
     if method not in ("vector", "fulltext", "hybrid"):
         raise _fail(InvalidInput(f"--method {method!r}: expected vector, fulltext or hybrid"))
-    with _connected(url, data_dir, token_file) as client:
+    with _connected(data_dir, url, token_file) as client:
         roots = [client.resolve(r)["id"] for r in root or []] or None
         extra: dict[str, Any] = {"roots": roots, "usetype": usetype}
         if method == "vector":
@@ -267,18 +284,18 @@ def search(
 
 @memory_app.command()
 def grant(
+    data_dir: DataDir,
     path: Annotated[str, typer.Argument(help="Subtree to grant (path or #id).")],
     principal: Annotated[str, typer.Argument(help="Principal name (created if missing).")],
     level: Annotated[str, typer.Option(help="read | write (write implies read)")] = "read",
-    url: Url = DEFAULT_URL,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Grant PRINCIPAL read or write on the subtree at PATH."""
     if level not in ("read", "write"):
         raise _fail(InvalidInput(f"--level {level!r}: expected read or write"))
-    with _connected(url, data_dir, token_file) as client:
+    with _connected(data_dir, url, token_file) as client:
         doc = client.resolve(path)
         pid = client.principal_id(principal, create=True)
         result = client.request(
@@ -294,16 +311,16 @@ def grant(
 
 @memory_app.command()
 def token(
+    data_dir: DataDir,
     principal: Annotated[str, typer.Argument(help="Principal name (created if missing).")],
     label: Annotated[str | None, typer.Option(help="A note to recognise the token by.")] = None,
     revoke: Annotated[int | None, typer.Option(help="Revoke this token id instead.")] = None,
-    url: Url = DEFAULT_URL,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Mint a bearer token for PRINCIPAL (shown once), or --revoke one."""
-    with _connected(url, data_dir, token_file) as client:
+    with _connected(data_dir, url, token_file) as client:
         if revoke is not None:
             result = client.request("DELETE", f"/access/tokens/{revoke}")
         else:
@@ -322,17 +339,17 @@ def token(
 
 @triples_app.command("add")
 def triples_add(
+    data_dir: DataDir,
     subject: Annotated[str, typer.Argument(help="Subject document (path or #id).")],
     predicate: Annotated[str, typer.Argument(help="Predicate name (created if missing).")],
     obj: Annotated[str, typer.Argument(metavar="OBJECT", help="A literal, or a path with --doc.")],
     doc: Annotated[bool, typer.Option("--doc", help="OBJECT is a document path.")] = False,
-    url: Url = DEFAULT_URL,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Record SUBJECT PREDICATE OBJECT, valid from now."""
-    with _connected(url, data_dir, token_file) as client:
+    with _connected(data_dir, url, token_file) as client:
         subject_id = client.resolve(subject)["id"]
         found = [p for p in client.request("GET", "/triples/predicates") if p["name"] == predicate]
         pred = (
@@ -354,18 +371,18 @@ def triples_add(
 
 @triples_app.command("list")
 def triples_list(
+    data_dir: DataDir,
     subject: Annotated[str | None, typer.Argument(help="Only about this document.")] = None,
     as_of: Annotated[
         str | None, typer.Option(help="Record time: what was believed then (ISO-8601).")
     ] = None,
     current: Annotated[bool, typer.Option(help="Only triples not invalidated.")] = False,
-    url: Url = DEFAULT_URL,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
     """List triples, optionally about SUBJECT and as of a time."""
-    with _connected(url, data_dir, token_file) as client:
+    with _connected(data_dir, url, token_file) as client:
         params: dict[str, Any] = {"include_invalidated": not current}
         if subject:
             params["entity_id"] = client.resolve(subject)["id"]

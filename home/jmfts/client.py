@@ -223,5 +223,5 @@ class MemoryClient:
 
 
 def _container_usetype(parent: Doc | None, title: str) -> str | None:
-    # The `workspace/` root makes its subtree append-only (DESIGN.md "Workspace").
+    # The `workspace/` root makes its subtree append-only (docs/architecture.md "Workspace").
     return WORKSPACE_USETYPE if parent is None and title == "workspace" else None

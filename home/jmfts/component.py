@@ -17,6 +17,7 @@ from pathlib import Path
 from home.jmfts.client import MemoryClient
 from home.jmfts.config import JmftsConfig
 from home.jmfts.errors import JmftsError
+from home.jmfts.locate import COMPONENT_NAME
 from home.jmfts.server import JmftsServer
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.errors import ComponentError
@@ -62,7 +63,7 @@ def provision_principal(
 class JmftsComponent:
     """The memory server of ``home up`` (component name ``jmfts``)."""
 
-    name = "jmfts"
+    name = COMPONENT_NAME
 
     def __init__(
         self, data_dir: Path, agents: Iterable[str], tokens_dir: Path, host: str = "127.0.0.1"

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-#: Usetypes held out of search unless a request names them (DESIGN.md).
+#: Usetypes held out of search unless a request names them (docs/architecture.md "Memory").
 DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = ("entity", "summary")
 API_VERSION = "0.8.0"
 #: A document of this usetype makes its subtree an append-only workspace.

@@ -1,4 +1,4 @@
-"""A real JMFTS server for tests elsewhere in the tree (the seam ``tests/home`` expects).
+"""A real JMFTS server for tests elsewhere in the tree (the ``jmfts`` fixture of ``tests/home``).
 
 ``running_jmfts(data_dir)`` starts :class:`~home.jmfts.server.JmftsServer` on a free
 loopback port in the caller's event loop and yields a :class:`RunningJmfts`: its URL,

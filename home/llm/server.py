@@ -1,6 +1,6 @@
 """The embedded llama.cpp server as a component ``home up`` supervises.
 
-:class:`LlamaServer` starts ``python -m llama_cpp.server`` on loopback with the
+:class:`LlamaServer` starts llama-cpp-python's server on loopback with the
 packaged GGUF, waits until ``GET /v1/models`` answers, and terminates the
 process (then kills it) on :meth:`LlamaServer.stop`. Thread counts are set for
 the machine: llama.cpp's throughput collapses once its threads exceed the free
@@ -9,7 +9,8 @@ cores, and on a 2-core home machine NATS, τ and JMFTS want a core too.
 The server runs with ``chat_format=chatml-function-calling``: when a request
 names one tool in ``tool_choice``, llama-cpp-python turns that tool's JSON
 schema into a grammar and the arguments are valid by construction (see
-:mod:`home.llm.endpoint`).
+:mod:`home.llm.endpoint`). The server runs through :mod:`home.llm.serve`, which
+first stops that chat format from HTML-escaping every message in the prompt.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class LlamaServer:
         return [
             sys.executable,
             "-m",
-            "llama_cpp.server",
+            "home.llm.serve",
             "--model",
             str(model),
             "--model_alias",

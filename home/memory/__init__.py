@@ -4,13 +4,17 @@
 here, in modules that do one thing each: configuration (:mod:`.config`), the JMFTS
 client the reflex searches and deposits with (:mod:`.store`), the pure recall gate and
 rendering (:mod:`.recall`), FSRS review decay (:mod:`.fsrs`), the evaluator's prompt,
-parsing and deduplication (:mod:`.evaluator`), the typed records and the on-disk ledger
-(:mod:`.records`), and threshold calibration with its CLI (:mod:`.calibrate`, :mod:`.cli`).
+parsing and deduplication (:mod:`.evaluator`), the keep gate that decides whether an
+utterance holds anything worth keeping (:mod:`.keep_gate`), the typed records and the
+on-disk ledger (:mod:`.records`), and threshold calibration and the judge, with their
+CLI (:mod:`.calibrate`, :mod:`.cli`).
 
 Errors raised here::
 
     MemoryReflexError
     ├── MemoryConfigError   a config key is missing, mistyped or out of range (named)
     ├── MemoryStoreError    JMFTS unreachable, or it refused a request (status, detail)
-    └── LedgerError         the search ledger or review book cannot be read or written
+    ├── LedgerError         the search ledger or review book cannot be read or written
+    ├── KeepGateError       the keep gate's examples unreadable, or its embedder failed
+    └── RestatementError    the model asked for a fact answered none (``home memory judge``)
 """

@@ -3,25 +3,34 @@
 Registered onto the ``home memory`` group (JMFTS's) by :func:`register`. Exit codes: 0 a
 report was made; 1 there is nothing to calibrate from yet; 2 bad usage or input (no
 ledger for that agent, a malformed ledger).
+
+``home memory judge TEXT...``: the keep gate's verdict on each utterance. Exit codes: 0
+judged; 1 the gate (or the model given with ``--llm-url``) failed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Annotated
 
+import httpx
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from home.llm.model_file import EMBEDDED_MODEL_ID
 from home.memory.calibrate import CATEGORIES, Calibration, collect, describe, plot
 from home.memory.config import LEDGER_DIRNAME
-from home.memory.errors import LedgerError
+from home.memory.errors import LedgerError, MemoryReflexError
+from home.memory.judge import Judgement, judge_utterances
+from home.memory.keep_gate import load_keep_gate
 from home.memory.records import Ledger
+from home.memory.restate import restate_with_model
+from home.substrate.options import DataDir
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-DEFAULT_HOME_DIR = Path.home() / ".local" / "share" / "tether"
 
 console = Console()
 err_console = Console(stderr=True)
@@ -33,13 +42,10 @@ def ledger_path(home_dir: Path, agent: str) -> Path:
 
 
 def calibrate(
+    data_dir: DataDir,
     agent: Annotated[
         str, typer.Argument(help="The agent whose reflex to calibrate, e.g. edge_asr_memory.")
     ],
-    data_dir: Annotated[
-        Path,
-        typer.Option("--data-dir", help="The home data directory (agents/AGENT/... below it)."),
-    ] = DEFAULT_HOME_DIR,
     ledger: Annotated[
         Path | None, typer.Option("--ledger", help="Read this ledger file instead.")
     ] = None,
@@ -56,7 +62,7 @@ def calibrate(
     Prints the score distributions of hits shown and used, shown and not used, and not shown,
     and the threshold that best separates used hits from the rest; draws them as a PNG.
 
-    Example: home memory calibrate edge_asr_memory --data-dir ~/.local/share/tether
+    Example: home memory calibrate edge_asr_memory [--data-dir DIR]
     """
     source = ledger or ledger_path(data_dir, agent)
     if not source.exists():
@@ -104,6 +110,68 @@ def _print(calibration: Calibration, agent: str, source: Path, image: Path | Non
         console.print(f"plot: {image}")
 
 
+def judge(
+    utterances: Annotated[
+        list[str],
+        typer.Argument(help="Utterances to judge, one argument each.", show_default=False),
+    ],
+    llm_url: Annotated[
+        str | None,
+        typer.Option(
+            "--llm-url",
+            help="An OpenAI-compatible URL taking a GBNF grammar (`home llm serve`): kept "
+            "utterances are restated by that model exactly as the reflex asks it. Without "
+            "it the memory text is a rule-based draft.",
+        ),
+    ] = None,
+    llm_model: Annotated[
+        str, typer.Option("--llm-model", help="The model name sent with --llm-url.")
+    ] = EMBEDDED_MODEL_ID,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Machine-readable output on stdout.")
+    ] = False,
+) -> None:
+    """Say whether the memory reflex would keep each utterance, with the score and the memory.
+
+    The keep gate is the reflex's own: MiniLM embeddings against the shipped examples, a
+    score >= 0 keeps. For a kept utterance the memory text is, with --llm-url, what the
+    evaluator's model writes under the fact grammar (what the reflex would store); without
+    it, a deterministic draft that puts the utterance in the third person ("my dog is Rex"
+    -> "The user's dog is Rex."), which the model would word its own way. Each memory says
+    which it is (model or draft).
+
+    Example: home memory judge "my dog is called Rex now" "what is the weather"
+    """
+    try:
+        judgements = asyncio.run(_judge(utterances, llm_url, llm_model))
+    except MemoryReflexError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_FAILURE) from exc
+    if as_json:
+        print(json.dumps({"judgements": [j.to_dict() for j in judgements]}))
+        return
+    table = Table(title="keep gate")
+    for column in ("utterance", "decision", "score", "memory"):
+        table.add_column(column, justify="right" if column == "score" else "left")
+    for j in judgements:
+        memory = f"{j.memory} [dim]({j.memory_source})[/dim]" if j.memory else ""
+        table.add_row(j.utterance, j.verdict.decision, f"{j.verdict.score:+.3f}", memory)
+    console.print(table)
+
+
+async def _judge(utterances: list[str], llm_url: str | None, llm_model: str) -> list[Judgement]:
+    gate = await asyncio.to_thread(load_keep_gate)
+    if llm_url is None:
+        return await judge_utterances(gate, utterances)
+    async with httpx.AsyncClient() as http:
+
+        async def restate(utterance: str) -> str:
+            return await restate_with_model(http, llm_url, llm_model, utterance)
+
+        return await judge_utterances(gate, utterances, restate)
+
+
 def register(memory_app: typer.Typer) -> None:
-    """Add ``calibrate`` to the ``home memory`` group."""
+    """Add ``calibrate`` and ``judge`` to the ``home memory`` group."""
     memory_app.command("calibrate")(calibrate)
+    memory_app.command("judge")(judge)

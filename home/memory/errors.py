@@ -30,3 +30,11 @@ class MemoryStoreError(MemoryReflexError):
 
 class LedgerError(MemoryReflexError):
     """The search ledger or the review book cannot be read or written."""
+
+
+class KeepGateError(MemoryReflexError):
+    """The keep gate's examples cannot be read, or its embedder cannot load or embed."""
+
+
+class RestatementError(MemoryReflexError):
+    """The model asked to restate an utterance as a fact did not answer with one."""

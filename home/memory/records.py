@@ -89,6 +89,15 @@ class DepositRecord:
 
 
 @dataclass(frozen=True)
+class GateRecord:
+    """The keep gate's verdict on one utterance of an evaluation's window."""
+
+    utterance: str
+    keep: bool
+    score: float
+
+
+@dataclass(frozen=True)
 class EvaluationRecord:
     """One evaluation (or one refused for overlap: ``evaluator_busy``)."""
 
@@ -104,10 +113,17 @@ class EvaluationRecord:
     error: str | None = None
     elapsed_ms: float | None = None
     answer: str | None = None  # the evaluator's own words, cut short: what the facts came from
+    # The keep gate's verdicts (utterance form only): a skipped utterance is never evaluated.
+    gated: list[GateRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with ``kind`` for the ledger."""
         return {"kind": "evaluation", **asdict(self)}
+
+    @property
+    def skipped(self) -> int:
+        """How many utterances the keep gate skipped."""
+        return sum(not g.keep for g in self.gated)
 
     @property
     def document_ids(self) -> list[int]:

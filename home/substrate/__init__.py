@@ -1,4 +1,4 @@
-"""The home substrate: what ``home up`` runs, and how later parts plug into it.
+"""The home substrate: what ``home up`` runs, and how the other parts of home plug into it.
 
 Layout (each module does one thing)::
 
@@ -18,21 +18,25 @@ Layout (each module does one thing)::
     nodes.py           NodeRunner: one node under its restart_policy
     process.py         child processes: own session, die with their parent, terminated in order
     eventlog.py        the JetStream stream of events.>, replay, follow and trace
+    logs.py            logging for ``home`` commands: rich lines, or JSON lines with --json
     cli/               ``home up|status|schema|events|trace`` (one module per command)
     errors.py          the exception tree
 
-Extension points for later issues:
+How the rest of home plugs in:
 
-* **Components** (JMFTS, the LLM server, the home bridge): implement
-  :class:`home.substrate.component.Component` (``name``, ``start``, ``health``,
-  ``stop``, ``info``) and register it in :func:`home.substrate.up.build_registry`
+* **Components**: :func:`home.substrate.up.build_registry` registers, in start
+  order, the nats-server, the language model (:mod:`home.llm`), JMFTS
+  (:mod:`home.jmfts`, unless memory is off), the substrate and the home bridge
+  (:mod:`home.bridge`). Each implements :class:`home.substrate.component.Component`
+  (``name``, ``start``, ``health``, ``stop``, ``info``); a new one registers
   after the components it depends on. Its state appears in ``home status`` and
   on ``home.status.component.<name>``.
-* **Node kinds** (``tau_agent``, ``effector``): implement
-  :class:`home.substrate.launchers.Launcher` returning a
-  :class:`home.substrate.launchers.NodeHandle` and add it to
-  :data:`home.substrate.launchers.LAUNCHERS`. Supervision, restart policy,
-  ref-counting and degraded/restored states come for free. The
+* **Node kinds**: :data:`home.substrate.launchers.LAUNCHERS` holds the kind the
+  substrate runs by itself (``service``); :func:`home.substrate.up.node_launchers`
+  adds ``tau_agent``, ``tau_bus_agent`` and ``effector`` (:mod:`home.agents.launcher`).
+  A kind is a :class:`home.substrate.launchers.Launcher` returning a
+  :class:`home.substrate.launchers.NodeHandle`; supervision, restart policy,
+  ref-counting and degraded/restored states come with it. The
   :class:`home.substrate.launchers.LaunchContext` carries the NATS URL, a
   directory for the node and every component's address by name.
 

@@ -2,10 +2,11 @@
 
 A launcher turns a catalog :class:`~shared.schema.NodeSpec` into a running
 :class:`NodeHandle`; :class:`~home.substrate.nodes.NodeRunner` supervises the
-handle under the node's restart policy. Later issues register the launchers
-for ``tau_agent`` and ``effector`` in :data:`LAUNCHERS` (or pass their own
-table to the substrate); a kind with no launcher is reported as unavailable
-("no launcher for kind X yet"), never faked.
+handle under the node's restart policy. :data:`LAUNCHERS` holds the kind the
+substrate runs by itself (``service``); ``home up`` hands the substrate a table
+that adds ``tau_agent``, ``tau_bus_agent`` and ``effector``
+(:func:`home.substrate.up.node_launchers`). A kind with no launcher is reported
+as unavailable ("no launcher for kind X yet"), never faked.
 
 The ``service`` launcher runs ``config.command`` (a list of strings) as a
 child process with ``NATS_URL``, ``TETHER_NODE`` and ``TETHER_NODE_DIR`` set

@@ -18,6 +18,7 @@ from typing import Any
 from home.agents.launcher import TOKENS_DIR, EffectorLauncher, ModelChoice, TauAgentLauncher
 from home.bridge import HomeBridgeComponent
 from home.jmfts.component import JmftsComponent
+from home.jmfts.locate import HOME_SUBDIR as JMFTS_HOME_SUBDIR
 from home.llm.component import EmbeddedLlmComponent, ExternalLlmComponent
 from home.substrate import control
 from home.substrate.component import ComponentRegistry, ComponentStatus
@@ -64,7 +65,7 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
     if config.memory:
         registry.register(
             JmftsComponent(
-                config.data_dir / "jmfts",
+                config.data_dir / JMFTS_HOME_SUBDIR,
                 catalog_agents(config.catalog),
                 config.data_dir / TOKENS_DIR,
             )

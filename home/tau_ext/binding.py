@@ -20,12 +20,17 @@ from shared.subjects import check_binding_id, check_name
 
 @dataclass(frozen=True)
 class TurnBinding:
-    """The flow of the turn in flight: its binding id, device and the event that started it."""
+    """The flow of the turn in flight: its binding id, device and the event that started it.
+
+    ``reprompt`` marks a prompt the node wrote itself (the one re-prompt after a refusal
+    to speak): not something the user said, so the memory reflex leaves it alone.
+    """
 
     binding_id: str
     device: str | None
     event_id: str
     turn: int
+    reprompt: bool = False
 
     def __post_init__(self) -> None:
         check_binding_id(self.binding_id)
@@ -57,6 +62,7 @@ def read_binding(path: Path) -> TurnBinding:
             device=None if data.get("device") is None else str(data["device"]),
             event_id=str(data["event_id"]),
             turn=int(data["turn"]),
+            reprompt=data.get("reprompt", False) is True,
         )
     except (KeyError, TypeError, ValueError, SubjectError) as exc:
         raise BindingFileError(f"{path}: malformed binding file: {exc!r}") from exc

@@ -29,7 +29,7 @@ _ACK_POLL_S = 0.1
 
 
 def ack_failure(payload: dict[str, Any]) -> str | None:
-    """Why an ack payload reports failure, or None for success (DESIGN.md "Acks")."""
+    """Why an ack payload reports failure, or None for success (docs/architecture.md "Acks")."""
     if payload.get("ok") is False:
         return f"ok=false: {payload.get('error') or 'no reason given'}"
     if payload.get("error") is not None:

@@ -14,10 +14,12 @@ skip them.
   at once; the evaluator names what is worth keeping, which is deposited under the
   agent's memory root, deduplicated. For a model without a grammar the evaluator is a
   forked sub-agent (τ ``spawn_branch``, no tools, no hooks) reading the conversation
-  up to there; for a model that declares one (the embedded model) it is one
-  grammar-constrained ``ctx.complete`` per utterance (see :mod:`home.memory.evaluator`
-  for why). One evaluator at a time: an overlap is recorded and reported as
-  ``evaluator_busy``, never queued. Reports go to ``...out.memorize.<device>``.
+  up to there; for a model that declares one (the embedded model) the keep gate
+  (:mod:`home.memory.keep_gate`) first skips what holds nothing worth keeping, and each
+  kept utterance gets one grammar-constrained ``ctx.complete`` (see
+  :mod:`home.memory.evaluator` for why). One evaluator at a time: an overlap is
+  recorded and reported as ``evaluator_busy``, never queued. Reports go to
+  ``...out.memorize.<device>``.
 
 Both reports are past tense; nothing binds them back into an agent (the activation
 loader refuses such a binding). At the end of each turn the reflex reads which shown
@@ -60,6 +62,7 @@ from home.memory.evaluator import (
     utterance_prompt,
 )
 from home.memory.fsrs import ReviewBook
+from home.memory.keep_gate import KeepGate, load_keep_gate
 from home.memory.recall import ScoredHit, render_recall, used_by_reply
 from home.memory.records import (
     MEMORIZE_ENTRY,
@@ -68,6 +71,7 @@ from home.memory.records import (
     RECALL_EVENT,
     USE_ENTRY,
     EvaluationRecord,
+    GateRecord,
     Ledger,
     SearchRecord,
     UseRecord,
@@ -119,6 +123,7 @@ class MemoryReflex:
         self._pending: TurnRecall | None = None
         self._evaluator: asyncio.Task[None] | None = None
         self._evaluation_id: str | None = None
+        self._keep_gate: KeepGate | None = None
         # The utterances not yet handed to an evaluator (kept across a busy refusal).
         self._utterances: list[str] = []
 
@@ -158,6 +163,13 @@ class MemoryReflex:
             return None, None
         return binding.binding_id, binding.device
 
+    def _reprompted(self) -> bool:
+        """Whether the turn in flight is the node's own re-prompt rather than the user's words."""
+        try:
+            return self.link.binding().reprompt
+        except ExtensionError:
+            return False
+
     async def _report(
         self, subject_of: Callable[[str, str], str], event_type: str, payload: dict[str, Any],
         device: str | None, binding_id: str | None,
@@ -183,7 +195,7 @@ class MemoryReflex:
         query = str(event.get("prompt") or "")
         binding_id, device = self._binding_id()
         self._pending = None
-        if not query.strip():
+        if not query.strip() or self._reprompted():
             return None
         self._utterances.append(query)
         record, shown = await self.recaller.recall(query, binding_id=binding_id)
@@ -235,7 +247,12 @@ class MemoryReflex:
     # -- memorize ----------------------------------------------------------------------
 
     async def on_user_turn_end(self, event: dict[str, Any], ctx: Any) -> None:
-        """Record which memories were used; every N turns, start (or refuse) an evaluation."""
+        """Record which memories were used; every N turns, start (or refuse) an evaluation.
+
+        The node's re-prompt is no user turn: it is neither counted nor evaluated.
+        """
+        if self._reprompted():
+            return
         self.user_turns += 1
         await self._record_use(event)
         if self.config.every_n == 0 or self.user_turns % self.config.every_n != 0:
@@ -317,8 +334,19 @@ class MemoryReflex:
             raise MemoryReflexError(f"the evaluator failed: {result.error}")
         return assistant_text(result.messages)
 
-    async def _utterance_answers(self, ctx: Any, model: Any, window: list[str]) -> str:
-        """The utterance form: one fact line per utterance, decoded under a grammar."""
+    async def _gate(self, window: list[str]) -> list[GateRecord]:
+        """The keep gate's verdict on each utterance; the gate is built on first use."""
+        if self._keep_gate is None:
+            # Off the turn, on a thread: loading MiniLM and embedding the examples takes ~1 s.
+            self._keep_gate = await asyncio.to_thread(load_keep_gate)
+        verdicts = await asyncio.to_thread(self._keep_gate.judge, window)
+        return [
+            GateRecord(utterance, verdict.keep, verdict.score)
+            for utterance, verdict in zip(window, verdicts, strict=True)
+        ]
+
+    async def _utterance_answers(self, ctx: Any, model: Any, gated: list[GateRecord]) -> str:
+        """The utterance form: one fact line per kept utterance, decoded under a grammar."""
         if model.grammar_dialect == "gbnf":
             constraint = DecodeConstraints(grammar=FACT_GBNF, verify=is_fact_line)
         else:  # llguidance takes the same line as a regex terminal
@@ -326,10 +354,12 @@ class MemoryReflex:
         # Deterministic: the same utterance gives the same fact, which dedup then keeps once.
         model = model.model_copy(update={"max_tokens": UTTERANCE_MAX_TOKENS, "temperature": 0.0})
         lines = []
-        for utterance in window:
+        for verdict in gated:
+            if not verdict.keep:
+                continue
             messages = [
                 {"role": "system", "content": UTTERANCE_SYSTEM},
-                {"role": "user", "content": utterance_prompt(utterance)},
+                {"role": "user", "content": utterance_prompt(verdict.utterance)},
             ]
             lines.append(await ctx.complete_text(messages, model=model, constraints=constraint))
         return "".join(lines)
@@ -354,7 +384,8 @@ class MemoryReflex:
             if getattr(model, "grammar_dialect", None) is None:
                 answer = await self._branch_answer(ctx, chosen, position)
             else:
-                answer = await self._utterance_answers(ctx, model, window)
+                base = replace(base, gated=await self._gate(window))
+                answer = await self._utterance_answers(ctx, model, base.gated)
             base = replace(base, answer=answer[:ANSWER_CHARS])
             facts = parse_facts(answer)
             if not facts or self.depositor is None:
@@ -397,6 +428,8 @@ def _memorize_payload(record: EvaluationRecord) -> dict[str, Any]:
         "deposits": [
             {"id": d.id, "action": d.action, "supersedes": d.supersedes} for d in record.deposits
         ],
+        "skipped": record.skipped,
+        "gate": [{"keep": g.keep, "score": g.score} for g in record.gated],
         "busy_with": record.busy_with,
         "answer": record.answer,
         "error": record.error,

@@ -1,4 +1,6 @@
-"""The prose rules of DESIGN.md, as pure functions over one assistant message.
+"""The prose rules, as pure functions over one assistant message.
+
+The rules (docs/architecture.md "Prose rules"):
 
 - text in a turn that also called a tool → a status line (reply rail);
 - text in a turn that called nothing → the answer: spoken if speakable, else

@@ -13,7 +13,7 @@ from shared.subjects import REPORT_RAILS, overlaps
 from shared.yaml_source import Reader, load_yaml
 
 # Report rails are for monitors only: binding one back into a node would feed an
-# agent its own past-tense accounts (DESIGN.md "Subjects").
+# agent its own past-tense accounts (docs/architecture.md "Subjects").
 REPORT_PATTERNS = tuple(f"events.workspace.*.out.{rail}.*" for rail in REPORT_RAILS)
 
 

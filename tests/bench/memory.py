@@ -17,6 +17,14 @@ reflex's own code path (:class:`home.memory.reflex.Recaller`, HTTP, the agent's 
 
 Peer for quality: the same questions through ``/search/hybrid`` (rank fusion), whose
 scores rank but do not measure: the reason the reflex gates on vector scores.
+
+The keep gate (:mod:`home.memory.keep_gate`), on the labelled acceptance set of
+``tests/home/memory/keep_gate_set.yaml``: keep precision, keep recall, and the time to
+judge one utterance (embedding included), one at a time as the reflex does; and the
+same on this benchmark's own corpus, worded by another hand (every planted statement
+to keep; the fillers and all questions to skip), which is not unseen: its fillers showed
+the gate keeping today's small talk, and the skip examples were extended for it. Peer:
+the embedded evaluator without the gate, which keeps every utterance.
 """
 
 from __future__ import annotations
@@ -41,9 +49,11 @@ from rich.progress import Progress
 from home.memory.calibrate import best_separation
 from home.memory.config import parse_config
 from home.memory.fsrs import ReviewBook
+from home.memory.keep_gate import load_keep_gate
 from home.memory.reflex import Recaller
 from home.memory.store import MemoryStore
 from tests.bench.report import Result, publish
+from tests.support.keep_gate_set import LabelledSet, read_labelled_set, score_gate
 
 SEED = 20261130
 SESSIONS = 40
@@ -549,10 +559,69 @@ async def measure(work: Path) -> list[Result]:
     ]
 
 
+def measure_gate() -> list[Result]:
+    """The keep gate on the labelled set, beside the evaluator alone (which keeps all)."""
+    labelled = read_labelled_set()
+    gate = load_keep_gate()
+    gate.judge(["warm up the embedder"])
+    score = score_gate(gate, labelled)
+    n, n_keep = len(labelled), len(labelled.keep)
+    corpus = LabelledSet(
+        keep=tuple(s.format(v=v) for s, _, values in FACTS for v in values),
+        skip=(*FILLERS, *(q for _, q, _ in FACTS), *FABRICATED),
+    )
+    on_corpus = score_gate(gate, corpus)
+    return [
+        Result(
+            "keep gate precision",
+            score.precision,
+            "fraction",
+            n,
+            "evaluator alone (keeps all)",
+            n_keep / n,
+            note="goal >= 0.9",
+        ),
+        Result(
+            "keep gate recall",
+            score.recall,
+            "fraction",
+            n_keep,
+            "evaluator alone (keeps all)",
+            1.0,
+            note="goal >= 0.8",
+        ),
+        Result(
+            "keep gate time per utterance",
+            score.ms_per_utterance,
+            "ms",
+            n,
+            note="MiniLM embedding included, one utterance at a time",
+        ),
+        Result(
+            "keep gate precision, recall corpus",
+            on_corpus.precision,
+            "fraction",
+            len(corpus),
+            "evaluator alone (keeps all)",
+            len(corpus.keep) / len(corpus),
+            note="another hand's wording (it guided the skip examples)",
+        ),
+        Result(
+            "keep gate recall, recall corpus",
+            on_corpus.recall,
+            "fraction",
+            len(corpus.keep),
+            "evaluator alone (keeps all)",
+            1.0,
+        ),
+    ]
+
+
 def main() -> None:
     """Run the benchmark and publish ``bench-results/memory.json``."""
+    results = measure_gate()
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        results = asyncio.run(measure(Path(tmp)))
+        results += asyncio.run(measure(Path(tmp)))
     publish("memory", results)
 
 

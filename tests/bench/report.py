@@ -1,4 +1,7 @@
-"""The benchmark result format of DESIGN.md: a rich table on screen, JSON in bench-results/."""
+"""Benchmark results: a rich table on screen, JSON in bench-results/.
+
+The format is docs/architecture.md "Benchmarks".
+"""
 
 from __future__ import annotations
 

@@ -9,16 +9,15 @@ spoken answer to another WAV before exiting.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
 import wave
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from hil.speech import SpeechLibrary
+from tests.support.home_up import running_home
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 pytestmark = pytest.mark.slow
@@ -27,33 +26,6 @@ ANSWER = "The kettle is on."
 
 def _speak(request: RecordedRequest) -> Reply:
     return Reply.call("speak", {"text": ANSWER})
-
-
-@contextlib.asynccontextmanager
-async def running_home(data_dir: Path, llm_url: str) -> AsyncIterator[Path]:
-    log = (data_dir.parent / "home-up.log").open("ab")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "home.cli", "up", "--data-dir", str(data_dir), "--apply",
-        "edge_asr", "--llm-url", llm_url, "--bridge-port", "0", stdout=log, stderr=log,
-    )  # fmt: skip
-    try:
-        async with asyncio.timeout(120):
-            while True:
-                assert proc.returncode is None, (data_dir.parent / "home-up.log").read_text()
-                status = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "home.cli", "status", "--json", "--data-dir",
-                    str(data_dir), stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.DEVNULL,
-                )  # fmt: skip
-                out, _ = await status.communicate()
-                if status.returncode == 0 and json.loads(out)["schemas"][0]["state"] == "active":
-                    break
-                await asyncio.sleep(0.5)
-        yield data_dir
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 60)
-        log.close()
 
 
 async def edge_run(*args: str) -> tuple[int, dict[str, object], str]:

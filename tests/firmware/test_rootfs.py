@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
+import warnings
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,13 @@ import pytest
 from firmware.errors import BuildError, HostToolError
 from firmware.host import ENABLE_BINFMT_HINT, require_tools, source_date_epoch
 from firmware.profiles import get_profile
-from firmware.rootfs import RootfsSpec, cache_paths, mmdebstrap_command, read_versions
+from firmware.rootfs import (
+    RootfsSpec,
+    _run_streaming,
+    cache_paths,
+    mmdebstrap_command,
+    read_versions,
+)
 
 
 def test_key_follows_the_package_list() -> None:
@@ -62,3 +70,20 @@ def test_host_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(HostToolError, match="SOURCE_DATE_EPOCH"):
         source_date_epoch()
     assert "update-binfmts --enable qemu-aarch64" in ENABLE_BINFMT_HINT
+
+
+def test_streaming_a_build_closes_its_pipe(tmp_path: Path) -> None:
+    # Only a cold cache runs this (the first rootfs build), so a leak hid behind warm caches.
+    lines: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _run_streaming(["sh", "-c", "echo one; echo two"], lines.append, tmp_path / "build.log")
+        gc.collect()
+    assert lines == ["one", "two"]
+    assert (tmp_path / "build.log").read_text() == "one\ntwo\n"
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def test_a_failed_build_names_its_log_and_last_lines(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match=r"exited 3; log .*build\.log.*\nboom"):
+        _run_streaming(["sh", "-c", "echo boom; exit 3"], lambda _l: None, tmp_path / "build.log")

@@ -11,10 +11,7 @@ board dials at 10.0.2.2, the whole smoke suite, a spooled turn, and linkdrop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shutil
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -31,37 +28,12 @@ from hil.targets.ssh import SshBoardOptions
 from hil.targets.sshlink import HostKeyPin
 from hil.targets.virtual import DEFAULT_PHRASES
 from tests.support.board_image import BuiltQemuImage
+from tests.support.home_up import running_home
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 
 def _speak(request: RecordedRequest) -> Reply:
     return Reply.call("speak", {"text": "Understood."})
-
-
-@contextlib.asynccontextmanager
-async def running_home(data_dir: Path, bridge_port: int, llm_url: str) -> AsyncIterator[Path]:
-    """`home up` on ``data_dir`` (a paired home folder), its bridge endpoint on ``bridge_port``."""
-    log = (data_dir.parent / "home-up.log").open("ab")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "home.cli", "up", "--data-dir", str(data_dir), "--bridge-port",
-        str(bridge_port), "--apply", "edge_asr", "--llm-url", llm_url, stdout=log, stderr=log,
-    )  # fmt: skip
-    try:
-        async with asyncio.timeout(120):
-            while not await asyncio.to_thread((data_dir / "home.json").exists):
-                assert proc.returncode is None, (data_dir.parent / "home-up.log").read_text()
-                await asyncio.sleep(0.2)
-        yield data_dir
-    finally:
-        try:
-            if proc.returncode is None:
-                proc.terminate()
-                await asyncio.wait_for(proc.wait(), 60)  # home must stop; a hang fails
-        finally:
-            if proc.returncode is None:  # but a failure leaves nothing behind
-                proc.kill()
-                await proc.wait()
-            log.close()
 
 
 @pytest.mark.slow
@@ -76,7 +48,7 @@ async def test_a_booted_image_is_driven_like_a_real_board(
         ScriptedModel(responder=_speak) as model,
         # The board dials 10.0.2.2:home_port, which is this machine's 127.0.0.1:home_port.
         CuttableRelay(built_qemu_image.home_port, home_port) as relay,
-        running_home(home_data, home_port, model.url),
+        running_home(home_data, model.url, bridge_port=home_port),
     ):
         options = SshBoardOptions(
             key=None,

@@ -18,10 +18,15 @@ from tests.jmfts.conftest import ServerProcess
 CLI_TIMEOUT_S = 120
 
 
+def admin_token(server: ServerProcess) -> Path:
+    """Where a standalone `home jmfts serve --data-dir DIR` keeps its admin token."""
+    return server.data_dir / "admin.token"
+
+
 def _home(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     home = Path(sys.executable).with_name("home")
     return subprocess.run(
-        [str(home), "memory", *args, "--url", server.url, "--data-dir", str(server.data_dir)],
+        [str(home), "memory", *args, "--url", server.url, "--token-file", str(admin_token(server))],
         capture_output=True,
         text=True,
         timeout=CLI_TIMEOUT_S,
@@ -31,7 +36,7 @@ def _home(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]
 
 
 def test_memory_cli_put_search_get_tree_grant_token_triples(server: ServerProcess) -> None:
-    token_file = server.data_dir / "admin.token"
+    token_file = admin_token(server)
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     put = _home(server, "put", "workspace/notes/x", "The boiler service is due in March", "--json")
     assert put.returncode == 0, put.stderr
@@ -79,8 +84,8 @@ def test_memory_cli_exit_codes(server: ServerProcess) -> None:
             "x",
             "--url",
             "http://127.0.0.1:9",
-            "--data-dir",
-            str(server.data_dir),
+            "--token-file",
+            str(admin_token(server)),
         ],
         capture_output=True,
         text=True,

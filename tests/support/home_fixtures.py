@@ -1,4 +1,5 @@
-"""Fixtures for the home side: a real nats-server, the node catalog, the edge's side of a turn.
+"""Fixtures for the home side: a real nats-server, the node catalog, the edge's side of a turn,
+a real JMFTS.
 
 Each test folder that uses them imports them in its own conftest.py.
 """
@@ -17,6 +18,7 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
+from home.jmfts.testing import RunningJmfts, running_jmfts
 from home.substrate.config import EventLogConfig
 from home.substrate.eventlog import ensure_stream
 from home.substrate.nats_server import NatsServer
@@ -146,6 +148,13 @@ async def edge(nats_url: str) -> AsyncIterator[EdgeSide]:  # noqa: F811
         yield side
     finally:
         await nc.drain()
+
+
+@pytest.fixture
+async def jmfts(tmp_path: Path) -> AsyncIterator[RunningJmfts]:
+    """A real JMFTS server on a free loopback port, stopped when the test ends."""
+    async with running_jmfts(tmp_path / "jmfts") as server:
+        yield server
 
 
 def payload_json(event: BusEvent) -> str:

@@ -1,4 +1,4 @@
-"""What every ``home`` command shares: the --data-dir and --json options, consoles, exit codes."""
+"""What the substrate's commands share: the --json option, consoles, exit codes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from rich.markup import escape
 
 from home.substrate import control
 from home.substrate.client import HomeClient
-from home.substrate.config import default_data_dir
 from home.substrate.errors import ControlError, HomeNotRunning
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -22,16 +21,6 @@ T = TypeVar("T")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
-DataDir = Annotated[
-    Path,
-    typer.Option(
-        "--data-dir",
-        help="The home's data directory (state file, NATS store, logs). "
-        "Default: $TETHER_HOME_DIR, else $XDG_DATA_HOME/tether/home.",
-        default_factory=default_data_dir,
-        show_default=False,
-    ),
-]
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 

@@ -13,7 +13,6 @@ from rich.table import Table
 from home.substrate.cli.common import (
     EXIT_FAILURE,
     AsJson,
-    DataDir,
     console,
     err,
     run_client,
@@ -23,6 +22,7 @@ from home.substrate.config import (
     EventLogConfig,
 )
 from home.substrate.eventlog import EVENTS_SUBJECT, LoggedEvent, event_summary, read_log, trace
+from home.substrate.options import DataDir
 
 
 def events(

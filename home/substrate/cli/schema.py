@@ -14,7 +14,6 @@ from home.substrate import control
 from home.substrate.cli.common import (
     EXIT_USAGE,
     AsJson,
-    DataDir,
     console,
     err,
     run_client,
@@ -22,6 +21,7 @@ from home.substrate.cli.common import (
 )
 from home.substrate.cli.status import print_schemas
 from home.substrate.client import HomeClient
+from home.substrate.options import DataDir
 
 schema_app = typer.Typer(
     help="Apply, unapply and list activation schemas on a running home.",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+import time
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -14,28 +17,67 @@ from home.substrate.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     AsJson,
-    DataDir,
     console,
     run_client,
     state_markup,
 )
+from home.substrate.client import HomeClient
+from home.substrate.errors import ControlError, HomeNotRunning
+from home.substrate.options import DataDir
+
+Wait = Annotated[
+    float,
+    typer.Option(
+        "--wait",
+        metavar="SECONDS",
+        min=0,
+        help="Keep asking until home runs and every component is healthy, for up to "
+        "SECONDS (for scripts that just started `home up`).",
+    ),
+]
+_WAIT_POLL_S = 0.5
 
 
-def status(data_dir: DataDir, as_json: AsJson = False) -> None:
+def status(data_dir: DataDir, as_json: AsJson = False, wait: Wait = 0.0) -> None:
     """Components, nodes, active schemas, event rates and dropped-event counts.
 
     Exit status 0 when every component is healthy and no schema is degraded,
     1 otherwise (or when no home runs on the data directory).
+
+    Example (a script that started home in the background):
+
+        home up --data-dir /tmp/home1 &  home status --data-dir /tmp/home1 --wait 120
     """
-    result: dict[str, Any] = run_client(data_dir, lambda home: home.request(control.STATUS))
-    healthy = all(c["state"] == "healthy" for c in result.get("components", [])) and all(
-        s["state"] != "degraded" for s in result["schemas"]
-    )
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            result: dict[str, Any] = asyncio.run(_fetch(data_dir))
+        except (HomeNotRunning, ControlError):
+            # Starting: no state file yet, or the control surface not answering yet.
+            if time.monotonic() < deadline:
+                time.sleep(_WAIT_POLL_S)
+                continue
+            result = run_client(data_dir, lambda home: home.request(control.STATUS))
+        if _healthy(result) or time.monotonic() >= deadline:
+            break
+        time.sleep(_WAIT_POLL_S)
     if as_json:
         print(json.dumps(result, indent=2))
     else:
         _print_status(result)
-    raise typer.Exit(EXIT_OK if healthy else EXIT_FAILURE)
+    raise typer.Exit(EXIT_OK if _healthy(result) else EXIT_FAILURE)
+
+
+async def _fetch(data_dir: Path) -> dict[str, Any]:
+    async with HomeClient(data_dir) as home:
+        result: dict[str, Any] = await home.request(control.STATUS)
+        return result
+
+
+def _healthy(result: dict[str, Any]) -> bool:
+    return all(c["state"] == "healthy" for c in result.get("components", [])) and all(
+        s["state"] != "degraded" for s in result["schemas"]
+    )
 
 
 def _print_status(result: dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ from rich.table import Table
 from home.substrate.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
-    DataDir,
     console,
     err,
 )
@@ -35,6 +34,7 @@ from home.substrate.errors import (
     LaunchError,
 )
 from home.substrate.logs import configure_logging
+from home.substrate.options import DataDir
 from home.substrate.up import components_table, run_home
 
 
@@ -69,12 +69,13 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
     llm_url: Annotated[
         str | None,
         typer.Option(
+            envvar="TETHER_LLM_URL",
             help="Point every agent at this OpenAI-compatible endpoint (…/v1: ollama, "
-            "llama.cpp, vLLM, a hosted API) instead of the embedded model; 'none' runs no model."
+            "llama.cpp, vLLM, a hosted API) instead of the embedded model; 'none' runs no model.",
         ),
     ] = None,
     llm_model: Annotated[
-        str, typer.Option(help="The model id to request from --llm-url.")
+        str, typer.Option(envvar="TETHER_LLM_MODEL", help="The model id to request from --llm-url.")
     ] = "default",
     memory: Annotated[
         bool,
@@ -83,8 +84,9 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
     bridge_port: Annotated[
         int | None,
         typer.Option(
+            envvar="TETHER_BRIDGE_PORT",
             help="Port of the bridge's SSH endpoint (default: the paired halves' listen port, "
-            "2222); it runs when a device is paired into DATA_DIR/bridge."
+            "2222); it runs when a device is paired into DATA_DIR/bridge.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Log JSON lines to stderr.")] = False,

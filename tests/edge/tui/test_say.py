@@ -110,8 +110,11 @@ async def test_say_refuses_a_bad_device_with_exit_2(nats_server: LocalNatsServer
     assert "device must be one lowercase token" in err
 
 
-async def test_say_through_the_bridge_names_the_missing_pairing(tmp_path: Path) -> None:
+async def test_say_through_the_bridge_without_a_home_says_how_to_start_one(
+    tmp_path: Path,
+) -> None:
+    # No home runs there and nothing was paired before: there is nothing to pair with.
     code, _out, err = await finish(await edge_say("hello", "--data-dir", str(tmp_path)))
     assert code == 1
-    assert "is not paired with the home" in " ".join(err.split())
-    assert "bridge pair --device tui" in " ".join(err.split())
+    assert f"no running home in {tmp_path}" in err
+    assert f"start one with `home up --data-dir {tmp_path}`" in err

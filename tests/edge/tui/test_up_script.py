@@ -1,14 +1,15 @@
 """``scripts/up.sh`` (what ``make up`` runs), in tmux against a real ``home up``.
 
-Needs the ``home`` CLI (issue 3) beside this interpreter; on a branch without it
-the test says so and skips. It runs the script's direct mode (the TUI on home's
-own NATS), which needs no pairing; the bridge mode is the same script with
-``edge tui --data-dir`` at the end.
+Uses the ``home`` CLI beside this interpreter and the embedded model, as ``make up``
+does, and the script's default way: the TUI pairs through the running home and
+talks across the real SSH bridge (on a free port here). The embedded model's
+answer must reach the screen, and quitting must stop home.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +23,13 @@ BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[3]
 # home up with the embedded defaults may load a model before it reports healthy.
 UP_WAIT_S = 240.0
+ANSWER_WAIT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def home_status_ok(data_dir: Path) -> bool:
@@ -35,14 +43,12 @@ def home_status_ok(data_dir: Path) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(UP_WAIT_S + 120)
+@pytest.mark.timeout(UP_WAIT_S + ANSWER_WAIT_S + 120)
 async def test_up_script_opens_the_tui_and_quitting_stops_home(tmux: Tmux, tmp_path: Path) -> None:
-    if not (BIN / "home").exists():
-        pytest.skip("the home CLI (issue 3) is not installed on this branch")
     data_dir = tmp_path / "home"
     rc_file = tmp_path / "rc"
     command = (
-        f"BIN={BIN} TETHER_UP_VIA=direct TETHER_UP_TIMEOUT={UP_WAIT_S:.0f} "
+        f"BIN={BIN} TETHER_BRIDGE_PORT={free_port()} TETHER_UP_TIMEOUT={UP_WAIT_S:.0f} "
         f"{ROOT / 'scripts' / 'up.sh'} {data_dir}; echo $? > {rc_file}"
     )
     await tmux.run(
@@ -50,7 +56,7 @@ async def test_up_script_opens_the_tui_and_quitting_stops_home(tmux: Tmux, tmp_p
     )  # fmt: skip
     deadline = time.monotonic() + UP_WAIT_S
     screen = ""
-    while "link up (direct)" not in screen:
+    while "link up (bridge tui)" not in screen:
         if time.monotonic() > deadline or rc_file.exists():
             log = data_dir / "logs" / "home-up.log"
             tail = log.read_text()[-2000:] if log.exists() else "(no log)"
@@ -63,6 +69,15 @@ async def test_up_script_opens_the_tui_and_quitting_stops_home(tmux: Tmux, tmp_p
     await tmux.run("send-keys", "-t", "tui", "-l", "hello home")
     await tmux.run("send-keys", "-t", "tui", "Enter")
     await tmux.wait_for_text("you hello home")
+    # The embedded model answers as the agent of the memory schema make up applies
+    # (its first answer loads the model: allow it the time a busy machine takes).
+    deadline = time.monotonic() + ANSWER_WAIT_S
+    while "ms to first answer" not in (screen := await tmux.screen()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"no answer from the embedded model; screen:\n{screen}")
+        await asyncio.sleep(0.5)
+    assert "edge_asr_memory" in screen
+    assert (data_dir / "bridge" / "tui.edge.yaml").is_file()  # paired through home
 
     await tmux.run("send-keys", "-t", "tui", "C-c")
     deadline = time.monotonic() + 60

@@ -243,6 +243,17 @@ def test_binding_file_round_trips_and_names_its_problems(tmp_path: Path) -> None
         read_binding(path)
 
 
+def test_a_reprompt_is_marked_in_the_binding_file_and_an_older_file_is_no_reprompt(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "binding.json"
+    reprompt = TurnBinding(binding_id="b1", device="tui", event_id="e1", turn=1, reprompt=True)
+    write_binding(path, reprompt)
+    assert read_binding(path).reprompt
+    path.write_text('{"binding_id": "b1", "device": "tui", "event_id": "e1", "turn": 1}')
+    assert not read_binding(path).reprompt
+
+
 @pytest.mark.parametrize(
     ("payload", "failed"),
     [

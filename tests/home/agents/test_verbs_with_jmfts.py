@@ -1,14 +1,10 @@
-"""A verb from the model to a document in JMFTS, through τ, the verbs extension and the effector.
-
-Needs the JMFTS server of home/jmfts (``needs_jmfts``): enabled once it is merged.
-"""
+"""A verb from the model to a document in a real JMFTS: τ, the verbs extension, the effector."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,9 +13,9 @@ from home.agents.launch import ModelEndpoint
 from home.effectors.effector import Effector
 from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
+from home.jmfts.testing import RunningJmfts
 from shared.schema.catalog import NodeCatalog
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
-from tests.support.jmfts_seam import jmfts  # noqa: F401  (fixture)
 from tests.support.scripted_model import Reply, ScriptedModel, content_text
 
 
@@ -29,14 +25,13 @@ async def model() -> AsyncIterator[ScriptedModel]:
         yield scripted
 
 
-@pytest.mark.needs_jmfts
 async def test_journal_append_lands_in_jmfts_under_the_agents_principal_and_never_the_token(
     catalog: NodeCatalog,
     nats_url: str,
     model: ScriptedModel,
     edge: EdgeSide,
     tmp_path: Path,
-    jmfts: Any,  # noqa: F811
+    jmfts: RunningJmfts,
 ) -> None:
     tokens = tmp_path / "tokens"
     tokens.mkdir()

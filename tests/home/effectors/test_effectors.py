@@ -1,7 +1,7 @@
 """Effectors on a real nats-server: every verb event acked, failures as ``ok: false``.
 
-The success path writes into a real JMFTS (``needs_jmfts``); the failure paths
-(JMFTS unreachable, no token for the agent, events that cannot be acked) run now.
+The success paths write into a real JMFTS; the failure paths cover JMFTS unreachable,
+no token for the agent, and events that cannot be acked.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from home.effectors import jmfts_write
 from home.effectors.effector import Effector
 from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
+from home.jmfts.testing import RunningJmfts
 from shared.event import Event, new_binding_id
 from shared.subjects import journal_append_ack_subject, verb_subject
 from tests.support.home_fixtures import REPO_ROOT
-from tests.support.jmfts_seam import jmfts  # noqa: F401  (fixture)
 
 
 @pytest.fixture
@@ -179,12 +179,11 @@ def test_effector_cli_usage_errors_exit_2() -> None:
 # --- with a real JMFTS ------------------------------------------------------------
 
 
-@pytest.mark.needs_jmfts
 async def test_journal_append_lands_under_the_agents_own_principal(
     nats_url: str,
     bus: Any,
     tmp_path: Path,
-    jmfts: Any,  # noqa: F811
+    jmfts: RunningJmfts,
 ) -> None:
     tokens = tmp_path / "tokens"
     tokens.mkdir()
@@ -205,12 +204,11 @@ async def test_journal_append_lands_under_the_agents_own_principal(
             await as_other.get(ack["doc_id"])
 
 
-@pytest.mark.needs_jmfts
 async def test_jmfts_write_lands_in_the_agents_workspace(
     nats_url: str,
     bus: Any,
     tmp_path: Path,
-    jmfts: Any,  # noqa: F811
+    jmfts: RunningJmfts,
 ) -> None:
     tokens = tmp_path / "tokens"
     tokens.mkdir()

@@ -17,6 +17,7 @@ from home.agents.agent_node import AgentNode
 from home.llm.endpoint import embedded_endpoint, forced_tool_choice
 from home.llm.errors import ModelFileError
 from home.llm.model_file import packaged_gguf
+from home.llm.serve import render_chat_prompt
 from home.llm.server import LlamaServer, LlamaServerConfig
 from home.tau_ext.handset import SPEAK_SCHEMA
 from shared.schema.catalog import NodeCatalog
@@ -57,6 +58,29 @@ async def test_server_lifecycle_and_a_schema_constrained_tool_call(llm: LlamaSer
     assert call["function"]["name"] == "speak"
     arguments = json.loads(call["function"]["arguments"])
     assert isinstance(arguments["text"], str)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("verbatim_prompts")
+async def test_apostrophes_and_ampersands_reach_the_model_and_come_back_unescaped(
+    llm: LlamaServer,
+) -> None:
+    messages = [
+        {"role": "system", "content": "You repeat what the user says."},
+        {"role": "user", "content": "Repeat exactly: it's Tom & Jerry"},
+    ]
+    body = {"model": "smollm2", "messages": messages, "temperature": 0, "max_tokens": 32}
+    async with httpx.AsyncClient(timeout=120) as client:
+        answer = (await client.post(f"{llm.url}/chat/completions", json=body)).json()
+        verbatim = render_chat_prompt(messages)
+        count_url = f"{llm.url.removesuffix('/v1')}/extras/tokenize/count"
+        verbatim_tokens = (await client.post(count_url, json={"input": verbatim})).json()
+
+    # The server tokenized exactly the verbatim prompt: &#39; and &amp; would add tokens.
+    assert answer["usage"]["prompt_tokens"] == verbatim_tokens["count"]
+    text = answer["choices"][0]["message"]["content"]
+    assert "&#39;" not in text
+    assert "&amp;" not in text
 
 
 @pytest.mark.slow

@@ -53,17 +53,21 @@ class Brain:
 
     ``evaluations`` is consumed one per evaluator request (default ``NONE``); an
     evaluation waits on ``evaluation_gate`` when one is set, holding the evaluator busy.
+    ``turn_replies`` is consumed one per ordinary turn before ``speak`` answers.
     """
 
     model: ScriptedModel
     evaluations: list[str] = field(default_factory=list)
     evaluation_gate: asyncio.Event | None = None
+    turn_replies: list[Reply] = field(default_factory=list)
     speak: Callable[[RecordedRequest], str] = lambda r: f"You said {r.last_user_text}."
 
     def __call__(self, request: RecordedRequest) -> Reply:
         if is_evaluation(request):
             text = self.evaluations.pop(0) if self.evaluations else "NONE"
             return Reply.say(text, gate=self.evaluation_gate)
+        if self.turn_replies:
+            return self.turn_replies.pop(0)
         return Reply.call("speak", {"text": self.speak(request)})
 
     @property

@@ -18,6 +18,7 @@ from tests.home.memory.conftest import (
     until,
     user_texts,
 )
+from tests.support.scripted_model import Reply
 
 ROOT = f"workspace/{AGENT}"
 
@@ -194,3 +195,62 @@ async def test_an_answer_outside_the_fact_grammar_is_a_failed_evaluation_not_a_d
     assert payload["status"] == "failed"
     assert "ConstraintViolation" in payload["error"] and payload["document_ids"] == []
     assert await stored_contents(jmfts, token) == []
+
+
+async def test_with_a_grammar_model_the_keep_gate_skips_a_question_before_the_model_sees_it(
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    brain.evaluations = ["- The user's cat is called Mochi.\n"]
+    spec = reflex_spec(catalog, every_n=2)
+    async with converse(spec, token, grammar="gbnf") as (edge, _):
+        await edge.say("my cat is called Mochi")
+        await edge.say("what is the weather like tomorrow")
+        (report,) = await edge.wait_for("memorize.tui")
+        await edge.say("what time is it")
+        await edge.say("turn off the lights")
+        reports = await edge.wait_for("memorize.tui", 2)
+
+    # Only the fact reached the evaluator's model; the question never did.
+    assert [user_texts(r) for r in brain.evaluator_requests] == [
+        [utterance_prompt("my cat is called Mochi")]
+    ]
+    payload = report.event.payload
+    assert payload["status"] == "deposited"
+    assert payload["queries"] == ["The user's cat is called Mochi."]
+    assert payload["skipped"] == 1
+    kept, skipped = payload["gate"]
+    assert kept["keep"] and kept["score"] >= 0
+    assert not skipped["keep"] and skipped["score"] < 0
+    # A window of a question and a command: nothing evaluated, nothing deposited.
+    questions = reports[1].event.payload
+    assert questions["status"] == "nothing" and questions["document_ids"] == []
+    assert questions["skipped"] == 2
+    assert await stored_contents(jmfts, token) == ["The user's cat is called Mochi."]
+
+
+async def test_the_nodes_own_reprompt_is_neither_recalled_for_nor_evaluated(
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
+) -> None:
+    token = await jmfts.principal(AGENT, [ROOT])
+    # The first answer cannot be read aloud: the node re-prompts once, on its own.
+    brain.turn_replies = [Reply.say("```\nMochi\n```")]
+    brain.evaluations = [
+        "- The user's cat is called Mochi.\n",
+        "- The user's work is night shifts.\n",
+    ]
+    spec = reflex_spec(catalog, every_n=2)
+    async with converse(spec, token, grammar="gbnf") as (edge, node):
+        await edge.say("my cat is called Mochi")
+        await until(lambda: node.stats.reprompts == 1 and len(node.stats.outcomes) == 2)
+        await edge.say("I work night shifts")
+        (report,) = await edge.wait_for("memorize.tui")
+        recalls = edge.on("recall.tui")
+
+    assert "could not be read aloud" in brain.turns[1].last_user_text
+    assert [user_texts(r) for r in brain.evaluator_requests] == [
+        [utterance_prompt("my cat is called Mochi")],
+        [utterance_prompt("I work night shifts")],
+    ]
+    assert len(report.event.payload["gate"]) == 2
+    assert len(recalls) == 2, "one recall per user utterance, none for the re-prompt"

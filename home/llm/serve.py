@@ -1,0 +1,132 @@
+"""The embedded model server's entry point: ``python -m home.llm.serve <llama_cpp.server args>``.
+
+It runs llama-cpp-python's own server after correcting one library bug. The
+``chatml-function-calling`` handler builds its Jinja environment with
+``autoescape=jinja2.select_autoescape(["html", "xml"])``, which is on for a
+template given as a string, so every message reached the model HTML-escaped
+(``'`` as ``&#39;``, ``&`` as ``&amp;``): the model copied the escapes into its
+answers, and the next turn escaped them again. A chat prompt is not HTML, so
+:func:`render_chat_prompts_verbatim` has every chat template in
+``llama_cpp.llama_chat_format`` rendered without autoescaping (the others never
+asked for it), then renders a probe conversation through the handler and
+raises :class:`~home.llm.errors.LlmServerError` unless the probe comes out
+verbatim: a llama-cpp-python upgrade that changes the handler's shape stops the
+server at start instead of bringing the escaping back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, NoReturn, cast
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from llama_cpp import Llama, llama_chat_format
+from llama_cpp.llama_types import (
+    ChatCompletionRequestMessage,
+    ChatCompletionTool,
+    ChatCompletionToolChoiceOption,
+)
+from llama_cpp.server.__main__ import main as llama_server_main
+
+from home.llm.errors import LlmServerError
+from home.llm.server import CHAT_FORMAT
+
+# The name llama_chat_format builds every chat template's Jinja environment with.
+_ENVIRONMENT_NAME = "ImmutableSandboxedEnvironment"
+_PROBE_TEXT = "it's Tom & Jerry"
+
+
+class _PlainTextSandboxedEnvironment(ImmutableSandboxedEnvironment):
+    """The sandbox llama_chat_format renders chat templates in, never HTML-escaping."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **{**options, "autoescape": False})
+
+
+class _PromptRendered(Exception):
+    """Raised by :class:`_PromptRecorder` to end the handler once it has built its prompt."""
+
+    def __init__(self, prompt: str) -> None:
+        super().__init__(prompt)
+        self.prompt = prompt
+
+
+class _PromptRecorder:
+    """Stands in for ``llama_cpp.Llama``: the handler's first completion request ends it."""
+
+    verbose = False
+
+    def create_completion(self, *, prompt: str, **options: object) -> NoReturn:
+        raise _PromptRendered(prompt)
+
+
+def render_chat_prompt(
+    messages: Sequence[ChatCompletionRequestMessage],
+    *,
+    tools: Sequence[ChatCompletionTool] | None = None,
+    tool_choice: ChatCompletionToolChoiceOption | None = None,
+) -> str:
+    """The prompt the server's chat handler builds for a request, without a model."""
+    handler = llama_chat_format.get_chat_completion_handler(CHAT_FORMAT)
+    try:
+        handler(
+            # The handler reads only ``verbose`` and ``create_completion`` before its first
+            # completion request, which is where the recorder stops it.
+            llama=cast(Llama, _PromptRecorder()),
+            messages=list(messages),
+            tools=None if tools is None else list(tools),
+            tool_choice=tool_choice,
+        )
+    except _PromptRendered as rendered:
+        return rendered.prompt
+    raise LlmServerError(f"the {CHAT_FORMAT} handler answered without asking for a completion")
+
+
+def render_chat_prompts_verbatim() -> None:
+    """Turn off llama_chat_format's HTML autoescaping; raise LlmServerError if it stays on."""
+    current = getattr(llama_chat_format, _ENVIRONMENT_NAME, None)
+    if current not in (ImmutableSandboxedEnvironment, _PlainTextSandboxedEnvironment):
+        raise LlmServerError(
+            f"llama_cpp.llama_chat_format.{_ENVIRONMENT_NAME} is {current!r}, "
+            f"expected jinja2's; the autoescape fix in {__name__} needs a look"
+        )
+    setattr(llama_chat_format, _ENVIRONMENT_NAME, _PlainTextSandboxedEnvironment)
+    prompt = _render_probe()
+    if prompt.count(_PROBE_TEXT) != 3:
+        raise LlmServerError(
+            f"the {CHAT_FORMAT} prompt should hold {_PROBE_TEXT!r} verbatim 3 times "
+            f"(user, assistant, tool-call arguments), got {prompt!r}"
+        )
+
+
+def _render_probe() -> str:
+    arguments = json.dumps({"text": _PROBE_TEXT})
+    return render_chat_prompt(
+        [
+            {"role": "user", "content": _PROBE_TEXT},
+            {
+                "role": "assistant",
+                "content": _PROBE_TEXT,
+                "tool_calls": [
+                    {
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {"name": "speak", "arguments": arguments},
+                    }
+                ],
+            },
+        ],
+        tools=[{"type": "function", "function": {"name": "speak", "parameters": {}}}],
+        tool_choice={"type": "function", "function": {"name": "speak"}},
+    )
+
+
+def main() -> None:
+    """Run ``llama_cpp.server`` on this process's arguments, chat prompts rendered verbatim."""
+    render_chat_prompts_verbatim()
+    llama_server_main()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
+
+
+if __name__ == "__main__":
+    main()

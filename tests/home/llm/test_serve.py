@@ -1,0 +1,115 @@
+"""The prompt llama-cpp-python's chatml-function-calling handler builds, with and without our fix.
+
+The handler runs for real, with a stand-in for the model that records the
+prompt (:func:`home.llm.serve.render_chat_prompt`); no model is loaded.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+import pytest
+from llama_cpp import llama_chat_format
+
+from home.llm.errors import LlmServerError
+from home.llm.serve import render_chat_prompt, render_chat_prompts_verbatim
+from home.llm.server import CHAT_FORMAT, LlamaServer
+
+USER_TEXT = "it's Tom & Jerry"
+ASSISTANT_TEXT = "Biscuit's bowl & lead"
+ARGUMENTS = json.dumps({"text": "Rock & roll, isn't it?"})
+CONVERSATION: list[Any] = [
+    {"role": "system", "content": "Answer by calling speak."},
+    {"role": "user", "content": USER_TEXT},
+    {
+        "role": "assistant",
+        "content": ASSISTANT_TEXT,
+        "tool_calls": [
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": "speak", "arguments": ARGUMENTS},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_0", "content": "spoken"},
+    {"role": "user", "content": USER_TEXT},
+]
+SPEAK = {
+    "type": "function",
+    "function": {
+        "name": "speak",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+    },
+}
+TOOL_CHOICES: dict[str, Any] = {
+    "no tools": {},
+    "forced tool": {
+        "tools": [SPEAK],
+        "tool_choice": {"type": "function", "function": {"name": "speak"}},
+    },
+    "auto tool": {"tools": [SPEAK], "tool_choice": "auto"},
+}
+
+
+@pytest.mark.usefixtures("verbatim_prompts")
+@pytest.mark.parametrize("request_tools", TOOL_CHOICES.values(), ids=TOOL_CHOICES.keys())
+def test_user_text_earlier_answers_and_tool_arguments_reach_the_model_verbatim(
+    request_tools: dict[str, Any],
+) -> None:
+    prompt = render_chat_prompt(CONVERSATION, **request_tools)
+
+    assert prompt.count(f"\n{USER_TEXT}<|im_end|>") == 2
+    assert f"\n{ASSISTANT_TEXT}<|im_end|>" in prompt
+    assert f"functions.speak:\n{ARGUMENTS}<|im_end|>" in prompt
+    for entity in ("&#39;", "&amp;", "&#34;"):
+        assert entity not in prompt
+
+
+@pytest.mark.usefixtures("library_as_shipped")
+def test_the_library_alone_html_escapes_the_prompt() -> None:
+    """The bug home.llm.serve corrects; once this fails after an upgrade, the correction can go."""
+    prompt = render_chat_prompt(CONVERSATION)
+
+    assert "\nit&#39;s Tom &amp; Jerry<|im_end|>" in prompt
+    assert "{&#34;text&#34;: &#34;Rock &amp; roll, isn&#39;t it?&#34;}" in prompt
+    assert USER_TEXT not in prompt
+
+
+@pytest.mark.usefixtures("library_as_shipped")
+def test_the_correction_refuses_a_library_without_the_environment_it_replaces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delattr(llama_chat_format, "ImmutableSandboxedEnvironment")
+
+    with pytest.raises(LlmServerError, match=r"ImmutableSandboxedEnvironment is None, expected"):
+        render_chat_prompts_verbatim()
+
+
+@pytest.mark.usefixtures("library_as_shipped")
+def test_the_correction_refuses_a_handler_that_still_escapes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As after an upgrade that builds the handler's environment some other way."""
+
+    def escaping_handler(*, llama: Any, messages: list[Any], **_: Any) -> Any:
+        return llama.create_completion(prompt=html.escape(str(messages)))
+
+    original = llama_chat_format.get_chat_completion_handler
+    monkeypatch.setattr(
+        llama_chat_format,
+        "get_chat_completion_handler",
+        lambda name: escaping_handler if name == CHAT_FORMAT else original(name),
+    )
+
+    with pytest.raises(LlmServerError, match=r"verbatim 3 times .* got .*&#x27;"):
+        render_chat_prompts_verbatim()
+
+
+def test_the_embedded_server_runs_through_the_correcting_entry_module() -> None:
+    argv = LlamaServer().argv()
+
+    assert argv[1:3] == ["-m", "home.llm.serve"]
+    assert argv[argv.index("--chat_format") + 1] == CHAT_FORMAT
