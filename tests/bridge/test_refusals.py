@@ -449,3 +449,22 @@ async def test_every_half_is_listened_on(paired: Paired, home_nats: str, tmp_pat
                 pass
     finally:
         await endpoint.stop()
+
+
+async def test_a_device_added_later_on_another_address_is_listened_on(
+    paired: Paired, home_nats: str, tmp_path: Path
+) -> None:
+    kitchen = make_pair(tmp_path / "kitchen", "kitchen")
+    first, second = free_port(), free_port()
+    endpoint = HomeBridgeEndpoint(
+        [with_port(paired.home, first)], host_key=paired.result.host_key, nats_url=home_nats
+    )
+    await endpoint.start()
+    try:
+        await endpoint.add(with_port(kitchen.home, second))
+        assert endpoint.health()["listen"] == f"127.0.0.1:{first}, 127.0.0.1:{second}"
+        edge = with_port(paired.edge, second)
+        async with open_bridge_channel(edge.endpoint, paired.result.client_key):
+            pass
+    finally:
+        await endpoint.stop()
