@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from shared.schema.bridge_half import BridgeHalf, SubjectDecl, ssh_fingerprint
-from shared.subjects import covers, device_of, intersection, is_audio_subject, overlaps
+from shared.subjects import PatternIndex, device_of, intersection, is_audio_subject
 
 
 class Severity(StrEnum):
@@ -153,20 +153,21 @@ def check_half(half: BridgeHalf) -> list[Finding]:
                         f"is device {half.device!r}; a link may only carry its own device's rails",
                     )
                 )
+    imports = PatternIndex(half.import_patterns)
     for exp in half.exports:
-        for imp in half.imports:
-            if overlaps(exp.subject, imp.subject):
-                both = intersection(exp.subject, imp.subject)
-                findings.append(
-                    _finding(
-                        "B021",
-                        half.file,
-                        imp.line,
-                        f"{imp.subject!r} is imported and {exp.subject!r} (line {exp.line}) is "
-                        f"exported by the same half; {both!r} would echo back across the link. "
-                        "Keep each subject on one side of the crossing",
-                    )
+        for position in imports.overlapping(exp.subject):
+            imp = half.imports[position]
+            both = intersection(exp.subject, imp.subject)
+            findings.append(
+                _finding(
+                    "B021",
+                    half.file,
+                    imp.line,
+                    f"{imp.subject!r} is imported and {exp.subject!r} (line {exp.line}) is "
+                    f"exported by the same half; {both!r} would echo back across the link. "
+                    "Keep each subject on one side of the crossing",
                 )
+            )
     return findings
 
 
@@ -239,13 +240,18 @@ def _check_endpoints(edge: BridgeHalf, home: BridgeHalf) -> list[Finding]:
 
 
 def _check_directions(sender: BridgeHalf, receiver: BridgeHalf) -> list[Finding]:
-    """Every export of ``sender`` must be imported by ``receiver``, and vice versa."""
+    """Every export of ``sender`` must be imported by ``receiver``, and vice versa.
+
+    Indexed by token (:class:`PatternIndex`): a hello is outside input, and comparing
+    every export with every import would be quadratic in what the peer declares.
+    """
     out: list[Finding] = []
     imports = receiver.import_patterns
+    import_index = PatternIndex(imports)
     for exp in sender.exports:
-        if any(covers(imp, exp.subject) for imp in imports):
+        if import_index.covering(exp.subject):
             continue
-        partial = [imp for imp in imports if overlaps(imp, exp.subject)]
+        partial = [imports[i] for i in import_index.overlapping(exp.subject)]
         if partial:
             out.append(
                 _finding(
@@ -268,9 +274,9 @@ def _check_directions(sender: BridgeHalf, receiver: BridgeHalf) -> list[Finding]
                     f"that half's imports or remove it here",
                 )
             )
-    exports = sender.export_patterns
+    export_index = PatternIndex(sender.export_patterns)
     for imp in receiver.imports:
-        if not any(overlaps(imp.subject, exp) for exp in exports):
+        if not export_index.overlapping(imp.subject):
             out.append(
                 _finding(
                     "B012",

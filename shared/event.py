@@ -23,6 +23,12 @@ from shared.errors import EnvelopeError, EnvelopeTooLarge, NotTextOnly
 DEFAULT_TTL_MS = 60_000
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024
 DEFAULT_MAX_STRING_BYTES = 8 * 1024
+# Bounds that keep every later step of an event's life finite: deeper nesting overflows
+# recursive code (JSON encoders, walks); a longer TTL or a timestamp outside these years
+# overflows ``expires_at``. A week of TTL is already far beyond any turn.
+MAX_NESTING = 64
+MAX_TTL_MS = 7 * 24 * 3600 * 1000
+TIMESTAMP_YEARS = (1900, 9000)
 
 # Keys that would only ever hold sound; refused anywhere in an event.
 AUDIO_KEYS = frozenset({"audio", "pcm", "samples", "wav"})
@@ -204,6 +210,7 @@ class Event:
         """Parse and validate one envelope object; errors name the key."""
         if not isinstance(data, dict):
             raise EnvelopeError("<event>", f"expected a JSON object, got {_kind(data)}")
+        _check_nesting(data)
         for key in REQUIRED_KEYS:
             if key not in data:
                 raise EnvelopeError(key, "is required but missing")
@@ -254,6 +261,12 @@ class Event:
             raise EnvelopeError(
                 "<event>", f"is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
             ) from exc
+        except RecursionError:
+            raise EnvelopeError(
+                "<event>", f"nests too deeply to parse (the limit is {MAX_NESTING} levels)"
+            ) from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise EnvelopeError("<event>", f"is not valid JSON: {exc}") from exc
         return cls.from_dict(data, limits)
 
     def validate(self) -> None:
@@ -267,10 +280,15 @@ class Event:
                 raise EnvelopeError(key, "must be a non-empty string")
         if self.timestamp.tzinfo is None:
             raise EnvelopeError("timestamp", "must carry a timezone (ISO-8601 UTC)")
+        first, last = TIMESTAMP_YEARS
+        if not first <= self.timestamp.year <= last:
+            raise EnvelopeError(
+                "timestamp", f"year {self.timestamp.year} is outside {first}..{last}"
+            )
         if self.sequence_number < 0:
             raise EnvelopeError("sequence_number", f"must be >= 0, got {self.sequence_number}")
-        if self.ttl_ms < 0:
-            raise EnvelopeError("ttl_ms", f"must be >= 0, got {self.ttl_ms}")
+        if not 0 <= self.ttl_ms <= MAX_TTL_MS:
+            raise EnvelopeError("ttl_ms", f"must be >= 0 and <= {MAX_TTL_MS}, got {self.ttl_ms}")
         if self.binding_id is not None and not _TOKEN.fullmatch(self.binding_id):
             raise EnvelopeError(
                 "binding_id",
@@ -344,6 +362,25 @@ def _looks_like_blob(text: str) -> bool:
     except (binascii.Error, ValueError):
         return False
     return True
+
+
+def _check_nesting(data: dict[str, Any]) -> None:
+    """Refuse containers nested deeper than :data:`MAX_NESTING`, naming the top-level key.
+
+    Iterative, so that checking the depth cannot itself run out of stack.
+    """
+    stack: list[tuple[Any, int, str]] = [(value, 2, key) for key, value in data.items()]
+    while stack:
+        value, depth, key = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_NESTING:
+            raise EnvelopeError(key, f"nests deeper than {MAX_NESTING} levels")
+        stack.extend((child, depth + 1, key) for child in children)
 
 
 def _kind(value: Any) -> str:

@@ -337,3 +337,83 @@ def is_audio_subject(subject: str) -> bool:
     if overlaps(AUDIO_PATTERN, subject):
         return True
     return any(t in ("audio", "pcm", "samples", "wav") for t in split_subject(subject))
+
+
+class PatternIndex:
+    """Patterns indexed by token, so one lookup visits only the patterns that can match.
+
+    Comparing every pattern of one list with every pattern of another is quadratic;
+    a token trie answers :meth:`overlapping` and :meth:`covering` by walking only the
+    branches a query's literal tokens allow. Results are positions in the indexed
+    sequence, in order.
+    """
+
+    def __init__(self, patterns: list[str] | tuple[str, ...]) -> None:
+        self._root = _TrieNode()
+        for position, pattern in enumerate(patterns):
+            node = self._root
+            for token in split_subject(pattern):
+                if token == ">":
+                    node.tails.append(position)
+                    break
+                node = node.children.setdefault(token, _TrieNode())
+            else:
+                node.ends.append(position)
+
+    def overlapping(self, pattern: str) -> list[int]:
+        """Positions of the indexed patterns that :func:`overlaps` ``pattern``."""
+        found: list[int] = []
+        self._root.collect_overlapping(split_subject(pattern), 0, found)
+        return sorted(found)
+
+    def covering(self, pattern: str) -> list[int]:
+        """Positions of the indexed patterns that :func:`covers` ``pattern``."""
+        found: list[int] = []
+        self._root.collect_covering(split_subject(pattern), 0, found)
+        return sorted(found)
+
+
+class _TrieNode:
+    """One token position: patterns ending here, patterns with ``>`` next, and children."""
+
+    __slots__ = ("children", "ends", "tails")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _TrieNode] = {}
+        self.ends: list[int] = []
+        self.tails: list[int] = []
+
+    def collect_all(self, found: list[int]) -> None:
+        found.extend(self.ends)
+        found.extend(self.tails)
+        for child in self.children.values():
+            child.collect_all(found)
+
+    def collect_overlapping(self, query: list[str], depth: int, found: list[int]) -> None:
+        if depth == len(query):
+            found.extend(self.ends)
+            return
+        found.extend(self.tails)  # an indexed '>' here takes any remaining tokens
+        token = query[depth]
+        if token == ">":
+            for child in self.children.values():
+                child.collect_all(found)
+        elif token == "*":
+            for child in self.children.values():
+                child.collect_overlapping(query, depth + 1, found)
+        else:
+            for key in (token, "*"):
+                if (branch := self.children.get(key)) is not None:
+                    branch.collect_overlapping(query, depth + 1, found)
+
+    def collect_covering(self, query: list[str], depth: int, found: list[int]) -> None:
+        if depth == len(query):
+            found.extend(self.ends)
+            return
+        found.extend(self.tails)
+        token = query[depth]
+        if token == ">":
+            return  # only an indexed '>' at this depth reaches arbitrarily deep
+        for key in (token, "*") if token != "*" else ("*",):
+            if (branch := self.children.get(key)) is not None:
+                branch.collect_covering(query, depth + 1, found)

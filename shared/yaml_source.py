@@ -19,6 +19,12 @@ from shared.errors import SchemaError, SchemaIssue
 
 T = TypeVar("T")
 
+# A schema document is a few dozen values; aliases may share structure but not multiply
+# it: a handful of nested aliases otherwise expands to billions of values (an alias
+# bomb) that every later walk, even an error message, would pay for.
+MAX_EXPANDED_VALUES = 100_000
+PREVIEW_CHARS = 60
+
 
 class LocatedDict(dict[str, Any]):
     """A mapping that knows its own line and the line of each key."""
@@ -44,7 +50,7 @@ class _LocatingLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=True)
             if not isinstance(key, str):
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"keys must be strings, found {key!r}", key_node.start_mark
+                    None, None, f"keys must be strings, found {preview(key)}", key_node.start_mark
                 )
             if key in mapping:
                 raise yaml.constructor.ConstructorError(
@@ -84,9 +90,37 @@ def load_yaml(path: str | Path) -> Any:
 
 
 def parse_yaml(text: str, file: str = "<string>") -> Any:
-    """Parse YAML text, keeping line numbers; raise SchemaError naming ``file`` and line."""
+    """Parse YAML text, keeping line numbers; raise SchemaError naming ``file`` and line.
+
+    Aliases are expanded only after :func:`_expanded_size` has bounded what they
+    would expand to (:data:`MAX_EXPANDED_VALUES`).
+    """
+    loader = _LocatingLoader(text)
     try:
-        return yaml.load(text, Loader=_LocatingLoader)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {}, set())
+        if size > MAX_EXPANDED_VALUES:
+            line = node.start_mark.line + 1
+            raise SchemaError(
+                [
+                    SchemaIssue(
+                        file,
+                        line,
+                        "",
+                        f"expands to more than {MAX_EXPANDED_VALUES} values through aliases; "
+                        "refused (an alias bomb?)",
+                    )
+                ]
+            )
+        return loader.construct_document(node)
+    except RecursionError:
+        raise SchemaError(
+            [SchemaIssue(file, None, "", "nests too deeply (or an alias refers to itself)")]
+        ) from None
+    except ValueError as exc:  # e.g. an integer longer than Python will convert
+        raise SchemaError([SchemaIssue(file, None, "", f"invalid value: {exc}")]) from exc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -96,6 +130,48 @@ def parse_yaml(text: str, file: str = "<string>") -> Any:
         raise SchemaError([SchemaIssue(file, line, "", f"invalid YAML: {message}")]) from exc
     except yaml.YAMLError as exc:
         raise SchemaError([SchemaIssue(file, None, "", f"invalid YAML: {exc}")]) from exc
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]) -> int:
+    """How many values ``node`` becomes once aliases are expanded; linear in the node graph.
+
+    An alias is the same node object reached twice, so sizes are memoized by node
+    identity. A node reached again while still open is an alias to itself: unbounded.
+    """
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        return MAX_EXPANDED_VALUES + 1
+    open_nodes.add(key)
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            total += _expanded_size(child, sizes, open_nodes)
+            if total > MAX_EXPANDED_VALUES:
+                break
+    elif isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            total += _expanded_size(key_node, sizes, open_nodes)
+            total += _expanded_size(value_node, sizes, open_nodes)
+            if total > MAX_EXPANDED_VALUES:
+                break
+    open_nodes.discard(key)
+    sizes[key] = total
+    return total
+
+
+def preview(value: Any) -> str:
+    """At most :data:`PREVIEW_CHARS` of ``value``'s repr, without rendering the rest of it."""
+    if isinstance(value, dict):
+        return f"<a mapping of {len(value)} key(s)>"
+    if isinstance(value, list):
+        return f"<a list of {len(value)} item(s)>"
+    if isinstance(value, str):
+        return repr(value[:PREVIEW_CHARS])[:PREVIEW_CHARS]
+    return repr(value)[:PREVIEW_CHARS]
 
 
 def line_of(container: Any, key: str | int | None = None) -> int | None:
@@ -173,7 +249,7 @@ class Reader:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
             names = " or ".join(_type_name(k) for k in kinds)
-            self.issue(data, key, full, f"expected {names}, got {_kind(value)} {value!r:.60}")
+            self.issue(data, key, full, f"expected {names}, got {_kind(value)} {preview(value)}")
             return default  # type: ignore[return-value]
         if check is not None:
             problem = check(value)

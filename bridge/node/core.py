@@ -42,6 +42,7 @@ from bridge.protocol import (
     ReceiveState,
     Refuse,
     Resume,
+    bounded_findings,
     check_hello,
 )
 from bridge.transport.streams import ByteReader, ByteWriter
@@ -335,7 +336,9 @@ class _Link:
             raise LinkError(f"no hello from the peer within {core.hello_timeout_s} s") from None
         first, self.early = frames[0], frames[1:]
         if isinstance(first, Refuse):
-            raise HelloRefused(f"the peer refused this half: {first.reason}", first.findings)
+            raise HelloRefused(
+                f"the peer refused this half: {first.reason}", bounded_findings(first.findings)
+            )
         if not isinstance(first, HelloFrame):
             raise FrameError(f"expected HELLO first, got {type(first).__name__}")
         try:
@@ -344,7 +347,13 @@ class _Link:
         except (HelloRefused, FrameError) as exc:
             reason = exc.message if isinstance(exc, HelloRefused) else str(exc)
             findings = exc.findings if isinstance(exc, HelloRefused) else ()
-            log.error("%s refused the peer's hello: %s", core.label, exc)
+            # One line, however many findings: the peer decides how many there are.
+            log.error(
+                "%s refused the peer's hello: %s%s",
+                core.label,
+                reason,
+                f"; first: {findings[0]}" if findings else "",
+            )
             with contextlib.suppress(LinkError):
                 await self._write([Refuse(reason, findings)])
             if isinstance(exc, HelloRefused):
@@ -393,7 +402,9 @@ class _Link:
             case Pong(nonce):
                 core.counters.note_rtt((time.monotonic_ns() - nonce) / 1e6)
             case Refuse(reason, findings):
-                raise HelloRefused(f"the peer closed the link: {reason}", findings)
+                raise HelloRefused(
+                    f"the peer closed the link: {reason}", bounded_findings(findings)
+                )
             case HelloFrame():
                 raise FrameError("a second HELLO on an established link")
 

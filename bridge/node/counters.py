@@ -14,6 +14,7 @@ class BridgeCounters:
     ``sent``/``received`` count event records on the link (a resend counts again in
     ``sent`` and in ``resent``); ``delivered`` counts events published locally.
     ``bytes_raw_*`` are event bytes before compression, ``bytes_wire_*`` every frame byte.
+    ``link_ends`` counts why links ended (refused hellos included), by reason.
     """
 
     accepted: int = 0
@@ -30,6 +31,7 @@ class BridgeCounters:
     bytes_wire_received: int = 0
     link_ups: int = 0
     link_downs: int = 0
+    link_ends: Counter[str] = field(default_factory=Counter)
     rtt_ms: float | None = None
 
     def note_rtt(self, sample_ms: float) -> None:
@@ -54,5 +56,6 @@ class BridgeCounters:
             "bytes_wire_received": self.bytes_wire_received,
             "link_ups": self.link_ups,
             "link_downs": self.link_downs,
+            "link_ends": dict(self.link_ends),
             "rtt_ms": None if self.rtt_ms is None else round(self.rtt_ms, 3),
         }

@@ -18,13 +18,27 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 
-from bridge.errors import BridgeError, LinkError
+from bridge.errors import BridgeError, HelloRefused, LinkError, ProtocolError
 from bridge.node.core import BridgeCore
-from bridge.transport.server import AuthorizedClient, listen_bridge
+from bridge.transport.server import AuthorizedClient, LoginGate, listen_bridge
 from bridge.transport.streams import ByteReader, ByteWriter
 from shared.schema.bridge_half import BridgeHalf, ssh_fingerprint
 
 log = logging.getLogger("tether.bridge.home")
+
+
+def link_end_reason(exc: Exception) -> str:
+    """The counter a link's end is counted under; ``internal_error`` for a bug of ours."""
+    match exc:
+        case HelloRefused():
+            return "hello_refused"
+        case ProtocolError():
+            return "protocol_error"
+        case LinkError():
+            return "link_lost"
+        case BridgeError():
+            return "bridge_error"
+    return "internal_error"
 
 
 class HomeBridgeEndpoint:
@@ -32,6 +46,8 @@ class HomeBridgeEndpoint:
 
     ``halves`` are home halves (one per device); ``host_key`` the endpoint's private
     host key; ``host``/``port`` override the halves' ``listen`` (``port=0``: any free port).
+    It listens on every distinct address the halves declare: a device paired with
+    another ``--listen`` host must not be cut off because another half came first.
     """
 
     def __init__(
@@ -51,15 +67,18 @@ class HomeBridgeEndpoint:
         self.clients: dict[str, AuthorizedClient] = {}
         for half in halves:
             self._authorize(half)
-        first = halves[0].endpoint
-        self.host = host if host is not None else first.host
-        self.port = port if port is not None else first.port
+        self._host_override, self._port_override = host, port
+        # Requested (host, port) of each listener, and where it actually listens (port 0).
+        self._requested = list(dict.fromkeys(self._address_of(half) for half in halves))
+        self.addresses = list(self._requested)
+        self.host, self.port = self.addresses[0]
         self._host_key = host_key
         self._nats_url = nats_url
         self._heartbeat_s = heartbeat_s
         self._nc: NATS | None = None
         self.cores: dict[str, BridgeCore] = {}
-        self._acceptor: asyncssh.SSHAcceptor | None = None
+        self._acceptors: list[asyncssh.SSHAcceptor] = []
+        self.logins = LoginGate()
 
     def _authorize(self, half: BridgeHalf) -> None:
         if half.side != "home":
@@ -92,16 +111,32 @@ class HomeBridgeEndpoint:
             raise LinkError(f"cannot connect to local NATS at {self._nats_url}: {exc}") from exc
         for half in self.halves.values():
             await self._start_core(self._nc, half)
-        self._acceptor = await listen_bridge(
-            self.host, self.port, self._host_key, self.clients, self._on_link
-        )
-        self.port = self._acceptor.get_port()
+        for i, (host, port) in enumerate(self._requested):
+            self.addresses[i] = await self._listen(host, port)
+        self.host, self.port = self.addresses[0]
         log.info(
-            "home bridge endpoint listening on %s:%d for %s",
-            self.host,
-            self.port,
+            "home bridge endpoint listening on %s for %s",
+            self.listening,
             ", ".join(sorted(self.halves)),
         )
+
+    @property
+    def listening(self) -> str:
+        """Every address the endpoint listens on, ``host:port, ...``."""
+        return ", ".join(f"{host}:{port}" for host, port in self.addresses)
+
+    def _address_of(self, half: BridgeHalf) -> tuple[str, int]:
+        """Where ``half`` says to listen, unless the endpoint was told otherwise."""
+        host = self._host_override if self._host_override is not None else half.endpoint.host
+        port = self._port_override if self._port_override is not None else half.endpoint.port
+        return host, port
+
+    async def _listen(self, host: str, port: int) -> tuple[str, int]:
+        acceptor = await listen_bridge(
+            host, port, self._host_key, self.clients, self._on_link, gate=self.logins
+        )
+        self._acceptors.append(acceptor)
+        return host, acceptor.get_port()
 
     async def add(self, half: BridgeHalf) -> None:
         """Serve one more paired device, on the running endpoint; links already up stay up."""
@@ -110,10 +145,14 @@ class HomeBridgeEndpoint:
         self._authorize(half)
         try:
             await self._start_core(self._nc, half)
+            requested = self._address_of(half)
+            if requested not in self._requested:
+                self.addresses.append(await self._listen(*requested))
+                self._requested.append(requested)
         except BaseException:
             self._forget(half.device)
             raise
-        log.info("home bridge endpoint now serves %s", half.device)
+        log.info("home bridge endpoint now serves %s (on %s)", half.device, self.listening)
 
     async def remove(self, device: str) -> None:
         """Stop serving ``device``: its link ends, its key is no longer accepted."""
@@ -129,28 +168,37 @@ class HomeBridgeEndpoint:
                 del self.clients[fingerprint]
 
     async def _on_link(self, device: str, reader: ByteReader, writer: ByteWriter) -> None:
-        core = self.cores[device]
+        core = self.cores.get(device)
+        if core is None:  # removed while its connection was being set up
+            log.warning("link for device %r refused: the device is no longer served", device)
+            return
         try:
             await core.run_link(reader, writer, authenticated_device=device, peer=device)
-        except BridgeError as exc:
-            log.warning("link for device %r ended: %s", device, exc)
+        except Exception as exc:  # the boundary of a board's input: nothing ends a link uncounted
+            reason = link_end_reason(exc)
+            core.counters.link_ends[reason] += 1
+            # One line: a refusal's findings come from the peer, however many it sends.
+            log.warning(
+                "link for device %r ended (%s): %s", device, reason, str(exc).partition("\n")[0]
+            )
 
     def health(self) -> dict[str, Any]:
-        """``ok`` while listening; each device's link state and counters."""
-        listening = self._acceptor is not None
+        """``ok`` while listening on every address; each device's link state and counters."""
         return {
-            "ok": listening,
-            "listen": f"{self.host}:{self.port}",
+            "ok": len(self._acceptors) == len(self.addresses),
+            "listen": self.listening,
+            "unauthenticated": sum(self.logins.pending.values()),
+            "refused_connections": self.logins.refused,
             "devices": {device: core.health() for device, core in self.cores.items()},
         }
 
     async def stop(self) -> None:
         """Stop listening, end every link, close NATS; idempotent."""
-        if self._acceptor is not None:
-            self._acceptor.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
             with contextlib.suppress(Exception):
-                await self._acceptor.wait_closed()
-            self._acceptor = None
+                await acceptor.wait_closed()
+        self._acceptors.clear()
         for core in self.cores.values():
             await core.stop()
         if self._nc is not None:

@@ -16,7 +16,13 @@ from bridge.protocol.frames import (
     Pong,
     Refuse,
 )
-from bridge.protocol.hello import PROTOCOL_VERSION, Hello, Resume, check_hello
+from bridge.protocol.hello import (
+    PROTOCOL_VERSION,
+    Hello,
+    Resume,
+    bounded_findings,
+    check_hello,
+)
 from bridge.protocol.policy import HalfPolicy, hop_name
 from bridge.protocol.session import Deduper, Outbox, OutboxEntry, ReceiveState, new_stream_id
 
@@ -40,6 +46,7 @@ __all__ = [
     "ReceiveState",
     "Refuse",
     "Resume",
+    "bounded_findings",
     "check_hello",
     "hop_name",
     "new_stream_id",

@@ -21,6 +21,11 @@ from bridge.errors import FrameError
 
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 ZSTD_LEVEL = 3
+# zstd emits at most one block (128 KiB) for every 4 input bytes (a 3-byte block header
+# and one byte of an RLE block): its worst-case expansion, used to feed the decompressor
+# slices whose output cannot overshoot what is left of the limit by more than a block.
+_ZSTD_MAX_EXPANSION = 128 * 1024 // 4
+_ZSTD_MIN_SLICE = 8
 
 _HEADER = struct.Struct(">IB")
 _U64 = struct.Struct(">Q")
@@ -190,10 +195,12 @@ class FrameDecoder:
             obj = _parse_json(body, ftype.name)
             if ftype is FrameType.HELLO:
                 return HelloFrame(obj)
-            findings = obj.get("findings", [])
-            if not isinstance(findings, list):
-                raise FrameError("REFUSE frame: 'findings' must be a list")
-            return Refuse(str(obj.get("reason", "")), tuple(str(f) for f in findings))
+            reason, findings = obj.get("reason", ""), obj.get("findings", [])
+            if not isinstance(reason, str):
+                raise FrameError("REFUSE frame: 'reason' must be a string")
+            if not isinstance(findings, list) or not all(isinstance(f, str) for f in findings):
+                raise FrameError("REFUSE frame: 'findings' must be a list of strings")
+            return Refuse(reason, tuple(findings))
         if len(body) != _U64.size:
             raise FrameError(f"{ftype.name} frame body must be 8 bytes, got {len(body)}")
         (value,) = _U64.unpack(body)
@@ -203,11 +210,33 @@ class FrameDecoder:
             return Ping(value)
         return Pong(value)
 
+    def _decompress(self, body: bytes) -> bytes:
+        """The batch's raw bytes, refused once they pass the frame limit.
+
+        A few kilobytes of zstd can expand to gigabytes, and ``decompressobj`` has no
+        output cap: the body goes in slices sized so that no single call can produce
+        more than what is left of the limit plus a few blocks.
+        """
+        raw = bytearray()
+        view = memoryview(body)
+        pos = 0
+        while pos < len(view):
+            room = self._max - len(raw)
+            step = max(_ZSTD_MIN_SLICE, room // _ZSTD_MAX_EXPANSION)
+            try:
+                raw += self._zstd.decompress(view[pos : pos + step])
+            except zstandard.ZstdError as exc:
+                raise FrameError(f"EVENTS frame does not decompress: {exc}") from exc
+            pos += step
+            if len(raw) > self._max:
+                raise FrameError(
+                    f"EVENTS frame decompresses to more than {self._max} bytes "
+                    f"(from {len(body)} on the wire); refused as a decompression bomb"
+                )
+        return bytes(raw)
+
     def _decompress_records(self, body: bytes) -> tuple[EventRecord, ...]:
-        try:
-            raw = self._zstd.decompress(body)
-        except zstandard.ZstdError as exc:
-            raise FrameError(f"EVENTS frame does not decompress: {exc}") from exc
+        raw = self._decompress(body)
         self.raw_bytes += len(raw)
         records: list[EventRecord] = []
         pos = 0
@@ -231,8 +260,10 @@ class FrameDecoder:
 def _parse_json(body: bytes, what: str) -> dict[str, Any]:
     try:
         obj = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer too long to convert
         raise FrameError(f"{what} frame is not UTF-8 JSON: {exc}") from exc
+    except RecursionError:
+        raise FrameError(f"{what} frame nests too deeply to parse") from None
     if not isinstance(obj, dict):
         raise FrameError(f"{what} frame must hold a JSON object")
     return obj

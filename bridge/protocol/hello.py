@@ -7,15 +7,27 @@ same rules as ``bridge check``. Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from bridge.check import Severity, check_pair
 from bridge.errors import FrameError, HelloRefused
+from shared.errors import SubjectError
 from shared.schema.bridge_half import BridgeHalf, HalfLimits, SubjectDecl
+from shared.subjects import split_subject
 
 PROTOCOL_NAME = "tether-bridge"
 PROTOCOL_VERSION = 1
+
+# A hello is outside input checked on home's event loop: its lists are bounded before
+# any comparison that grows with them. The shipped halves declare at most four
+# subjects a list; a subject is a handful of short tokens.
+MAX_HELLO_SUBJECTS = 64
+MAX_SUBJECT_CHARS = 256
+# A refusal (the REFUSE frame, the status detail, the log line) names at most this
+# many findings, then how many more there were.
+MAX_REFUSAL_FINDINGS = 10
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,7 @@ class Hello:
         """Parse a HELLO frame's object; FrameError names the bad key."""
         if body.get("protocol") != PROTOCOL_NAME:
             raise FrameError(
-                f"hello: 'protocol' must be {PROTOCOL_NAME!r}, got {body.get('protocol')!r}"
+                f"hello: 'protocol' must be {PROTOCOL_NAME!r}, got {_shown(body.get('protocol'))}"
             )
         limits = _get(body, "limits", dict)
         received = _get(body, "received", dict)
@@ -95,8 +107,8 @@ class Hello:
             side=_get(body, "side", str),
             device=_get(body, "device", str),
             digest=_get(body, "digest", str),
-            exports=tuple(_str_list(body, "exports")),
-            imports=tuple(_str_list(body, "imports")),
+            exports=tuple(_subject_list(body, "exports")),
+            imports=tuple(_subject_list(body, "imports")),
             limits=HalfLimits(
                 max_event_bytes=_get(limits, "max_event_bytes", int),
                 max_string_bytes=_get(limits, "max_string_bytes", int),
@@ -156,21 +168,52 @@ def check_hello(own: BridgeHalf, hello: Hello, authenticated_device: str | None)
     if findings:
         raise HelloRefused(
             f"the {peer.side} half of bridge {hello.bridge!r} (device {hello.device!r}) does not "
-            f"pair with this {own.side} half ({own.file})",
-            tuple(findings),
+            f"pair with this {own.side} half ({own.file}): {len(findings)} finding(s)",
+            bounded_findings(findings),
         )
     return peer
+
+
+def bounded_findings(findings: Sequence[str]) -> tuple[str, ...]:
+    """The first :data:`MAX_REFUSAL_FINDINGS` findings, then one line counting the rest."""
+    if len(findings) <= MAX_REFUSAL_FINDINGS:
+        return tuple(findings)
+    rest = len(findings) - MAX_REFUSAL_FINDINGS
+    return (*findings[:MAX_REFUSAL_FINDINGS], f"… and {rest} more finding(s)")
 
 
 def _get(obj: dict[str, Any], key: str, kind: type) -> Any:
     value = obj.get(key)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise FrameError(f"hello: {key!r} must be {kind.__name__}, got {value!r:.60}")
+        raise FrameError(f"hello: {key!r} must be {kind.__name__}, got {_shown(value)}")
     return value
 
 
-def _str_list(obj: dict[str, Any], key: str) -> list[str]:
+def _shown(value: Any) -> str:
+    """A peer's value in an error message, without rendering more than 60 characters of it."""
+    if isinstance(value, dict | list):
+        return f"a {type(value).__name__} of {len(value)}"
+    return repr(value[:60] if isinstance(value, str) else value)[:60]
+
+
+def _subject_list(obj: dict[str, Any], key: str) -> list[str]:
     value = obj.get(key)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise FrameError(f"hello: {key!r} must be a list of strings")
+    if not isinstance(value, list):
+        raise FrameError(f"hello: {key!r} must be a list of subjects")
+    if len(value) > MAX_HELLO_SUBJECTS:
+        raise FrameError(
+            f"hello: {key!r} lists {len(value)} subjects, over the limit of {MAX_HELLO_SUBJECTS}"
+        )
+    for i, subject in enumerate(value):
+        if not isinstance(subject, str):
+            raise FrameError(f"hello: {key}[{i}] must be a string, got {type(subject).__name__}")
+        if len(subject) > MAX_SUBJECT_CHARS:
+            raise FrameError(
+                f"hello: {key}[{i}] is {len(subject)} characters, over the limit of "
+                f"{MAX_SUBJECT_CHARS}"
+            )
+        try:
+            split_subject(subject)
+        except SubjectError as exc:
+            raise FrameError(f"hello: {key}[{i}]: {exc}") from exc
     return value

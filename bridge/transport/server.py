@@ -10,8 +10,9 @@ stdout then carry the frames of ``bridge/PROTOCOL.md``.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,37 @@ log = logging.getLogger("tether.bridge.ssh")
 
 # Called for each accepted bridge channel with the device its key proved.
 LinkHandler = Callable[[str, ByteReader, ByteWriter], Awaitable[None]]
+
+# A connection costs a key exchange before it can be refused, and a peer can hold many
+# open without ever authenticating. Beyond these many unauthenticated connections (from
+# one address, in all) new ones are closed at once; each must log in within the timeout.
+MAX_UNAUTHENTICATED_PER_PEER = 8
+MAX_UNAUTHENTICATED = 64
+LOGIN_TIMEOUT_S = 15.0
+
+
+@dataclass
+class LoginGate:
+    """The connections that have not authenticated yet, by peer address, and refusals."""
+
+    per_peer: int = MAX_UNAUTHENTICATED_PER_PEER
+    total: int = MAX_UNAUTHENTICATED
+    pending: Counter[str] = field(default_factory=Counter)
+    refused: int = 0
+
+    def admit(self, address: str) -> bool:
+        """Count one more unauthenticated connection from ``address``, if there is room."""
+        if self.pending[address] >= self.per_peer or sum(self.pending.values()) >= self.total:
+            self.refused += 1
+            return False
+        self.pending[address] += 1
+        return True
+
+    def release(self, address: str) -> None:
+        """The connection from ``address`` authenticated or went away."""
+        self.pending[address] -= 1
+        if self.pending[address] <= 0:
+            del self.pending[address]
 
 
 @dataclass(frozen=True)
@@ -70,15 +102,41 @@ class _BridgeSession(SSHServerStreamSession[bytes]):
 class _BridgeSSHServer(asyncssh.SSHServer):
     """One per connection: authenticates the key, remembers its device, refuses the rest."""
 
-    def __init__(self, clients: Mapping[str, AuthorizedClient], handler: LinkHandler) -> None:
+    def __init__(
+        self, clients: Mapping[str, AuthorizedClient], handler: LinkHandler, gate: LoginGate
+    ) -> None:
         self._clients = clients
         self._handler = handler
+        self._gate = gate
+        self._gated: str | None = None  # the address this connection is counted under
         self._peer = "?"
         self.device: str | None = None
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         addr = conn.get_extra_info("peername")
         self._peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        address = str(addr[0]) if addr else "?"
+        if not self._gate.admit(address):
+            log.warning(
+                "refused a connection from %s: too many unauthenticated connections "
+                "(%d refused so far)",
+                self._peer,
+                self._gate.refused,
+            )
+            conn.close()
+            return
+        self._gated = address
+
+    def auth_completed(self) -> None:
+        self._release()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._gated is not None:
+            self._gate.release(self._gated)
+            self._gated = None
 
     def begin_auth(self, username: str) -> bool:
         return True
@@ -170,8 +228,14 @@ async def listen_bridge(
     host_key: Path,
     clients: Mapping[str, AuthorizedClient],
     handler: LinkHandler,
+    *,
+    gate: LoginGate | None = None,
 ) -> asyncssh.SSHAcceptor:
-    """Start the SSH endpoint; ``port`` 0 picks a free one (read it off the acceptor)."""
+    """Start the SSH endpoint; ``port`` 0 picks a free one (read it off the acceptor).
+
+    ``gate`` bounds unauthenticated connections; listeners may share one.
+    """
+    gate = gate if gate is not None else LoginGate()
     try:
         key = asyncssh.read_private_key(str(host_key))
     except (OSError, asyncssh.KeyImportError) as exc:
@@ -181,7 +245,8 @@ async def listen_bridge(
             host,
             port,
             server_host_keys=[key],
-            server_factory=lambda: _BridgeSSHServer(clients, handler),
+            server_factory=lambda: _BridgeSSHServer(clients, handler, gate),
+            login_timeout=LOGIN_TIMEOUT_S,
             encoding=None,
             allow_pty=False,
             agent_forwarding=False,

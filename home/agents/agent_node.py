@@ -32,6 +32,7 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -57,7 +58,7 @@ from home.substrate.launchers import node_health_subject
 from home.tau_ext.binding import TurnBinding, write_binding
 from home.tau_ext.prose import rewrite_request
 from shared.errors import ContractError
-from shared.event import EnvelopeLimits, Event
+from shared.event import EnvelopeLimits, Event, utc_now
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeSpec
 from shared.subjects import agent_out_prefix, parse_subject, reply_subject, workspace_in_subject
@@ -91,6 +92,8 @@ class PendingTurn:
     received_at: float = field(default_factory=time.monotonic)
     # The inbound message this turn settles when it is over (None: a re-prompt).
     msg: Msg | None = None
+    # The utterance's timestamp + ttl_ms (None: a re-prompt, which has no TTL of its own).
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -399,6 +402,7 @@ class AgentNode:
             },
         )
         turn.msg = msg
+        turn.expires_at = inbound.event.expires_at
         if self._inbox is not None:
             self._inbox.hold(msg)
         self._recent[turn.binding.binding_id] = turn
@@ -459,7 +463,8 @@ class AgentNode:
                 self._current = turn
                 self._turn_over.clear()
                 try:
-                    await self._run_turn(turn)
+                    if not self._outlived(turn):
+                        await self._run_turn(turn)
                 except RestartBudgetExhausted:
                     raise
                 except AgentError as exc:
@@ -479,6 +484,21 @@ class AgentNode:
                     return
         except RestartBudgetExhausted as exc:
             self._fail(exc)
+
+    def _outlived(self, turn: PendingTurn) -> bool:
+        """Whether ``turn`` expired while it waited in the queue (counted as stale).
+
+        The TTL is checked on arrival and again here: a turn held up behind others
+        must not be answered minutes after anyone was listening.
+        """
+        if turn.expires_at is None or utc_now() <= turn.expires_at:
+            return False
+        self.stats.stale += 1
+        log.warning(
+            "%s: utterance %s expired while queued (at %s); not answered",
+            self.spec.name, turn.binding.event_id, turn.expires_at.isoformat(),
+        )  # fmt: skip
+        return True
 
     async def _watch_tau(self) -> None:
         """Restart τ when it dies, whether or not a turn needed it at that moment."""

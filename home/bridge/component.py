@@ -150,7 +150,8 @@ class HomeBridgeComponent:
         """``ssh://host:port`` of the endpoint."""
         if self._endpoint is None:
             return ComponentInfo(f"ssh://{self._host}:{self.port} (no device paired)", None)
-        return ComponentInfo(f"ssh://{self._endpoint.host}:{self._endpoint.port}", None)
+        addresses = self._endpoint.addresses
+        return ComponentInfo(", ".join(f"ssh://{host}:{port}" for host, port in addresses), None)
 
     @property
     def port(self) -> int:

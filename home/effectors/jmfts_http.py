@@ -30,6 +30,7 @@ class Document:
     title: str | None
     content: str | None
     usetype: str | None
+    titled_path: str | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> Document:
@@ -42,6 +43,7 @@ class Document:
             title=data.get("title"),
             content=data.get("content"),
             usetype=data.get("usetype"),
+            titled_path=data.get("titled_path"),
         )
 
 
@@ -136,8 +138,10 @@ class JmftsClient:
         """The document at ``titles`` (a root, then children by title), created if missing.
 
         A principal granted only a subtree sees that subtree's top as one of its
-        roots, so the deepest title found among the roots is where the walk starts
+        roots, so the deepest root found on the path is where the walk starts
         (``journal/edge_asr`` is the root ``edge_asr`` to an agent granted just that).
+        A root is matched by its titled path, not its title alone: the same agent's
+        ``workspace/edge_asr`` is a root titled ``edge_asr`` too.
         """
         if not titles:
             raise ValueError("ensure_path needs at least one title")
@@ -145,7 +149,8 @@ class JmftsClient:
         node: Document | None = None
         rest: list[str] = []
         for depth in range(len(titles) - 1, -1, -1):
-            node = next((d for d in roots if d.title == titles[depth]), None)
+            wanted = "/".join(titles[: depth + 1])
+            node = next((d for d in roots if d.titled_path == wanted), None)
             if node is not None:
                 rest = titles[depth + 1 :]
                 break

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import sqlite3
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from home.jmfts.errors import Conflict, InvalidInput, NotFound, Unauthorized
 ADMIN_NAME = "admin"
 ADMIN_TOKEN_FILE = "admin.token"
 _TOKEN_PREFIX = "jm"
+# A token id is an SQLite rowid: ASCII digits that fit 63 bits. ``str.isdigit`` would
+# also take '²' (which int() refuses) and any length (which SQLite refuses).
+_TOKEN_ID = re.compile(r"[0-9]{1,18}")
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class Scope:
 
 
 def _hash_secret(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _principal(row: sqlite3.Row) -> Principal:
@@ -162,7 +166,7 @@ class AccessControl:
         if not raw:
             raise Unauthorized("a bearer token is required (Authorization: Bearer ...)")
         parts = raw.split("_", 2)
-        if len(parts) != 3 or parts[0] != _TOKEN_PREFIX or not parts[1].isdigit():
+        if len(parts) != 3 or parts[0] != _TOKEN_PREFIX or not _TOKEN_ID.fullmatch(parts[1]):
             raise Unauthorized("the bearer token is malformed")
         row = self._conn.execute(
             "SELECT t.*, p.name, p.is_owner FROM tokens t JOIN principals p"

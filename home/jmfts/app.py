@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -61,6 +62,13 @@ RowId = Annotated[int, Path(ge=1, le=MAX_ID)]
 _bearer = HTTPBearer(auto_error=False, description="A JMFTS bearer token (jm_<id>_<secret>).")
 
 
+def _printable(part: object) -> object:
+    """One element of an error's location, safe to encode (a key may hold a lone surrogate)."""
+    if isinstance(part, str):
+        return part.encode("utf-8", "backslashreplace").decode("utf-8")[:200]
+    return part
+
+
 def create_app(store: DocumentStore) -> FastAPI:
     """Build the FastAPI app over an open store."""
     app = FastAPI(
@@ -82,6 +90,16 @@ def create_app(store: DocumentStore) -> FastAPI:
     @app.exception_handler(UnicodeEncodeError)
     async def _unicode(_: Request, exc: UnicodeEncodeError) -> JSONResponse:
         return JSONResponse({"detail": f"text is not valid UTF-8: {exc.reason}"}, status_code=400)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # Name the field, never echo the input: it may be megabytes, or not encodable at
+        # all (a lone surrogate made the default 422 itself fail with a 500).
+        detail = [
+            {"loc": [_printable(part) for part in error["loc"]], "msg": error["msg"]}
+            for error in exc.errors()
+        ]
+        return JSONResponse({"detail": detail}, status_code=422)
 
     def principal(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],

@@ -3,6 +3,8 @@ kill -9, foreign keys on. SQLite is the source of truth; the FAISS index is deri
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 from pathlib import Path
 
@@ -97,7 +99,16 @@ CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id);
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) the store at ``path`` with the durability settings."""
+    """Open (creating if needed) the store at ``path`` with the durability settings.
+
+    Memories are private: the file is created 0600 before SQLite opens it (SQLite gives
+    its ``-wal`` and ``-shm`` files the database file's mode), and files left by an
+    earlier, laxer version are tightened.
+    """
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(f"{path}{suffix}", 0o600)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")

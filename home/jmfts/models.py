@@ -3,17 +3,18 @@
 The reference is the PyPI ``jmfts-client`` contracts and ``tau_jmfts.client.JmftsClient``:
 request models declare every field those clients serialise (with ``extra="forbid"``, as
 upstream does), response models carry every field they validate. Our additions are
-optional and documented: ``supersedes`` (workspace records), ``roots``/time-range search
-filters, and on each search hit ``id``, ``path`` (titled), ``title``, ``snippet``,
-``usetype``, ``created_at`` and ``age``.
+optional and documented: ``supersedes`` (workspace records), ``titled_path`` (roots),
+``roots``/time-range search filters, and on each search hit ``id``, ``path`` (titled),
+``title``, ``snippet``, ``usetype``, ``created_at`` and ``age``.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 #: Usetypes held out of search unless a request names them (docs/architecture.md "Memory").
 DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = ("entity", "summary")
@@ -25,8 +26,64 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8100
 
 
+#: Bounds on what one request carries besides ``content`` (the store bounds that).
+MAX_TITLE_CHARS = 1_000
+MAX_USETYPE_CHARS = 100
+MAX_QUERY_CHARS = 10_000
+MAX_LIST_ITEMS = 100
+#: A JSON object field (``structured_content``, ``project``, ``weights``): characters of
+#: its keys and strings plus one per value, however deeply nested.
+MAX_OBJECT_WEIGHT = 1_000_000
+#: How deep a JSON object field may nest (the response serializer stops at a few hundred).
+MAX_OBJECT_DEPTH = 32
+
+Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS)]
+Usetype = Annotated[str, Field(max_length=MAX_USETYPE_CHARS)]
+Usetypes = Annotated[list[Usetype], Field(max_length=MAX_LIST_ITEMS)]
+Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
+
+# JSON may spell a lone surrogate (``"\ud800"``); it is not text and cannot be stored.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*")
+    @classmethod
+    def _text_and_bounded(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every string is UTF-8 text; every object field is bounded (422 naming the field)."""
+        weight = _weight(value)
+        if isinstance(value, dict) and weight > MAX_OBJECT_WEIGHT:
+            raise ValueError(
+                f"{info.field_name} weighs {weight} (characters plus values), over the "
+                f"limit of {MAX_OBJECT_WEIGHT}"
+            )
+        return value
+
+
+def _weight(value: Any) -> int:
+    """Characters of every string (keys too) plus one per value; refuses lone surrogates
+    and nesting deeper than :data:`MAX_OBJECT_DEPTH`.
+
+    Iterative, so no nesting depth can exhaust the stack; nested request models are
+    checked by their own validators and weigh one.
+    """
+    weight = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        weight += 1
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise ValueError("contains a lone surrogate (\\ud800-\\udfff): not UTF-8 text")
+            weight += len(item)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_OBJECT_DEPTH:
+                raise ValueError(f"nests deeper than {MAX_OBJECT_DEPTH} levels")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return weight
 
 
 # --- health -------------------------------------------------------------------------
@@ -50,10 +107,10 @@ class DocumentCreate(_Request):
     """``POST /documents``. Every write is embedded and indexed before it is acknowledged,
     whatever ``auto_embed`` says: findable-at-ack is this store's contract."""
 
-    title: str | None = None
+    title: Title | None = None
     content: str | None = None
     parent_id: int | None = None
-    usetype: str | None = None
+    usetype: Usetype | None = None
     structured_content: dict[str, Any] | None = None
     auto_embed: bool = True
     embed_tokens: bool = True
@@ -74,9 +131,9 @@ class DocumentBatch(_Request):
 class DocumentUpdate(_Request):
     """``PATCH /documents/{id}``; omitted fields are left as they are."""
 
-    title: str | None = None
+    title: Title | None = None
     content: str | None = None
-    usetype: str | None = None
+    usetype: Usetype | None = None
     structured_content: dict[str, Any] | None = None
     re_embed: bool = True
     parent_id: int | None = None
@@ -104,6 +161,11 @@ class DocumentResponse(BaseModel):
     embed: list[float] | None = None
     author_id: int | None = None
     supersedes: int | None = None
+    titled_path: str | None = Field(
+        default=None,
+        description="Roots only (ours): the ancestors' titles, root first (workspace/edge_asr), "
+        "so that two grant roots with one title can be told apart.",
+    )
 
 
 class SubtreeResponse(BaseModel):
@@ -132,16 +194,16 @@ class DeleteResponse(BaseModel):
 
 # --- search ---------------------------------------------------------------------------
 
-UsetypeFilter = str | list[str]
+UsetypeFilter = Usetype | Usetypes
 
 
 class SearchRequest(_Request):
     """``POST /search/vector`` and ``/search/fulltext`` (and ``/search/bm25``)."""
 
-    query: str
+    query: Query
     limit: int = Field(default=10, ge=1, le=100)
     usetype: UsetypeFilter | None = None
-    exclude_types: list[str] | None = None
+    exclude_types: Usetypes | None = None
     parent_id: int | None = None
     threshold: float = Field(default=0.0, ge=0.0, le=1.0)
     as_of: datetime | None = None
@@ -154,9 +216,9 @@ class SearchRequest(_Request):
 class HybridSearchRequest(SearchRequest):
     """``POST /search/hybrid``: reciprocal rank fusion of vector and full-text ranks."""
 
-    methods: list[str] | None = None
+    methods: Annotated[list[str], Field(max_length=MAX_LIST_ITEMS)] | None = None
     weights: dict[str, float] | None = None
-    index_name: str = "default"
+    index_name: Annotated[str, Field(max_length=MAX_USETYPE_CHARS)] = "default"
     recency_weight: float = Field(default=0.0, ge=0.0)
     importance_weight: float = Field(default=0.0, ge=0.0)
     recency_halflife_days: float = Field(default=7.0, gt=0.0)

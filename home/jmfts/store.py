@@ -53,7 +53,8 @@ class DocumentStore(TreeReads):
 
     def __init__(self, data_dir: Path, embedder: Embedder, *, index_kind: IndexKind = "flat"):
         self.data_dir = data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        data_dir.chmod(0o700)  # memories: readable by their owner only
         self.embedder = embedder
         self.lock = threading.RLock()
         self.conn = connect(data_dir / DB_FILE)

@@ -119,10 +119,22 @@ class TreeReads:
         return [document_response(r) for r in rows]
 
     def roots(self, principal: Principal) -> list[DocumentResponse]:
-        """Top-level documents this principal sees: true roots, or its grant roots."""
+        """Top-level documents this principal sees: true roots, or its grant roots.
+
+        Each carries its ``titled_path``: an agent granted ``journal/a`` and
+        ``workspace/a`` sees two roots titled ``a``, told apart only by their paths.
+        """
         if principal.is_owner:
             rows = self.query(principal, "d.parent_id IS NULL", [], order="d.id")
-            return [document_response(r) for r in rows]
+        else:
+            rows = self._grant_roots(principal)
+        paths = self.titled_paths(rows)
+        return [
+            document_response(r).model_copy(update={"titled_path": paths.get(r["id"])})
+            for r in rows
+        ]
+
+    def _grant_roots(self, principal: Principal) -> list[sqlite3.Row]:
         scope = self.scope(principal)
         tops = [
             p
@@ -133,10 +145,7 @@ class TreeReads:
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
-        return [
-            document_response(r)
-            for r in self.query(principal, f"d.id IN ({marks})", ids, order="d.id")
-        ]
+        return self.query(principal, f"d.id IN ({marks})", ids, order="d.id")
 
     def list_documents(
         self,

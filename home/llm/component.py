@@ -17,6 +17,8 @@ from home.substrate.component import ComponentInfo, Health
 from home.substrate.errors import ComponentError
 
 HEALTH_TIMEOUT_S = 2.0
+# CPU the server must have used since the previous check to count as busy, not dead.
+BUSY_CPU_S = 0.1
 
 
 class EmbeddedLlmComponent:
@@ -27,6 +29,7 @@ class EmbeddedLlmComponent:
     def __init__(self, log_path: Path, host: str = "127.0.0.1") -> None:
         self._log_path = log_path
         self._server = LlamaServer(LlamaServerConfig(host=host, log_path=log_path))
+        self._cpu_at_last_check: float | None = None
 
     async def start(self) -> None:
         """Start llama.cpp and wait until the model is loaded."""
@@ -35,11 +38,27 @@ class EmbeddedLlmComponent:
             await self._server.start()
         except (LlmError, OSError) as exc:
             raise ComponentError(f"llm: the embedded model server did not start: {exc}") from exc
+        self._cpu_at_last_check = self._server.cpu_seconds()
 
     async def health(self) -> Health:
-        """Healthy while the server lists the model."""
-        ok = await self._server.health()
-        return Health(ok, "" if ok else "the model server does not answer")
+        """Healthy while the server lists the model, or while it works on an answer.
+
+        llama.cpp's server cannot answer ``/v1/models`` while it generates: a long
+        answer used to fail three checks and get the server restarted mid-turn. A
+        server that does not answer but has used CPU since the last check is busy,
+        not dead; only one that has exited, or answers nothing and does nothing, is
+        unhealthy.
+        """
+        answered = await self._server.health()
+        cpu = self._server.cpu_seconds()
+        before, self._cpu_at_last_check = self._cpu_at_last_check, cpu
+        if answered:
+            return Health(True)
+        if not self._server.running or cpu is None:
+            return Health(False, "the model server has exited")
+        if before is not None and cpu - before >= BUSY_CPU_S:
+            return Health(True, "busy: generating, so not answering /v1/models")
+        return Health(False, "the model server does not answer and is not working")
 
     async def stop(self) -> None:
         """Stop the server; idempotent."""

@@ -66,6 +66,17 @@ class LlamaServerConfig:
     start_timeout_s: float = 120.0
 
 
+def process_cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of process ``pid`` (all its threads), from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class LlamaServer:
     """The embedded model server. ``async with LlamaServer(config) as llm: llm.url``."""
 
@@ -163,6 +174,17 @@ class LlamaServer:
                     f"after {self.config.start_timeout_s:g}s"
                 )
             await asyncio.sleep(0.2)
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process has been started and has not exited."""
+        return self._proc is not None and self._proc.returncode is None
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the server process has used so far (None when it is not running)."""
+        if self._proc is None or self._proc.returncode is not None:
+            return None
+        return process_cpu_seconds(self._proc.pid)
 
     async def health(self) -> bool:
         """True when the process runs and ``GET /v1/models`` lists the model."""

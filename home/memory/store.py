@@ -110,7 +110,9 @@ class MemoryStore:
 
         A principal sees its grant roots as its roots, so a path may begin above what
         it can see: the longest tail of the path that starts at a visible root wins.
-        Absent or not granted is a 404 :class:`MemoryStoreError`.
+        A root is matched by its titled path (an agent's ``journal/x`` and
+        ``workspace/x`` are both roots titled ``x``). Absent or not granted is a 404
+        :class:`MemoryStoreError`.
         """
         cached = self._resolved.get(path)
         if cached is not None:
@@ -126,7 +128,7 @@ class MemoryStore:
         roots = await self._request("GET", "/documents/roots")
         for start in range(len(parts)):
             for root in roots:
-                if root.get("title") != parts[start]:
+                if root.get("titled_path") != "/".join(parts[: start + 1]):
                     continue
                 found = await self._walk(int(root["id"]), parts[start + 1 :])
                 if found is not None:

@@ -62,7 +62,9 @@ class DataDirLock:
 
     def acquire(self) -> None:
         """Take the lock or raise HomeAlreadyRunning naming the holder."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Private: memories, logs and tokens all live below it.
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)
         handle = (self.data_dir / LOCK_FILE).open("a+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -33,9 +33,11 @@ def die_with_parent() -> Callable[[], None]:
 async def spawn(
     argv: list[str], *, env: dict[str, str], log_path: Path, cwd: Path | None = None
 ) -> asyncio.subprocess.Process:
-    """Start ``argv`` with stdout and stderr appended to ``log_path``."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
+    """Start ``argv`` with stdout and stderr appended to ``log_path`` (private, 0600)."""
+    log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a log an earlier run left
+    with os.fdopen(fd, "ab") as log:
         try:
             return await asyncio.create_subprocess_exec(
                 *argv,

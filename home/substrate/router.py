@@ -17,6 +17,7 @@ from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
 from home.substrate.routing import (
+    FAILED,
     MALFORMED,
     REFUSED,
     BindingMemory,
@@ -92,6 +93,18 @@ class Router:
             return None
 
     async def _on_binding(self, route: Route, msg: Msg) -> None:
+        try:
+            await self._route_binding(route, msg)
+        except Exception as exc:  # the router's boundary: no event leaves it uncounted
+            self._drop(_unhandled(msg, exc))
+
+    async def _on_speak(self, msg: Msg) -> None:
+        try:
+            await self._resolve_speak(msg)
+        except Exception as exc:  # the router's boundary: no event leaves it uncounted
+            self._drop(_unhandled(msg, exc))
+
+    async def _route_binding(self, route: Route, msg: Msg) -> None:
         event = self._parse(msg)
         if event is None:
             return
@@ -105,7 +118,7 @@ class Router:
         if await self._publish(decision):
             self.counters.count_routed(route.schema)
 
-    async def _on_speak(self, msg: Msg) -> None:
+    async def _resolve_speak(self, msg: Msg) -> None:
         event = self._parse(msg)
         if event is None:
             return
@@ -129,3 +142,9 @@ class Router:
     def _drop(self, dropped: Dropped) -> None:
         self.counters.drop(dropped)
         log.warning("router dropped an event (%s): %s", dropped.reason, dropped.detail)
+
+
+def _unhandled(msg: Msg, exc: Exception) -> Dropped:
+    """What an exception that escaped the routing of one message is counted as."""
+    reason = MALFORMED if isinstance(exc, ContractError) else FAILED
+    return Dropped(reason, f"on {msg.subject}: {exc!r}")

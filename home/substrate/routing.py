@@ -17,15 +17,17 @@ from shared.schema import NodeSpec
 from shared.subjects import parse_subject, speak_subject, split_subject, workspace_in_subject
 
 # Why the router did not deliver an event; each is counted in `home status`.
-EXPIRED, LOOPED, MALFORMED, REFUSED, UNRESOLVED = (
+EXPIRED, LOOPED, MALFORMED, REFUSED, UNRESOLVED, FAILED = (
     "expired",
     "looped",
     "malformed",
     "refused",
     "unresolved",
+    "failed",
 )
 # refused: a well-formed event over the size limit or not text-only.
-DROP_REASONS = (EXPIRED, LOOPED, MALFORMED, REFUSED, UNRESOLVED)
+# failed: the router raised handling it (a bug of ours): counted, never silent.
+DROP_REASONS = (EXPIRED, LOOPED, MALFORMED, REFUSED, UNRESOLVED, FAILED)
 
 
 @dataclass(frozen=True)

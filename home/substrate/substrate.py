@@ -22,6 +22,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
+from nats.js.errors import NotFoundError
 
 from home.substrate import control
 from home.substrate.component import ComponentInfo, Health
@@ -84,6 +85,8 @@ class Substrate:
         # (monotonic time, stream last_seq) samples for the event log's rate.
         self._log_samples: deque[tuple[float, int]] = deque(maxlen=LOG_RATE_SAMPLES)
         self._sampler: asyncio.Task[None] | None = None
+        # Times the event log stream was found missing (deleted) and made again.
+        self.log_recreated = 0
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -146,11 +149,27 @@ class Substrate:
                 raise HomeConfigError(f"cannot apply schema {name!r} at start: {exc}") from exc
 
     async def health(self) -> Health:
-        """Connected to NATS (or reconnecting by itself: restarting would not help)."""
+        """Connected to NATS (or reconnecting by itself: restarting would not help), and
+        the event log stream exists.
+
+        A missing stream (any local client can delete it) is a silent outage: turns
+        time out while everything looks green. It is reported unhealthy for one
+        check, counted, and made again at once.
+        """
         if self.nc is None or self.nc.is_closed:
             return Health(False, "the NATS connection is closed")
         if not self.nc.is_connected:
             return Health(True, "reconnecting to nats-server")
+        stream = self.config.event_log.stream
+        try:
+            await self.nc.jetstream().stream_info(stream)
+        except NotFoundError:
+            self.log_recreated += 1
+            log.warning("the event log stream %s is missing; recreating it", stream)
+            await ensure_stream(self.nc, self.config.event_log)
+            return Health(False, f"the event log stream {stream} was missing; recreated it")
+        except (NatsError, TimeoutError) as exc:
+            return Health(False, f"the event log stream {stream} cannot be read: {exc!r}")
         return Health(True)
 
     async def stop(self) -> None:
@@ -265,6 +284,7 @@ class Substrate:
                 log_stats["events_per_s"] = self._log_rate()
             except NatsError as exc:
                 log_stats = {"error": str(exc)}
+            log_stats["recreated"] = self.log_recreated
         return {
             "pid": os.getpid(),
             "uptime_s": round(time.time() - self._started_at, 3),

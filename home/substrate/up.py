@@ -138,6 +138,9 @@ async def run_home(
     """
     lock = DataDirLock(config.data_dir)
     lock.acquire()
+    # Everything home and its children create from here on (logs, the event log,
+    # databases) is private to its owner; restored on return, for in-process callers.
+    previous_umask = os.umask(0o077)
     try:
         registry, nats_server, substrate = build_registry(config)
 
@@ -182,4 +185,5 @@ async def run_home(
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
     finally:
+        os.umask(previous_umask)
         lock.release()

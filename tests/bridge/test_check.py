@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ import pytest
 import yaml
 
 from bridge.check import RULES, Finding, Severity, check_pair, has_errors
-from shared.schema import load_bridge_half
+from shared import subjects
+from shared.schema import SubjectDecl, load_bridge_half
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "schemas" / "bridge"
@@ -221,3 +223,32 @@ def test_help_teaches() -> None:
     run = _bridge("check", "--help")
     assert run.returncode == 0
     assert "Exit status" in run.stdout
+
+
+def test_the_check_grows_linearly_with_what_a_half_declares(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hostile hello once froze home: every export was compared with every import.
+
+    Work is counted as subject parses (each pairwise comparison parses both sides):
+    400 exports and 400 imports on each half took 1,288,000 before the index, 11,200 after.
+    """
+    n = 400
+    parses = 0
+    real_split = subjects.split_subject
+
+    def counting_split(subject: str) -> list[str]:
+        nonlocal parses
+        parses += 1
+        return real_split(subject)
+
+    monkeypatch.setattr(subjects, "split_subject", counting_split)
+    edge = load_bridge_half(SHIPPED / "board.edge.yaml")
+    home = load_bridge_half(SHIPPED / "board.home.yaml")
+    turns = tuple(SubjectDecl(f"events.sensation.board.t{i}", i) for i in range(n))
+    speech = tuple(SubjectDecl(f"events.workspace.a{i}.out.speak.board", i) for i in range(n))
+    edge = replace(edge, exports=turns, imports=speech)
+    home = replace(home, exports=speech[::-1], imports=turns[::-1])
+    findings = check_pair(edge, home)
+    assert not [f for f in findings if f.rule in ("B010", "B011", "B012", "B021")]
+    assert parses < 40 * n

@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import random
 import struct
+from typing import Any
 
 import pytest
+import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +31,7 @@ from bridge.protocol import (
     Resume,
     check_hello,
 )
+from bridge.protocol.frames import MAX_FRAME_BYTES
 from bridge.transport import Backoff
 from shared.event import Event
 from shared.schema import BridgeHalf, SubjectDecl, load_bridge_half
@@ -110,6 +113,45 @@ def test_decoder_refuses_bad_frames() -> None:
         FrameDecoder().feed(struct.pack(">IB", 4, 1) + b"{{{")
 
 
+class _CountingDecompressor:
+    """Wraps a zstd decompressobj and counts every byte it hands out."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.total = 0
+
+    def decompress(self, data: bytes) -> bytes:
+        out: bytes = self.inner.decompress(data)
+        self.total += len(out)
+        return out
+
+
+def test_a_decompression_bomb_is_refused_without_expanding_it() -> None:
+    """64 MiB in one record, compressed to a few kilobytes; before, all of it was expanded."""
+    size = 64 * 1024 * 1024
+    zc = zstandard.ZstdCompressor().compressobj()
+    parts = [zc.compress(struct.pack(">QH", 1, 1) + b"a" + struct.pack(">I", size))]
+    parts += [zc.compress(bytes(1024 * 1024)) for _ in range(64)]
+    body = b"".join(parts) + zc.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    assert len(body) < 8192
+    dec = FrameDecoder()
+    probe = _CountingDecompressor(dec._zstd)
+    dec._zstd = probe
+    with pytest.raises(FrameError, match="decompresses to more than 8388608 bytes"):
+        dec.feed(struct.pack(">IB", len(body) + 1, 3) + body)
+    # Expansion stops within a few zstd blocks (128 KiB each) past the frame limit.
+    assert probe.total <= MAX_FRAME_BYTES + 512 * 1024
+
+
+def test_a_large_legitimate_batch_still_decodes() -> None:
+    records = tuple(
+        EventRecord(i + 1, "events.sensation.board.turn", _turn(f"turn {i} " + "x" * 3000))
+        for i in range(600)
+    )
+    enc, dec = FrameEncoder(), FrameDecoder()
+    assert dec.feed(enc.encode(Events(records))) == [Events(records)]
+
+
 # --- hello -----------------------------------------------------------------------
 
 
@@ -147,6 +189,31 @@ def test_hello_refuses_tampered_digest_version_and_device(
         Hello.from_body({"protocol": "ssh"})
     with pytest.raises(FrameError, match="'exports'"):
         Hello.from_body(hello.to_body() | {"exports": "events.>"})
+
+
+def test_hello_lists_are_bounded_before_any_comparison(edge: BridgeHalf) -> None:
+    body = Hello.for_half(edge, "s", Resume(None, 0)).to_body()
+    flood = [f"events.sensation.board.t{i}" for i in range(3000)]
+    with pytest.raises(FrameError, match="'exports' lists 3000 subjects, over the limit of 64"):
+        Hello.from_body(body | {"exports": flood})
+    with pytest.raises(FrameError, match=r"imports\[0\] is 5000 characters"):
+        Hello.from_body(body | {"imports": ["a" * 5000]})
+
+
+def test_hello_with_a_malformed_subject_is_a_frame_error(edge: BridgeHalf) -> None:
+    body = Hello.for_half(edge, "s", Resume(None, 0)).to_body()
+    with pytest.raises(FrameError, match=r"exports\[1\].*empty token"):
+        Hello.from_body(body | {"exports": ["events.sensation.board.turn", "events..turn"]})
+
+
+def test_a_refusal_names_a_bounded_number_of_findings(edge: BridgeHalf, home: BridgeHalf) -> None:
+    unimported = tuple(SubjectDecl(f"events.sensation.board.t{i}", i) for i in range(60))
+    wide = dataclasses.replace(edge, exports=(*edge.exports, *unimported))
+    with pytest.raises(HelloRefused) as info:
+        check_hello(home, Hello.for_half(wide, "s", Resume(None, 0)), "board")
+    assert "60 finding(s)" in info.value.message
+    assert len(info.value.findings) == 11
+    assert info.value.findings[-1] == "… and 50 more finding(s)"
 
 
 # --- session state ---------------------------------------------------------------

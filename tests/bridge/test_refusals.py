@@ -27,6 +27,7 @@ from bridge.protocol import (
     Resume,
 )
 from bridge.transport import BRIDGE_SUBSYSTEM, Backoff, open_bridge_channel
+from bridge.transport.server import MAX_UNAUTHENTICATED_PER_PEER
 from shared.bridge_status import BridgeStatus
 from shared.event import Event
 from shared.schema import BridgeHalf, SubjectDecl, load_bridge_half
@@ -34,6 +35,7 @@ from tests.bridge.servers import (
     Collector,
     Paired,
     free_port,
+    make_pair,
     running_bridge,
     wait_until,
     with_port,
@@ -150,6 +152,28 @@ async def test_forwards_are_refused(
     assert f"refused a forward to 127.0.0.1:{nats_port}" in caplog.text
 
 
+async def test_unauthenticated_connections_are_capped_per_address(
+    paired: Paired, home: HomeBridgeEndpoint
+) -> None:
+    """Before: 200 connections held open unauthenticated were all kept (and a real board
+    then waited behind their key exchanges)."""
+    held = [
+        await asyncio.open_connection("127.0.0.1", home.port)
+        for _ in range(MAX_UNAUTHENTICATED_PER_PEER + 4)
+    ]
+    try:
+        await wait_until(lambda: home.logins.refused == 4, what="the 4 past the cap refused")
+        assert home.health()["unauthenticated"] == MAX_UNAUTHENTICATED_PER_PEER
+        # A board from another address is let in all the same, and its login is released.
+        async with await _connect(paired, home.port, local_addr=("127.0.0.2", 0)):
+            pass
+    finally:
+        for _, writer in held:
+            writer.close()
+    await wait_until(lambda: home.health()["unauthenticated"] == 0, what="held ones released")
+    assert home.health()["refused_connections"] == 4
+
+
 # --- hello ---------------------------------------------------------------------
 
 
@@ -215,6 +239,60 @@ async def test_hello_naming_another_device_is_refused(
         answer = await raw.next_frame()
         assert isinstance(answer, Refuse)
         assert any("belongs to device 'board'" in f for f in answer.findings)
+
+
+async def test_a_hello_with_many_findings_is_refused_in_one_log_line(
+    paired: Paired, home: HomeBridgeEndpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    unimported = tuple(SubjectDecl(f"events.sensation.board.t{i}", i) for i in range(60))
+    wide = dataclasses.replace(paired.edge, exports=(*paired.edge.exports, *unimported))
+    caplog.set_level(logging.INFO, logger="tether.bridge")
+    async with await _connect(paired, home.port) as conn:
+        writer, reader, _ = await conn.open_session(subsystem=BRIDGE_SUBSYSTEM, encoding=None)
+        raw = RawEdge(reader, writer)
+        assert isinstance(await raw.hello(wide), HelloFrame)
+        answer = await raw.next_frame()
+        assert isinstance(answer, Refuse)
+        assert len(answer.findings) == 11
+        await wait_until(
+            lambda: any("link for device" in r.getMessage() for r in caplog.records),
+            what="the link's end logged",
+        )
+    refusals = [r.getMessage() for r in caplog.records if "board" in r.getMessage()]
+    assert refusals
+    assert all("\n" not in message for message in refusals)
+    assert sum("t17" in message for message in refusals) == 0  # findings past the first
+
+
+async def test_a_hello_with_a_malformed_subject_is_refused_and_counted(
+    paired: Paired, home: HomeBridgeEndpoint
+) -> None:
+    """Before: SubjectError escaped the handshake, and the link dropped uncounted and unlogged."""
+    broken = dataclasses.replace(paired.edge, exports=(SubjectDecl("events..turn", 1),))
+    async with await _connect(paired, home.port) as conn:
+        writer, reader, _ = await conn.open_session(subsystem=BRIDGE_SUBSYSTEM, encoding=None)
+        raw = RawEdge(reader, writer)
+        assert isinstance(await raw.hello(broken), HelloFrame)
+        answer = await raw.next_frame()
+        assert isinstance(answer, Refuse)
+        assert "empty token" in answer.reason
+    counters = home.cores["board"].counters
+    await wait_until(lambda: counters.link_ends["hello_refused"] == 1, what="the refusal counted")
+
+
+async def test_whatever_ends_a_link_is_counted_and_logged_once(
+    home: HomeBridgeEndpoint, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("a bug of ours\nwith a second line")
+
+    core = home.cores["board"]
+    monkeypatch.setattr(core, "run_link", broken)
+    caplog.set_level(logging.WARNING, logger="tether.bridge.home")
+    await home._on_link("board", None, None)  # type: ignore[arg-type]
+    assert core.counters.snapshot()["link_ends"] == {"internal_error": 1}
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line == "link for device 'board' ended (internal_error): a bug of ours"
 
 
 # --- payloads, refused at both halves ---------------------------------------------
@@ -352,3 +430,41 @@ async def test_full_outbox_and_expired_events_are_counted(paired: Paired, edge_n
     finally:
         await node.stop()
         await nc.close()
+
+
+async def test_every_half_is_listened_on(paired: Paired, home_nats: str, tmp_path: Path) -> None:
+    """Before: only the first half's address was bound, and a device paired with another
+    --listen could never connect while the endpoint still said ok."""
+    kitchen = make_pair(tmp_path / "kitchen", "kitchen")
+    first, second = free_port(), free_port()
+    halves = [with_port(paired.home, first), with_port(kitchen.home, second)]
+    endpoint = HomeBridgeEndpoint(halves, host_key=paired.result.host_key, nats_url=home_nats)
+    await endpoint.start()
+    try:
+        assert endpoint.health()["listen"] == f"127.0.0.1:{first}, 127.0.0.1:{second}"
+        assert endpoint.health()["ok"]
+        for port in (first, second):
+            edge = with_port(paired.edge, port)
+            async with open_bridge_channel(edge.endpoint, paired.result.client_key):
+                pass
+    finally:
+        await endpoint.stop()
+
+
+async def test_a_device_added_later_on_another_address_is_listened_on(
+    paired: Paired, home_nats: str, tmp_path: Path
+) -> None:
+    kitchen = make_pair(tmp_path / "kitchen", "kitchen")
+    first, second = free_port(), free_port()
+    endpoint = HomeBridgeEndpoint(
+        [with_port(paired.home, first)], host_key=paired.result.host_key, nats_url=home_nats
+    )
+    await endpoint.start()
+    try:
+        await endpoint.add(with_port(kitchen.home, second))
+        assert endpoint.health()["listen"] == f"127.0.0.1:{first}, 127.0.0.1:{second}"
+        edge = with_port(paired.edge, second)
+        async with open_bridge_channel(edge.endpoint, paired.result.client_key):
+            pass
+    finally:
+        await endpoint.stop()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 
 from home.jmfts.access import Principal
+from home.jmfts.db import connect
 from home.jmfts.embedder import OnnxMiniLM
 from home.jmfts.errors import StoreMismatch
 from home.jmfts.models import DocumentCreate, DocumentUpdate, SearchRequest
@@ -135,3 +138,23 @@ def test_hnsw_index_kind_deletes_by_tombstone_and_reopens_clean(
         assert _ids(reopened, "vector", "harbour seals") == [keep.id]
     finally:
         reopened.close()
+
+
+def test_the_database_and_its_journals_are_private(tmp_path: Path) -> None:
+    """Before: jmfts.sqlite3, -wal and -shm were 0644, and any local user read memories."""
+    path = tmp_path / DB_FILE
+    previous = os.umask(0o022)
+    try:
+        conn = connect(path)
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('probe', '1')")
+        modes = {
+            suffix: stat.S_IMODE(os.stat(f"{path}{suffix}").st_mode)
+            for suffix in ("", "-wal", "-shm")
+        }
+        conn.close()
+        os.chmod(path, 0o644)  # left by an earlier version: tightened on the next open
+        connect(path).close()
+    finally:
+        os.umask(previous)
+    assert modes == {"": 0o600, "-wal": 0o600, "-shm": 0o600}
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

@@ -74,6 +74,10 @@ BROKEN = [
     ("sequence_number", lambda d: d.update(sequence_number=-1), ">= 0"),
     ("ttl_ms", lambda d: d.update(ttl_ms=1.5), "integer"),
     ("ttl_ms", lambda d: d.update(ttl_ms=-5), ">= 0"),
+    ("ttl_ms", lambda d: d.update(ttl_ms=10**17), "<= 604800000"),
+    ("timestamp", lambda d: d.update(timestamp="9999-12-31T23:59:59+00:00"), "year 9999"),
+    ("timestamp", lambda d: d.update(timestamp="0001-01-01T00:00:00+05:00"), "year 1 "),
+    ("payload", lambda d: d.update(payload={"x": json.loads("[" * 200 + "]" * 200)}), "deeper"),
     ("payload", lambda d: d.update(payload="hi"), "object"),
     ("payload", lambda d: d.pop("payload"), "missing"),
     ("binding_id", lambda d: d.update(binding_id="a.b"), "token"),
@@ -109,6 +113,27 @@ def test_ttl_defaults_when_absent() -> None:
 def test_garbage_json_is_an_envelope_error(raw: bytes) -> None:
     with pytest.raises(EnvelopeError):
         Event.from_json(raw)
+
+
+def test_an_integer_too_long_to_convert_is_an_envelope_error() -> None:
+    """Before: ValueError, which neither the router nor `home events` expected."""
+    with pytest.raises(EnvelopeError, match="not valid JSON") as info:
+        Event.from_json(b'{"sequence_number": ' + b"9" * 5000 + b"}")
+    assert info.value.key == "<event>"
+
+
+def test_nesting_too_deep_for_the_parser_is_an_envelope_error() -> None:
+    """Before: RecursionError escaped every handler (router, inbox, `home events`)."""
+    with pytest.raises(EnvelopeError, match="nests too deeply") as info:
+        Event.from_json(b'{"payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    assert info.value.key == "<event>"
+
+
+def test_every_accepted_event_has_a_finite_expiry() -> None:
+    """Before: ttl_ms=10**17 or a year-9999 timestamp raised OverflowError in expires_at."""
+    data = _event().to_dict() | {"timestamp": "9000-12-31T23:59:59-12:00", "ttl_ms": 604_800_000}
+    event = Event.from_dict(data)
+    assert not event.is_expired(datetime(2026, 1, 1, tzinfo=UTC))
 
 
 def test_is_expired_uses_timestamp_plus_ttl() -> None:

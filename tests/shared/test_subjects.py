@@ -148,6 +148,14 @@ def test_overlaps_and_intersection_agree_with_enumeration(a: str, b: str) -> Non
         assert {s for s in UNIVERSE if S.matches(common, s)} == both
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(patterns(), max_size=8), patterns())
+def test_pattern_index_agrees_with_pairwise_comparison(indexed: list[str], query: str) -> None:
+    index = S.PatternIndex(indexed)
+    assert index.overlapping(query) == [i for i, p in enumerate(indexed) if S.overlaps(p, query)]
+    assert index.covering(query) == [i for i, p in enumerate(indexed) if S.covers(p, query)]
+
+
 def test_covers_handles_the_checker_cases() -> None:
     assert S.covers("a.>", "a.*.c")
     assert not S.covers("a.*.c", "a.>")

@@ -123,7 +123,10 @@ def _print_status(result: dict[str, Any]) -> None:
         console.print(
             f"event log {log['stream']}: {log['messages']} events, {log['bytes']} bytes, "
             f"{log.get('events_per_s', 0.0):.1f}/s"
+            + (f"; recreated {log['recreated']} time(s)" if log.get("recreated") else "")
         )
+    elif "error" in log:
+        console.print(f"event log: [red]{escape(log['error'])}[/red]")
 
 
 def print_schemas(schemas: list[dict[str, Any]]) -> None:

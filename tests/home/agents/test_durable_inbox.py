@@ -125,3 +125,39 @@ async def test_a_stale_utterance_is_refused_and_not_redelivered(
             await asyncio.sleep(3)
         assert second.stats.received == 0
     assert [s.event.binding_id for s in edge_side.on("speak.tui")] == [fresh.binding_id]
+
+
+async def test_a_turn_that_expires_while_queued_is_not_answered(
+    catalog: NodeCatalog, event_log: str, edge_side: EdgeSide, tmp_path: Path
+) -> None:
+    """Before: the TTL was checked on arrival only, so a turn held up behind a slow one
+    was answered long after its TTL."""
+    gate = asyncio.Event()
+    requests: list[RecordedRequest] = []
+
+    def answer(request: RecordedRequest) -> Reply:
+        requests.append(request)
+        if len(requests) == 1:  # the first turn's model call waits for the gate
+            return Reply.call("speak", {"text": "first"}, gate=gate)
+        return speak_back(request)
+
+    async with ScriptedModel(responder=answer) as model:
+        async with node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as agent:
+            first = await edge_side.say("the slow one", received=lambda: agent.stats.received)
+            await model.wait_requests(1)
+            short = Event.new(
+                "sensation.turn", {"text": "a quick one", "device": "tui"},
+                source="edge.audio.tui", sequence_number=99, ttl_ms=2000,
+            )  # fmt: skip
+            await edge_side.nc.publish(workspace_in_subject(AGENT), short.to_json())
+            async with asyncio.timeout(30):
+                while agent.queued < 1:  # fresh on arrival: queued behind the slow turn
+                    await asyncio.sleep(0.02)
+            await asyncio.sleep(2.2)  # past its TTL while it waits
+            gate.set()
+            last = await edge_side.say("after", received=lambda: agent.stats.received)
+            await edge_side.wait_for("speak.tui", count=2)
+        assert agent.stats.stale == 1
+    spoken = [s.event.binding_id for s in edge_side.on("speak.tui")]
+    assert spoken == [first.binding_id, last.binding_id]
+    assert all("a quick one" not in r.last_user_text for r in requests)

@@ -198,6 +198,7 @@ async def test_journal_append_lands_under_the_agents_own_principal(
         parent = await as_agent.get(doc.parent_id or -1)
     assert doc.content == "kettle on"
     assert parent.title == "edge_asr"
+    assert parent.id == await jmfts.ensure_path("journal/edge_asr")
     async with JmftsClient(jmfts.url, token=other) as as_other:
         with pytest.raises(Exception, match="404"):
             await as_other.get(ack["doc_id"])
@@ -229,3 +230,6 @@ async def test_jmfts_write_lands_in_the_agents_workspace(
     async with JmftsClient(jmfts.url, token=token) as as_agent:
         doc = await as_agent.get(ack["doc_id"])
     assert (doc.title, doc.content) == ("kettle", "kettle: on")
+    # Where, not only what: before, the record went to journal/edge_asr, the first root
+    # titled edge_asr the agent saw, and was neither findable there nor append-only.
+    assert doc.parent_id == await jmfts.ensure_path("workspace/edge_asr")

@@ -96,3 +96,13 @@ async def test_read_is_not_write_and_absent_is_absent_on_every_path(
             with pytest.raises(MemoryStoreError) as refused:
                 await Depositor(cfg, store).deposit(["The user's passport expires in April."])
             assert refused.value.status in (403, 404)
+
+
+async def test_a_workspace_path_resolves_to_the_workspace_not_the_journal(
+    jmfts: RunningJmfts,
+) -> None:
+    """Both are roots titled after the agent; before, the journal (granted first) won."""
+    token = await jmfts.principal("mem_d", ["journal/mem_d", "workspace/mem_d"])
+    async with MemoryStore(jmfts.url, token=token) as store:
+        assert await store.resolve("workspace/mem_d") == await jmfts.ensure_path("workspace/mem_d")
+        assert await store.resolve("journal/mem_d") == await jmfts.ensure_path("journal/mem_d")

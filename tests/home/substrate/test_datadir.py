@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import stat
+import sys
 from pathlib import Path
 
 import pytest
 
 from home.substrate.datadir import STATE_FILE, DataDirLock, HomeState, find_home, is_locked
 from home.substrate.errors import HomeAlreadyRunning, HomeNotRunning
+from home.substrate.process import spawn
 
 STATE = HomeState(
     pid=os.getpid(),
@@ -51,3 +54,31 @@ def test_an_unreadable_state_file_is_named(tmp_path: Path) -> None:
         (tmp_path / STATE_FILE).write_text("{not json")
         with pytest.raises(HomeNotRunning, match=r"home\.json is not a readable home state file"):
             find_home(tmp_path)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_data_dir_is_private_even_if_it_existed(tmp_path: Path) -> None:
+    """Before: 0755, and the memories below it were readable by any local user."""
+    data = tmp_path / "home"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    with DataDirLock(data):
+        assert _mode(data) == 0o700
+    fresh = tmp_path / "fresh" / "home"
+    with DataDirLock(fresh):
+        assert _mode(fresh) == 0o700
+
+
+async def test_component_logs_are_private(tmp_path: Path) -> None:
+    log_path = tmp_path / "logs" / "child.log"
+    previous = os.umask(0o022)
+    try:
+        proc = await spawn([sys.executable, "-c", "pass"], env={}, log_path=log_path)
+        await proc.wait()
+    finally:
+        os.umask(previous)
+    assert _mode(log_path) == 0o600
+    assert _mode(log_path.parent) == 0o700

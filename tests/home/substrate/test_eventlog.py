@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from home.substrate import control
-from home.substrate.eventlog import read_log, trace
+from home.substrate.control import StatusChange
+from home.substrate.eventlog import _logged, event_summary, read_log, trace
 from shared.event import Event
 from shared.subjects import sensation_turn_subject, speech_completed_subject
 from tests.home.substrate.conftest import Home, running_pid, wait_for
@@ -166,3 +168,39 @@ async def test_follow_prints_new_events_as_they_arrive(home: Home, tmp_path: Pat
     finally:
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 10)
+
+
+def test_a_poisoned_message_in_the_log_is_shown_as_unparseable() -> None:
+    """Before: RecursionError, and `home events`/`home trace` exited 1 while it stayed logged."""
+    for raw in (
+        b'{"payload": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+        json.dumps(
+            Event.new("t", {}, source="s", sequence_number=1).to_dict() | {"ttl_ms": 10**17}
+        ).encode(),
+    ):
+        logged = _logged(7, datetime.now(UTC), "events.sensation.tui.turn", raw)
+        assert logged.event is None
+        assert event_summary(logged).startswith("unparseable: envelope key")
+
+
+async def test_a_deleted_event_log_is_reported_and_recreated(home: Home) -> None:
+    """Before: after $JS.API.STREAM.DELETE.EVENTS home stayed green and nothing remade it."""
+    changes = await home.nc.subscribe("home.status.component.substrate")
+    await home.nc.flush()
+    js = home.nc.jetstream()
+    await js.delete_stream(STREAM)
+    unhealthy: list[StatusChange] = []
+    while not unhealthy:
+        change = StatusChange.from_json((await changes.next_msg(timeout=10)).data)
+        if change.state == "unhealthy":
+            unhealthy.append(change)
+    assert f"event log stream {STREAM} was missing" in unhealthy[0].reason
+    await js.stream_info(STREAM)  # back already
+    await home.nc.publish(sensation_turn_subject("tui"), b"{}")
+
+    async def logged_again() -> bool:
+        log_status = (await home.request(control.STATUS))["event_log"]
+        return bool(log_status["messages"] >= 1 and log_status["recreated"] == 1)
+
+    await wait_for(logged_again, "the recreated stream to record again")
+    await changes.unsubscribe()

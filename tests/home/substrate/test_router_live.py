@@ -104,6 +104,7 @@ async def test_loops_expired_malformed_and_unresolved_are_dropped_and_counted(ho
             "malformed": 1,
             "refused": 1,
             "unresolved": 1,
+            "failed": 0,
         }
 
     await wait_for(counted, "one drop of each kind to be counted")

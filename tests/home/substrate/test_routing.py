@@ -189,6 +189,7 @@ def test_counters_and_rate() -> None:
         "malformed": 0,
         "refused": 0,
         "unresolved": 0,
+        "failed": 0,
     }
     assert counters.last_error == {"expired": "older"}
     meter = RateMeter(window_s=10)

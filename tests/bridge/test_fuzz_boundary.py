@@ -1,0 +1,85 @@
+"""Fuzzing the bridge's outside input: frames and hellos end in a named refusal or a value.
+
+Whatever a paired but hostile board sends, the decoder and the hello check either
+return what they parsed or raise FrameError / HelloRefused; nothing else escapes,
+and a well-formed hello is still accepted afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bridge.errors import FrameError, HelloRefused
+from bridge.protocol import FrameDecoder, FrameType, Hello, HelloFrame, Resume, check_hello
+from shared.schema import BridgeHalf, load_bridge_half
+
+EDGE = load_bridge_half("schemas/bridge/board.edge.yaml")
+HOME = load_bridge_half("schemas/bridge/board.home.yaml")
+GOOD_BODY = Hello.for_half(EDGE, "s", Resume(None, 0)).to_body()
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+subjects = st.lists(
+    st.sampled_from(["events", "sensation", "board", "turn", "*", ">", "audio", "x", ""]),
+    min_size=0,
+    max_size=7,
+).map(".".join)
+
+
+def _accept_or_refuse(own: BridgeHalf, body: dict[str, Any]) -> None:
+    with contextlib.suppress(FrameError, HelloRefused):
+        check_hello(own, Hello.from_body(body), "board")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([*FrameType, 0x00, 0x7F]), st.binary(max_size=600))
+def test_any_frame_body_decodes_or_is_a_frame_error(kind: int, body: bytes) -> None:
+    try:
+        frames = FrameDecoder().feed(struct.pack(">IB", len(body) + 1, kind) + body)
+    except FrameError:
+        return
+    for frame in frames:
+        if isinstance(frame, HelloFrame):
+            _accept_or_refuse(HOME, frame.body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from([*GOOD_BODY, "x"]), json_values, max_size=12))
+def test_any_hello_object_is_accepted_or_refused_by_name(changes: dict[str, Any]) -> None:
+    _accept_or_refuse(HOME, GOOD_BODY | changes)
+    check_hello(HOME, Hello.from_body(GOOD_BODY), "board")  # the next good hello still pairs
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(subjects, max_size=70), st.lists(subjects, max_size=70))
+def test_any_declared_subjects_are_accepted_or_refused_by_name(
+    exports: list[str], imports: list[str]
+) -> None:
+    _accept_or_refuse(HOME, GOOD_BODY | {"exports": exports, "imports": imports})
+
+
+@pytest.mark.parametrize("kind", [FrameType.HELLO, FrameType.REFUSE])
+def test_json_the_parser_cannot_take_is_a_frame_error(kind: FrameType) -> None:
+    """Before: RecursionError (deep nesting) or ValueError (a 5,000-digit integer) out of
+    FrameDecoder.feed, past the handshake's handlers."""
+    body = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(FrameError, match="nests too deeply"):
+        FrameDecoder().feed(struct.pack(">IB", len(body) + 1, kind) + body)
+    digits = b'{"version": ' + b"9" * 5000 + b"}"
+    with pytest.raises(FrameError, match="not UTF-8 JSON"):
+        FrameDecoder().feed(struct.pack(">IB", len(digits) + 1, kind) + digits)
+    ok = json.dumps(GOOD_BODY).encode()
+    [frame] = FrameDecoder().feed(struct.pack(">IB", len(ok) + 1, FrameType.HELLO) + ok)
+    assert isinstance(frame, HelloFrame)

@@ -1,0 +1,100 @@
+"""The router's boundary: every event it cannot deliver is counted under a named reason."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from home.substrate import router as router_module
+from home.substrate.router import Router
+from home.substrate.routing import Route
+from shared.event import Event
+
+ROUTE = Route("talk", "events.sensation.*.turn", "agent.echo", "events.workspace.echo.in")
+TURN = "events.sensation.tui.turn"
+
+
+@dataclass
+class Msg:
+    subject: str
+    data: bytes
+
+
+class Published:
+    """Stands in for the NATS client: records what the router publishes."""
+
+    def __init__(self) -> None:
+        self.subjects: list[str] = []
+
+    async def publish(self, subject: str, data: bytes) -> None:
+        self.subjects.append(subject)
+
+
+def _turn(**changes: object) -> bytes:
+    data = Event.new("sensation.turn", {"text": "hi"}, source="edge", sequence_number=1).to_dict()
+    data.update(changes)
+    return json.dumps(data).encode()
+
+
+POISONED = {
+    "deep nesting": b'{"payload": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
+    "huge ttl": _turn(ttl_ms=10**17),
+    "year 9999": _turn(timestamp="9999-12-31T23:59:59+00:00"),
+    "not utf-8": b"\xff\xfe",
+}
+
+
+async def test_every_poisoned_event_is_counted_and_the_next_good_one_routed() -> None:
+    nc = Published()
+    router = Router(nc, "substrate.router")  # type: ignore[arg-type]
+    for raw in POISONED.values():
+        await router._on_binding(ROUTE, Msg(TURN, raw))  # type: ignore[arg-type]
+    await router._on_speak(Msg("events.workspace.UPPER.out.speak", _turn()))  # type: ignore[arg-type]
+    await router._on_binding(ROUTE, Msg(TURN, _turn()))  # type: ignore[arg-type]
+    assert router.counters.dropped["malformed"] == len(POISONED) + 1
+    assert nc.subjects == ["events.workspace.echo.in"]
+
+
+async def test_a_failure_of_ours_is_counted_as_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("a bug in routing")
+
+    monkeypatch.setattr(router_module, "route_binding", broken)
+    router = Router(Published(), "substrate.router")  # type: ignore[arg-type]
+    await router._on_binding(ROUTE, Msg(TURN, _turn()))  # type: ignore[arg-type]
+    assert router.counters.dropped["failed"] == 1
+    assert "a bug in routing" in router.counters.last_error["failed"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+GOOD = json.loads(_turn())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from([*GOOD, "x"]), json_values, max_size=6).map(
+            lambda changes: json.dumps(GOOD | changes).encode()
+        )
+        | st.binary(max_size=200),
+        min_size=1,
+        max_size=5,
+    )
+)
+async def test_every_fuzzed_message_is_routed_or_counted(messages: list[bytes]) -> None:
+    router = Router(Published(), "substrate.router")  # type: ignore[arg-type]
+    for raw in messages:
+        await router._on_binding(ROUTE, Msg(TURN, raw))  # type: ignore[arg-type]
+    counted = router.counters.routed + sum(router.counters.dropped.values())
+    assert counted == len(messages)
+    assert router.counters.dropped["failed"] == 0
