@@ -394,6 +394,7 @@ class AgentNode:
                 device=inbound.device,
                 event_id=inbound.event.event_id,
                 turn=self._turn_seq,
+                schema=inbound.event.routed_by_schema or inbound.event.produced_by_schema,
             ),
             correlation={
                 "subject": msg.subject,
@@ -659,6 +660,7 @@ class AgentNode:
             source=self.spec.name,
             sequence_number=self._out_seq,
             binding_id=turn.binding.binding_id,
+            produced_by_schema=turn.binding.schema,
         )
         await self._nc.publish(reply_subject(self.agent, device), event.to_json(self.limits))
 
@@ -674,6 +676,7 @@ class AgentNode:
             source=self.spec.name,
             sequence_number=self._out_seq,
             binding_id=turn.binding.binding_id,
+            produced_by_schema=turn.binding.schema,
         )
         with contextlib.suppress(Exception):
             await self._nc.publish(reply_subject(self.agent, device), event.to_json(self.limits))

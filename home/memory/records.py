@@ -21,7 +21,7 @@ RECALL_EVENT = "memory.recall"
 MEMORIZE_EVENT = "memory.memorize"
 
 EvaluationStatus = Literal["started", "deposited", "nothing", "evaluator_busy", "failed"]
-DepositAction = Literal["created", "superseded", "unchanged"]
+DepositAction = Literal["created", "corrected", "superseded", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,11 @@ class SearchRecord:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with ``kind`` for the ledger."""
         return {"kind": "search", **asdict(self)}
+
+    @property
+    def failed_roots(self) -> list[str]:
+        """The roots that failed or timed out (each error reads ``root: reason``)."""
+        return [error.split(": ", 1)[0] for error in self.errors]
 
     @property
     def scores(self) -> list[float]:

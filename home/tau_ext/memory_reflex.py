@@ -63,6 +63,7 @@ from home.memory.evaluator import (
 )
 from home.memory.fsrs import ReviewBook
 from home.memory.keep_gate import KeepGate, load_keep_gate
+from home.memory.provenance import Provenance
 from home.memory.recall import ScoredHit, render_recall, used_by_reply
 from home.memory.records import (
     MEMORIZE_ENTRY,
@@ -163,6 +164,13 @@ class MemoryReflex:
             return None, None
         return binding.binding_id, binding.device
 
+    def _schema(self) -> str | None:
+        """The activation schema that routed the turn in flight, if the node knows it."""
+        try:
+            return self.link.binding().schema
+        except ExtensionError:
+            return None
+
     def _reprompted(self) -> bool:
         """Whether the turn in flight is the node's own re-prompt rather than the user's words."""
         try:
@@ -208,12 +216,12 @@ class MemoryReflex:
         await self._report(
             recall_subject, RECALL_EVENT, _recall_payload(record), device, binding_id
         )
-        if not shown:
+        if not shown and not record.errors:
             return None
         return {
             "message": {
                 "customType": RECALL_MESSAGE_TYPE,
-                "content": render_recall(shown),
+                "content": render_recall(shown, record.failed_roots),
                 "display": True,
                 "details": {"search_id": record.search_id, "ids": record.injected_ids},
                 "position": "before_user",
@@ -258,6 +266,12 @@ class MemoryReflex:
         if self.config.every_n == 0 or self.user_turns % self.config.every_n != 0:
             return
         binding_id, device = self._binding_id()
+        origin = Provenance(
+            agent=self.config.agent,
+            written_by=self.link.source,
+            binding_id=binding_id,
+            produced_by_schema=self._schema(),
+        )
         position = ctx.cursor.leaf
         evaluation_id = uuid.uuid4().hex
         if self._evaluator is not None and not self._evaluator.done():
@@ -282,7 +296,7 @@ class MemoryReflex:
                 evaluation_id,
                 position=position,
                 window=window,
-                binding_id=binding_id,
+                origin=origin,
                 device=device,
             ),
             name=f"memory_reflex-evaluator-{evaluation_id[:8]}",
@@ -376,13 +390,14 @@ class MemoryReflex:
 
     async def _evaluate(
         self, ctx: Any, evaluation_id: str, *, position: str | None, window: list[str],
-        binding_id: str | None, device: str | None,
+        origin: Provenance, device: str | None,
     ) -> None:  # fmt: skip
         started = time.perf_counter()
+        origin = replace(origin, evaluation_id=evaluation_id)
         base = EvaluationRecord(
             evaluation_id=evaluation_id,
             when=now_utc().isoformat(),
-            binding_id=binding_id,
+            binding_id=origin.binding_id,
             status="failed",
             position=position,
             user_turn=self.user_turns,
@@ -401,7 +416,7 @@ class MemoryReflex:
             if not facts or self.depositor is None:
                 record = replace(base, status="nothing")
             else:
-                deposits = await self.depositor.deposit(facts)
+                deposits = await self.depositor.deposit(facts, origin)
                 record = replace(base, status="deposited", deposits=deposits)
         except MemoryReflexError as exc:
             record = replace(base, error=str(exc))
@@ -424,6 +439,7 @@ def _recall_payload(record: SearchRecord) -> dict[str, Any]:
         "threshold": record.threshold,
         "latency_ms": record.latency_ms,
         "errors": record.errors,
+        "failed_roots": record.failed_roots,
     }
 
 

@@ -91,7 +91,9 @@ async def test_a_near_duplicate_supersedes_instead_of_piling_up(
         (report,) = await edge.wait_for("memorize.tui")
 
     (deposit,) = report.event.payload["deposits"]
-    assert deposit["action"] == "superseded" and deposit["supersedes"] == old
+    # The same slot (dentist appointment / is on) with a fuller value reads as a correction;
+    # either way the new record replaces the old one.
+    assert deposit["action"] == "corrected" and deposit["supersedes"] == old
     assert await stored_contents(jmfts, token) == [
         "The user's dentist appointment is on Tuesday at 3 pm."
     ]
