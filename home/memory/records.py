@@ -136,6 +136,37 @@ class EvaluationRecord:
         return [d.id for d in self.deposits]
 
 
+@dataclass(frozen=True)
+class TurnMemory:
+    """One memory a turn produced, as its memorize report tells it."""
+
+    id: int
+    action: str
+    fact: str
+    supersedes: int | None
+
+
+def memories_in_report(payload: dict[str, Any]) -> list[TurnMemory]:
+    """The memories a memorize report's deposits name (``unchanged`` ones left out)."""
+    facts = payload.get("queries")
+    facts = facts if isinstance(facts, list) else []
+    found = []
+    for i, deposit in enumerate(payload.get("deposits") or []):
+        if not isinstance(deposit, dict) or not isinstance(deposit.get("id"), int):
+            continue
+        action = str(deposit.get("action", ""))
+        if action == "unchanged":
+            continue
+        fact = facts[i] if i < len(facts) and isinstance(facts[i], str) else ""
+        supersedes = deposit.get("supersedes")
+        found.append(
+            TurnMemory(
+                deposit["id"], action, fact, supersedes if isinstance(supersedes, int) else None
+            )
+        )
+    return found
+
+
 class Ledger:
     """Append-only JSON lines; one ``write`` is one line, flushed."""
 
