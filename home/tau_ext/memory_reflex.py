@@ -78,6 +78,7 @@ from home.memory.records import (
     UseRecord,
 )
 from home.memory.reflex import Depositor, Recaller, now_utc
+from home.memory.restate import slot_fact
 from home.memory.store import MemoryStore
 from home.tau_ext.bus_link import BusLink
 from home.tau_ext.errors import ExtensionError
@@ -206,6 +207,7 @@ class MemoryReflex:
         if not query.strip() or self._reprompted():
             return None
         self._utterances.append(query)
+        await self._settle_evaluation()
         record, shown = await self.recaller.recall(query, binding_id=binding_id)
         self._pending = TurnRecall(record, shown)
         await self.api.append_entry(RECALL_ENTRY, record.to_dict())
@@ -227,6 +229,15 @@ class MemoryReflex:
                 "position": "before_user",
             }
         }
+
+    async def _settle_evaluation(self) -> None:
+        """Wait (bounded) for an evaluation still running, so what was said a turn ago,
+        a correction above all, is stored before this turn's recall searches."""
+        task = self._evaluator
+        if task is None or task.done() or self.config.evaluation_wait_s <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), self.config.evaluation_wait_s)
 
     async def _record_use(self, event: dict[str, Any]) -> None:
         pending, self._pending = self._pending, None
@@ -360,7 +371,9 @@ class MemoryReflex:
         ]
 
     async def _utterance_answers(self, ctx: Any, model: Any, gated: list[GateRecord]) -> str:
-        """The utterance form: one fact line per kept utterance, decoded under a grammar."""
+        """The utterance form: one fact line per kept utterance, the user's own words when
+        they read as a slot fact (:func:`home.memory.restate.slot_fact`), else decoded
+        under a grammar."""
         if model.grammar_dialect == "gbnf":
             constraint = DecodeConstraints(grammar=FACT_GBNF, verify=is_fact_line)
         else:  # llguidance takes the same line as a regex terminal
@@ -380,6 +393,10 @@ class MemoryReflex:
         lines = []
         for verdict in gated:
             if not verdict.keep:
+                continue
+            slot = slot_fact(verdict.utterance)
+            if slot is not None:  # the user's own words already read as a slot fact
+                lines.append(f"- {slot}\n")
                 continue
             messages = [
                 {"role": "system", "content": UTTERANCE_SYSTEM},

@@ -23,7 +23,17 @@ def test_a_fact_reads_as_subject_relation_and_value() -> None:
 
 
 @pytest.mark.parametrize(
-    "fact", ["The user said hello.", "The user's dog.", "The user's is called Rex.", "Rex."]
+    "fact",
+    [
+        "The user said hello.",
+        "The user's dog.",
+        "The user's is called Rex.",
+        "Rex.",
+        "The user is vegetarian.",  # a bare copula: what the user is, many things at once
+        "The user is a night owl.",
+        "The user likes jazz.",  # many values at once
+        "The user's son plays the violin.",
+    ],
 )
 def test_what_reads_as_no_slot_is_none(fact: str) -> None:
     assert read_slot(fact) is None
@@ -51,6 +61,8 @@ def test_a_new_value_for_the_same_slot_corrects(new: str, old: str) -> None:
         ("The user's sister Ana lives in Porto.", "The user's sister is called Ana."),
         ("The user's dog is five years old.", "The user's dog is called Biscuit."),
         ("The user's dog likes carrots.", "The user's dog is called Biscuit."),
+        ("The user is allergic to nuts.", "The user is vegetarian."),
+        ("The user likes pizza.", "The user likes jazz."),
         # the same value: a repeat, not a correction
         ("The user's dog is called Biscuit now.", "The user's dog is called Biscuit."),
     ],
@@ -75,3 +87,21 @@ def test_decide_corrects_a_stored_memory_whatever_its_score() -> None:
 def test_decide_prefers_unchanged_over_correct() -> None:
     stored = [_memory(2, "The user's dog is called Rex.", 0.99)]
     assert decide("The user's dog is called Rex.", stored, 0.9).action == "unchanged"
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        # the embedded model's own wordings of "my dog is called Rex now", "... green now"
+        ("The user's dog is Rex.", "The user's dog is called Biscuit."),
+        ("The user's favourite colour is indeed green.", "The user's favourite colour is blue."),
+        ("The user's sister moved to Lisbon.", "The user's sister lives in Porto."),
+        ("The user's sister has moved to Lisbon.", "The user's sister lives in Porto."),
+        ("The user's coffee is with oat milk now.", "The user's coffee is black."),
+        ("The user's birthday is June.", "The user's birthday is in May."),
+        ("The user works as a nurse now.", "The user works as a teacher."),
+        ("The user moved to York.", "The user lives in Leeds."),
+    ],
+)
+def test_the_same_slot_in_other_words_corrects(new: str, old: str) -> None:
+    assert corrects(new, old)
