@@ -1,26 +1,30 @@
 """``home memory forget|show|due``: retract a memory, show where it came from, list what fades.
 
-Registered onto the ``home memory`` group by :func:`register`. Each talks to a running
-JMFTS as the admin principal (``--url``, token from ``--token-file`` or the JMFTS state
-directory's ``admin.token``). Exit codes: 0 done; 1 JMFTS refused or failed (not found,
-unreachable), or for ``due`` nothing was found to check; 2 bad usage or input.
+Registered onto the ``home memory`` group by :func:`register`. Each talks to the running
+home's memory server as its admin, found through ``--data-dir`` as every ``home memory``
+command does (``--url`` and ``--token-file`` name another server,
+:mod:`home.jmfts.locate`). Exit codes: 0 done; 1 JMFTS refused or failed (not found,
+unreachable, no home running); 2 bad usage or input.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from home.jmfts.access import ADMIN_TOKEN_FILE
-from home.jmfts.cli import DEFAULT_URL
+from home.jmfts.cli import AsJson, TokenFile, Url
 from home.jmfts.client import MemoryClient
 from home.jmfts.errors import JmftsError
+from home.jmfts.locate import locate_memory_server
 from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, DEFAULT_THRESHOLD, LEDGER_DIRNAME
 from home.memory.due import DEFAULT_HORIZON_DAYS, best_scores, due_memories
 from home.memory.errors import LedgerError
@@ -28,44 +32,37 @@ from home.memory.forget import forget as forget_memory
 from home.memory.fsrs import ReviewBook
 from home.memory.origin import memory_origin
 from home.memory.records import Ledger
+from home.substrate.errors import HomeNotRunning
+from home.substrate.options import DataDir
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-DEFAULT_HOME_DIR = Path.home() / ".local" / "share" / "tether"
 
 console = Console()
 err_console = Console(stderr=True)
 
-Url = Annotated[str, typer.Option("--url", help="Base URL of the running JMFTS server.")]
-HomeDir = Annotated[
-    Path, typer.Option("--data-dir", help="The home data directory (jmfts/, agents/ below it).")
-]
-TokenFile = Annotated[
-    Path | None,
-    typer.Option("--token-file", help="Bearer token file [default: DATA_DIR/jmfts/admin.token]."),
-]
-AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 MemoryId = Annotated[int, typer.Argument(help="The memory's document id.", min=1)]
 
 
-def _client(url: str, data_dir: Path, token_file: Path | None) -> MemoryClient:
-    try:
-        return MemoryClient.from_token_file(
-            url, token_file or data_dir / "jmfts" / ADMIN_TOKEN_FILE
-        )
-    except JmftsError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_USAGE) from exc
-
-
 def _failed(exc: Exception) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {exc}")
+    err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
     return typer.Exit(EXIT_FAILURE)
 
 
+@contextmanager
+def _client(data_dir: Path, url: str | None, token_file: Path | None) -> Iterator[MemoryClient]:
+    """A client of the home's memory server (or the one named); failures exit 1, named."""
+    try:
+        server = locate_memory_server(data_dir, url, token_file)
+        with MemoryClient.from_token_file(server.url, server.token_file) as client:
+            yield client
+    except (HomeNotRunning, JmftsError) as exc:
+        raise _failed(exc) from exc
+
+
 def forget(
+    data_dir: DataDir,
     memory_id: MemoryId,
-    url: Url = DEFAULT_URL,
-    data_dir: HomeDir = DEFAULT_HOME_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
@@ -74,11 +71,8 @@ def forget(
 
     Example: home memory forget 42
     """
-    with _client(url, data_dir, token_file) as client:
-        try:
-            done = forget_memory(client, memory_id)
-        except JmftsError as exc:
-            raise _failed(exc) from exc
+    with _client(data_dir, url, token_file) as client:
+        done = forget_memory(client, memory_id)
     if as_json:
         print(json.dumps(done.to_dict()))
     elif done.retraction_id is not None:
@@ -88,9 +82,9 @@ def forget(
 
 
 def show(
+    data_dir: DataDir,
     memory_id: MemoryId,
-    url: Url = DEFAULT_URL,
-    data_dir: HomeDir = DEFAULT_HOME_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
@@ -98,11 +92,8 @@ def show(
 
     Example: home memory show 42
     """
-    with _client(url, data_dir, token_file) as client:
-        try:
-            origin = memory_origin(client, memory_id)
-        except JmftsError as exc:
-            raise _failed(exc) from exc
+    with _client(data_dir, url, token_file) as client:
+        origin = memory_origin(client, memory_id)
     if as_json:
         print(json.dumps(origin.to_dict()))
         return
@@ -125,6 +116,7 @@ def _current(client: MemoryClient, root: str) -> list[tuple[int, str, datetime]]
 
 
 def due(
+    data_dir: DataDir,
     agent: Annotated[str, typer.Argument(help="The agent whose memories to check.")],
     *,
     within_days: Annotated[
@@ -137,8 +129,7 @@ def due(
     root: Annotated[
         str | None, typer.Option(help="The decaying root [default: workspace/AGENT].")
     ] = None,
-    url: Url = DEFAULT_URL,
-    data_dir: HomeDir = DEFAULT_HOME_DIR,
+    url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
@@ -161,11 +152,8 @@ def due(
         raise typer.Exit(EXIT_USAGE) from exc
     searches = [r for r in ledger if r.get("kind") == "search"]
     gate = threshold if threshold is not None else _last_threshold(searches)
-    with _client(url, data_dir, token_file) as client:
-        try:
-            memories = _current(client, root or f"workspace/{agent}")
-        except JmftsError as exc:
-            raise _failed(exc) from exc
+    with _client(data_dir, url, token_file) as client:
+        memories = _current(client, root or f"workspace/{agent}")
     now = datetime.now(UTC)
     found = due_memories(
         memories,

@@ -20,7 +20,8 @@ from nats.aio.subscription import Subscription
 
 from shared.event import Event
 from shared.nats_confirm import confirm_subscriptions
-from tests.home.test_home_turn import RunningHome, play_edge_turn, start_home
+from tests.home.test_home_turn import play_edge_turn
+from tests.support.home_up import RunningHome, running_home
 
 pytestmark = pytest.mark.slow
 AGENT = "edge_asr_memory"
@@ -37,15 +38,12 @@ async def report_for(sub: Subscription, binding_id: str, within_s: float) -> Eve
 
 
 async def memory_cli(home: RunningHome, *args: str) -> tuple[int, str]:
-    """``home memory ...`` against the running home's JMFTS, as the admin."""
-    state = json.loads((home.data_dir / "home.json").read_text())
-    url = state["components"]["jmfts"]["address"]
-    token = home.data_dir / "jmfts" / "admin.token"
-    return await home.cli("memory", *args, "--url", url, "--token-file", str(token))
+    """``home memory ...`` against the running home's JMFTS (found through --data-dir)."""
+    return await home.cli("memory", *args)
 
 
 async def test_a_correction_replaces_the_memory_it_corrects(tmp_path: Path) -> None:
-    async with start_home(tmp_path / "home", schema=AGENT) as home:
+    async with running_home(tmp_path / "home", None, apply=(AGENT,)) as home:
         nc = await nats.connect(home.nats_url)
         try:
             recalls = await nc.subscribe("events.workspace.*.out.recall.>")
