@@ -211,6 +211,11 @@ class SearchRequest(_Request):
     roots: list[int] | None = Field(default=None, description="Subtree filter: any of these.")
     created_after: datetime | None = None
     created_before: datetime | None = None
+    exact: bool = Field(
+        default=False,
+        description="Scan every vector instead of the approximate HNSW graph "
+        "(small trees and narrow filters are scanned anyway).",
+    )
 
 
 class HybridSearchRequest(SearchRequest):

@@ -99,16 +99,30 @@ class Hit:
 
 
 def vector_hits(
-    store: DocumentStore, flt: Filter, query: str, limit: int, threshold: float = 0.0
+    store: DocumentStore,
+    flt: Filter,
+    query: str,
+    limit: int,
+    threshold: float = 0.0,
+    *,
+    exact: bool = False,
 ) -> list[Hit]:
     """Top documents by cosine similarity of their best chunk to the query."""
-    return nearest_documents(store, flt, store.embedder.embed([query])[0], limit, threshold)
+    qvec = store.embedder.embed([query])[0]
+    return nearest_documents(store, flt, qvec, limit, threshold, exact=exact)
 
 
 def nearest_documents(
-    store: DocumentStore, flt: Filter, qvec: np.ndarray, limit: int, threshold: float = 0.0
+    store: DocumentStore,
+    flt: Filter,
+    qvec: np.ndarray,
+    limit: int,
+    threshold: float = 0.0,
+    *,
+    exact: bool = False,
 ) -> list[Hit]:
-    """Top documents for an already embedded query vector (unit length)."""
+    """Top documents for an already embedded query vector (unit length); ``exact`` scans
+    every vector instead of walking the HNSW graph."""
     with store.lock:
         total = store.index.count
         only = None
@@ -123,7 +137,7 @@ def nearest_documents(
                 only = None  # a wide filter: oversampling is cheaper than a selector
         k = max(limit * 4, 40)
         while True:
-            scores, ids = store.index.search(qvec, k, only=only)
+            scores, ids = store.index.search(qvec, k, only=only, exact=exact)
             best: dict[int, Hit] = {}
             if len(ids):
                 marks = ",".join("?" * len(ids))
@@ -280,7 +294,9 @@ def search(
     flt = build_filter(store, principal, request)
     kind: ScoreKind
     if method == "vector":
-        hits = vector_hits(store, flt, request.query, request.limit, request.threshold)
+        hits = vector_hits(
+            store, flt, request.query, request.limit, request.threshold, exact=request.exact
+        )
         kind, applied = "cosine", _applied(request, threshold=request.threshold)
     elif method in ("fulltext", "bm25"):
         hits = fulltext_hits(store, flt, request.query, request.limit)
@@ -317,7 +333,7 @@ def _hybrid(
     depth = max(request.limit * 3, 30)
     ranked: dict[str, list[Hit]] = {}
     if "vector" in methods:
-        ranked["vector"] = vector_hits(store, flt, request.query, depth)
+        ranked["vector"] = vector_hits(store, flt, request.query, depth, exact=request.exact)
     if "fulltext" in methods:
         ranked["fulltext"] = fulltext_hits(store, flt, request.query, depth)
     resolved = {m: weights.get(m, 1.0) for m in methods}
