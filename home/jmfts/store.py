@@ -26,7 +26,14 @@ from home.jmfts.chunking import chunk_spans
 from home.jmfts.clock import to_stored, utc_now
 from home.jmfts.db import connect, subtree_range
 from home.jmfts.embedder import Embedder, Vectors
-from home.jmfts.errors import Conflict, Forbidden, InvalidInput, NotFound, StoreMismatch
+from home.jmfts.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    JmftsError,
+    NotFound,
+    StoreMismatch,
+)
 from home.jmfts.models import (
     WORKSPACE_USETYPE,
     DocumentCreate,
@@ -36,6 +43,7 @@ from home.jmfts.models import (
 from home.jmfts.rows import content_hash, document_response, embed_text, path_ids
 from home.jmfts.tree import TreeReads
 from home.jmfts.vector_index import IndexKind, VectorIndex, ids_digest
+from home.jmfts.write_batcher import WriteBatcher
 
 DB_FILE = "jmfts.sqlite3"
 MAX_CONTENT_CHARS = 2_000_000
@@ -74,6 +82,8 @@ class DocumentStore(TreeReads):
         #: Index changes made while a compaction builds its new index, replayed onto it.
         self._journal: list[tuple[str, np.ndarray, np.ndarray | None]] | None = None
         self._open_index(index_kind)
+        #: Single-document writes from many threads, committed in groups.
+        self.writes = WriteBatcher(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -142,7 +152,9 @@ class DocumentStore(TreeReads):
             return True
 
     def close(self) -> None:
-        """Wait for a running compaction, save the index and close the database."""
+        """Finish queued writes, wait for a running compaction, save the index and close
+        the database."""
+        self.writes.close()
         compactor = self._compactor
         if compactor is not None:
             compactor.join()
@@ -347,6 +359,49 @@ class DocumentStore(TreeReads):
             for ids, vectors in zip(chunk_ids, embedded, strict=True):
                 self._index_add(ids, vectors.vectors)
             return [document_response(self._must(doc_id)) for doc_id in doc_ids]
+
+    def create_each(
+        self, writes: list[tuple[Principal, DocumentCreate]]
+    ) -> list[DocumentResponse | JmftsError]:
+        """Create documents for several callers at once: one embedder call, one commit.
+
+        Unlike :meth:`create_many` each write stands alone: one that fails (a missing
+        parent, no permission) is rolled back to its savepoint and answered with its own
+        error, while the others commit. Every success is findable when this returns.
+        """
+        outcome: list[DocumentResponse | JmftsError | None] = [None] * len(writes)
+        todo: list[int] = []
+        for at, (_, request) in enumerate(writes):
+            try:
+                _check_size(request.content)
+                todo.append(at)
+            except JmftsError as exc:
+                outcome[at] = exc
+        texts = [(writes[at][1].title, writes[at][1].content) for at in todo]
+        embedded = dict(zip(todo, self.embed_many(texts), strict=True))
+        now = to_stored(utc_now())
+        done: list[tuple[int, int, np.ndarray]] = []  # (position, document id, chunk ids)
+        with self.transaction() as conn:
+            scopes: dict[int, Scope] = {}
+            for at in todo:
+                principal, request = writes[at]
+                if principal.id not in scopes:
+                    scopes[principal.id] = self.access.scope(principal)
+                conn.execute("SAVEPOINT one_write")
+                try:
+                    doc_id = self._insert(conn, scopes[principal.id], principal, request, now)
+                    chunk_ids = self._write_chunks(doc_id, embedded[at])
+                except JmftsError as exc:
+                    conn.execute("ROLLBACK TO one_write")
+                    outcome[at] = exc
+                else:
+                    done.append((at, doc_id, chunk_ids))
+                conn.execute("RELEASE one_write")
+        with self.lock:
+            for at, doc_id, chunk_ids in done:
+                self._index_add(chunk_ids, embedded[at].vectors)
+                outcome[at] = document_response(self._must(doc_id))
+        return [o if o is not None else JmftsError("write was not attempted") for o in outcome]
 
     def _insert(
         self,
