@@ -155,9 +155,7 @@ class DocumentStore(TreeReads):
         """Finish queued writes, wait for a running compaction, save the index and close
         the database."""
         self.writes.close()
-        compactor = self._compactor
-        if compactor is not None:
-            compactor.join()
+        self.wait_for_compaction()
         with self.lock:
             self.save_if_dirty()
             self.conn.close()
@@ -185,6 +183,12 @@ class DocumentStore(TreeReads):
                 target=self._compact, name="jmfts-compact", daemon=True
             )
             self._compactor.start()
+
+    def wait_for_compaction(self, timeout: float | None = None) -> None:
+        """Block until a running background compaction has swapped its index in."""
+        compactor = self._compactor
+        if compactor is not None:
+            compactor.join(timeout)
 
     def compact_now(self) -> None:
         """Drop the HNSW tombstones synchronously (tests, and the background thread)."""

@@ -3,6 +3,7 @@ live set, and approximate recall against exact search stays above a floor."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +125,33 @@ def test_exact_flag_is_accepted_and_agrees_on_a_small_tree(store: DocumentStore)
     for exact in (False, True):
         request = SearchRequest(query="paddling a kayak", exact=exact)
         assert search(store, ADMIN, "vector", request).results[0].id == a.id
+
+
+def test_background_compaction_keeps_writes_made_while_it_builds(
+    store: DocumentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+
+    class HeldIndex(VectorIndex):
+        """Holds the compactor's build until the test has written meanwhile."""
+
+        def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+            if threading.current_thread().name == "jmfts-compact":
+                assert release.wait(60)
+            super().add(ids, vectors)
+
+    monkeypatch.setattr("home.jmfts.store.COMPACT_MIN", 4)
+    monkeypatch.setattr("home.jmfts.store.VectorIndex", HeldIndex)
+    docs = [
+        store.create(ADMIN, DocumentCreate(title=f"n{i}", content=f"entry {i}")) for i in range(8)
+    ]
+    for doc in docs[:4]:
+        store.delete(ADMIN, doc.id)  # the fourth tombstone starts the compactor
+    late = store.create(ADMIN, DocumentCreate(title="late", content="a late entry"))
+    store.delete(ADMIN, docs[4].id)
+    release.set()
+    store.wait_for_compaction(timeout=60)
+    assert store.index.tombstones == 1  # the delete made during the build, replayed
+    assert set(store.index.ids().tolist()) == set(store.stored_chunk_ids().tolist())
+    hits = search(store, ADMIN, "vector", SearchRequest(query="a late entry", limit=1))
+    assert [h.id for h in hits.results] == [late.id]
