@@ -180,7 +180,7 @@ class DocumentStore(TreeReads):
         )
         if due and self._compactor is None:
             self._compactor = threading.Thread(
-                target=self._compact, name="jmfts-compact", daemon=True
+                target=self._compact_in_background, name="jmfts-compact", daemon=True
             )
             self._compactor.start()
 
@@ -191,34 +191,38 @@ class DocumentStore(TreeReads):
             compactor.join(timeout)
 
     def compact_now(self) -> None:
-        """Drop the HNSW tombstones synchronously (tests, and the background thread)."""
+        """Drop the HNSW tombstones synchronously (after any background compaction)."""
+        self.wait_for_compaction()
         self._compact()
+
+    def _compact_in_background(self) -> None:
+        try:
+            self._compact()
+        finally:
+            self._compactor = None
 
     def _compact(self) -> None:
         """Rebuild the graph from its live vectors without blocking writers or searches:
         snapshot under the lock, build outside it, replay what changed meanwhile, swap."""
         started = time.perf_counter()
-        try:
-            with self.lock:
-                source = self.index
-                ids, vectors = source.live_vectors()
-                self._journal = []
-            fresh = VectorIndex(source.dimension, source.kind)
-            fresh.add(ids, vectors)
-            with self.lock:
-                journal, self._journal = self._journal or [], None
-                if self.index is not source:  # rebuilt meanwhile: this copy is stale
-                    return
-                for op, op_ids, op_vectors in journal:
-                    if op == "add" and op_vectors is not None:
-                        fresh.add(op_ids, op_vectors)
-                    else:
-                        fresh.remove(op_ids)
-                self.index = fresh
-                self._dirty = True
-                self.last_compaction_s = time.perf_counter() - started
-        finally:
-            self._compactor = None
+        with self.lock:
+            source = self.index
+            ids, vectors = source.live_vectors()
+            self._journal = []
+        fresh = VectorIndex(source.dimension, source.kind)
+        fresh.add(ids, vectors)
+        with self.lock:
+            journal, self._journal = self._journal or [], None
+            if self.index is not source:  # rebuilt meanwhile: this copy is stale
+                return
+            for op, op_ids, op_vectors in journal:
+                if op == "add" and op_vectors is not None:
+                    fresh.add(op_ids, op_vectors)
+                else:
+                    fresh.remove(op_ids)
+            self.index = fresh
+            self._dirty = True
+            self.last_compaction_s = time.perf_counter() - started
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -364,48 +368,67 @@ class DocumentStore(TreeReads):
                 self._index_add(ids, vectors.vectors)
             return [document_response(self._must(doc_id)) for doc_id in doc_ids]
 
+    def prepare_each(self, requests: list[DocumentCreate]) -> list[Embedded | JmftsError]:
+        """Embed several callers' documents in one embedder call (no lock held); a
+        document that is too large gets its own error instead."""
+        outcome: list[Embedded | JmftsError] = []
+        todo: list[int] = []
+        for at, request in enumerate(requests):
+            try:
+                _check_size(request.content)
+            except JmftsError as exc:
+                outcome.append(exc)
+                continue
+            outcome.append(Embedded([], np.zeros((0, self.embedder.dimension), np.float32)))
+            todo.append(at)
+        texts = [(requests[at].title, requests[at].content) for at in todo]
+        for at, embedded in zip(todo, self.embed_many(texts), strict=True):
+            outcome[at] = embedded
+        return outcome
+
     def create_each(
-        self, writes: list[tuple[Principal, DocumentCreate]]
+        self,
+        writes: list[tuple[Principal, DocumentCreate]],
+        prepared: list[Embedded | JmftsError] | None = None,
     ) -> list[DocumentResponse | JmftsError]:
         """Create documents for several callers at once: one embedder call, one commit.
 
         Unlike :meth:`create_many` each write stands alone: one that fails (a missing
         parent, no permission) is rolled back to its savepoint and answered with its own
         error, while the others commit. Every success is findable when this returns.
+        ``prepared`` passes :meth:`prepare_each`'s result, computed earlier.
         """
-        outcome: list[DocumentResponse | JmftsError | None] = [None] * len(writes)
-        todo: list[int] = []
-        for at, (_, request) in enumerate(writes):
-            try:
-                _check_size(request.content)
-                todo.append(at)
-            except JmftsError as exc:
-                outcome[at] = exc
-        texts = [(writes[at][1].title, writes[at][1].content) for at in todo]
-        embedded = dict(zip(todo, self.embed_many(texts), strict=True))
+        if prepared is None:
+            prepared = self.prepare_each([request for _, request in writes])
+        outcome: list[DocumentResponse | JmftsError] = []
         now = to_stored(utc_now())
-        done: list[tuple[int, int, np.ndarray]] = []  # (position, document id, chunk ids)
+        done: list[tuple[int, int, np.ndarray, Embedded]] = []  # (position, doc, chunks, vectors)
         with self.transaction() as conn:
             scopes: dict[int, Scope] = {}
-            for at in todo:
-                principal, request = writes[at]
+            for at, ((principal, request), embedded) in enumerate(
+                zip(writes, prepared, strict=True)
+            ):
+                outcome.append(JmftsError("not written"))  # replaced below, in every case
+                if isinstance(embedded, JmftsError):
+                    outcome[at] = embedded
+                    continue
                 if principal.id not in scopes:
                     scopes[principal.id] = self.access.scope(principal)
                 conn.execute("SAVEPOINT one_write")
                 try:
                     doc_id = self._insert(conn, scopes[principal.id], principal, request, now)
-                    chunk_ids = self._write_chunks(doc_id, embedded[at])
+                    chunk_ids = self._write_chunks(doc_id, embedded)
                 except JmftsError as exc:
                     conn.execute("ROLLBACK TO one_write")
                     outcome[at] = exc
                 else:
-                    done.append((at, doc_id, chunk_ids))
+                    done.append((at, doc_id, chunk_ids, embedded))
                 conn.execute("RELEASE one_write")
         with self.lock:
-            for at, doc_id, chunk_ids in done:
-                self._index_add(chunk_ids, embedded[at].vectors)
+            for at, doc_id, chunk_ids, embedded in done:
+                self._index_add(chunk_ids, embedded.vectors)
                 outcome[at] = document_response(self._must(doc_id))
-        return [o if o is not None else JmftsError("write was not attempted") for o in outcome]
+        return outcome
 
     def _insert(
         self,
