@@ -147,9 +147,11 @@ def _measure(
         "hybrid default now (all of the above)": api("hybrid"),
     }
     recall: dict[str, tuple[float, float]] = {}
+    in_reply: dict[str, tuple[float, float]] = {}  # recall@10: answer in a reply / in place
     latency: dict[str, float] = {}
     for name, run in methods.items():
         at10 = at5 = 0
+        by_form = {True: 0, False: 0}
         times = []
         for question in questions:
             started = time.perf_counter()
@@ -158,8 +160,11 @@ def _measure(
             evidence = doc_ids[question.evidence]
             at10 += evidence in found[:10]
             at5 += evidence in found[:5]
+            by_form[question.split] += evidence in found[:10]
         recall[name] = (at10 / len(questions), at5 / len(questions))
         latency[name] = float(np.percentile(times, 50)) * 1000
+        split = sum(q.split for q in questions)
+        in_reply[name] = (by_form[True] / split, by_form[False] / (len(questions) - split))
     baseline = recall["plain BM25 (Okapi, every word; baseline)"][0]
     split = sum(q.split for q in questions)
     for name, (at10, at5) in recall.items():
@@ -171,7 +176,8 @@ def _measure(
                 len(questions),
                 "plain BM25",
                 baseline,
-                note=f"recall@5 {at5:.3f}; p50 {latency[name]:.1f} ms; {len(turns)} turns, "
-                f"{split} answers in a reply turn",
+                note=f"recall@5 {at5:.3f}; @10 answer in a reply turn {in_reply[name][0]:.3f},"
+                f" in the topic's own turn {in_reply[name][1]:.3f}; p50 {latency[name]:.1f} ms;"
+                f" {len(turns)} turns, {split} answers in a reply",
             )
         )
