@@ -143,7 +143,8 @@ def create_app(store: DocumentStore) -> FastAPI:
             )
             if existing:
                 return document_response(existing[0])
-        return store.create(who, body)
+        # Concurrent single writes share one embedder call and one commit (group commit).
+        return store.writes.submit(who, body)
 
     @app.post("/documents/batch", response_model=list[DocumentResponse], tags=["documents"])
     def create_documents(body: DocumentBatch, who: Who) -> list[DocumentResponse]:

@@ -86,7 +86,9 @@ def serve(
         DEFAULT_HOST
     ),
     port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one.")] = DEFAULT_PORT,
-    index: Annotated[str, typer.Option(help="FAISS index: flat (exact) or hnsw.")] = "flat",
+    index: Annotated[
+        str, typer.Option(help="FAISS index: hnsw (approximate; exact when small) or flat.")
+    ] = "hnsw",
     as_json: AsJson = False,
 ) -> None:
     """Serve JMFTS over HTTP until Ctrl-C; prints the URL it listens on (OpenAPI at /docs)."""

@@ -22,7 +22,7 @@ class JmftsConfig:
     port: int = DEFAULT_PORT
     embedder: str = "minilm-onnx"
     onnx_cache: Path | None = None
-    index_kind: IndexKind = "flat"
+    index_kind: IndexKind = "hnsw"
     #: Seconds between saves of a changed FAISS index (a stale one is rebuilt at start).
     save_interval_s: float = 30.0
     #: OpenMP threads FAISS may use per search. One: requests already run in parallel on

@@ -214,6 +214,11 @@ class SearchRequest(_Request):
     roots: list[int] | None = Field(default=None, description="Subtree filter: any of these.")
     created_after: datetime | None = None
     created_before: datetime | None = None
+    exact: bool = Field(
+        default=False,
+        description="Scan every vector instead of the approximate HNSW graph "
+        "(small trees and narrow filters are scanned anyway).",
+    )
 
 
 class HybridSearchRequest(SearchRequest):
@@ -222,6 +227,13 @@ class HybridSearchRequest(SearchRequest):
     methods: Annotated[list[str], Field(max_length=MAX_LIST_ITEMS)] | None = None
     weights: dict[str, float] | None = None
     index_name: Annotated[str, Field(max_length=MAX_USETYPE_CHARS)] = "default"
+    context_turns: int = Field(
+        default=2,
+        ge=0,
+        le=5,
+        description="Following siblings (a conversation's next turns) that share a hit's "
+        "fused score; 0 turns this off.",
+    )
     recency_weight: float = Field(default=0.0, ge=0.0)
     importance_weight: float = Field(default=0.0, ge=0.0)
     recency_halflife_days: float = Field(default=7.0, gt=0.0)
@@ -233,6 +245,7 @@ class AppliedFilters(BaseModel):
 
     methods: list[str] | None = None
     weights: dict[str, float] | None = None
+    context_turns: int | None = None
     exclude_types: list[str] = Field(default_factory=list)
     usetype: UsetypeFilter | None = None
     parent_id: int | None = None

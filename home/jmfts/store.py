@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +26,14 @@ from home.jmfts.chunking import chunk_spans
 from home.jmfts.clock import to_stored, utc_now
 from home.jmfts.db import connect, subtree_range
 from home.jmfts.embedder import Embedder, Vectors
-from home.jmfts.errors import Conflict, Forbidden, InvalidInput, NotFound, StoreMismatch
+from home.jmfts.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    JmftsError,
+    NotFound,
+    StoreMismatch,
+)
 from home.jmfts.models import (
     WORKSPACE_USETYPE,
     DocumentCreate,
@@ -35,9 +43,14 @@ from home.jmfts.models import (
 from home.jmfts.rows import content_hash, document_response, embed_text, path_ids
 from home.jmfts.tree import TreeReads
 from home.jmfts.vector_index import IndexKind, VectorIndex, ids_digest
+from home.jmfts.write_batcher import WriteBatcher
 
 DB_FILE = "jmfts.sqlite3"
 MAX_CONTENT_CHARS = 2_000_000
+#: Compact an HNSW index once tombstones exceed this share of what it holds (and at
+#: least ``COMPACT_MIN`` of them): each costs a little on every search until then.
+COMPACT_SHARE = 0.2
+COMPACT_MIN = 256
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,7 @@ class Embedded:
 class DocumentStore(TreeReads):
     """Documents, access and vectors over one data directory."""
 
-    def __init__(self, data_dir: Path, embedder: Embedder, *, index_kind: IndexKind = "flat"):
+    def __init__(self, data_dir: Path, embedder: Embedder, *, index_kind: IndexKind = "hnsw"):
         self.data_dir = data_dir
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         data_dir.chmod(0o700)  # memories: readable by their owner only
@@ -63,7 +76,14 @@ class DocumentStore(TreeReads):
         self.index = VectorIndex(embedder.dimension, index_kind)
         self.index_rebuilt = False
         self._dirty = False
+        self._issued = 0  # highest chunk id this process handed out (never reused)
+        self._compactor: threading.Thread | None = None
+        self.last_compaction_s: float | None = None
+        #: Index changes made while a compaction builds its new index, replayed onto it.
+        self._journal: list[tuple[str, np.ndarray, np.ndarray | None]] | None = None
         self._open_index(index_kind)
+        #: Single-document writes from many threads, committed in groups.
+        self.writes = WriteBatcher(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -132,10 +152,77 @@ class DocumentStore(TreeReads):
             return True
 
     def close(self) -> None:
-        """Save the index and close the database."""
+        """Finish queued writes, wait for a running compaction, save the index and close
+        the database."""
+        self.writes.close()
+        self.wait_for_compaction()
         with self.lock:
             self.save_if_dirty()
             self.conn.close()
+
+    # -- the derived index -------------------------------------------------------------
+
+    def _index_add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Add to the live index (lock held), journalled while a compaction runs."""
+        self.index.add(ids, vectors)
+        if self._journal is not None:
+            self._journal.append(("add", ids, vectors))
+        self._dirty = True
+
+    def _index_remove(self, ids: np.ndarray) -> None:
+        """Remove from the live index (lock held); start a compaction when it is due."""
+        self.index.remove(ids)
+        if self._journal is not None:
+            self._journal.append(("remove", ids, None))
+        self._dirty = True
+        due = self.index.tombstones >= max(
+            COMPACT_MIN, COMPACT_SHARE * (self.index.count + self.index.tombstones)
+        )
+        if due and self._compactor is None:
+            self._compactor = threading.Thread(
+                target=self._compact_in_background, name="jmfts-compact", daemon=True
+            )
+            self._compactor.start()
+
+    def wait_for_compaction(self, timeout: float | None = None) -> None:
+        """Block until a running background compaction has swapped its index in."""
+        compactor = self._compactor
+        if compactor is not None:
+            compactor.join(timeout)
+
+    def compact_now(self) -> None:
+        """Drop the HNSW tombstones synchronously (after any background compaction)."""
+        self.wait_for_compaction()
+        self._compact()
+
+    def _compact_in_background(self) -> None:
+        try:
+            self._compact()
+        finally:
+            self._compactor = None
+
+    def _compact(self) -> None:
+        """Rebuild the graph from its live vectors without blocking writers or searches:
+        snapshot under the lock, build outside it, replay what changed meanwhile, swap."""
+        started = time.perf_counter()
+        with self.lock:
+            source = self.index
+            ids, vectors = source.live_vectors()
+            self._journal = []
+        fresh = VectorIndex(source.dimension, source.kind)
+        fresh.add(ids, vectors)
+        with self.lock:
+            journal, self._journal = self._journal or [], None
+            if self.index is not source:  # rebuilt meanwhile: this copy is stale
+                return
+            for op, op_ids, op_vectors in journal:
+                if op == "add" and op_vectors is not None:
+                    fresh.add(op_ids, op_vectors)
+                else:
+                    fresh.remove(op_ids)
+            self.index = fresh
+            self._dirty = True
+            self.last_compaction_s = time.perf_counter() - started
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -213,17 +300,26 @@ class DocumentStore(TreeReads):
             at += len(doc_spans)
         return out
 
+    def _next_chunk_id(self) -> int:
+        """A chunk id never used before in this index: SQLite alone would reuse the id of a
+        deleted last row, which an HNSW tombstone still names."""
+        stored = self.conn.execute("SELECT MAX(id) FROM chunks").fetchone()[0] or 0
+        return max(int(stored), self.index.high_water(), self._issued) + 1
+
     def _write_chunks(self, doc_id: int, embedded: Embedded) -> np.ndarray:
         ids = []
+        next_id = self._next_chunk_id()
         for idx, ((start, end), vector) in enumerate(
             zip(embedded.spans, embedded.vectors, strict=True)
         ):
-            cur = self.conn.execute(
-                "INSERT INTO chunks(document_id, idx, char_start, char_end, vector)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (doc_id, idx, start, end, vector.astype(np.float32).tobytes()),
+            self.conn.execute(
+                "INSERT INTO chunks(id, document_id, idx, char_start, char_end, vector)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (next_id, doc_id, idx, start, end, vector.astype(np.float32).tobytes()),
             )
-            ids.append(int(cur.lastrowid or 0))
+            ids.append(next_id)
+            next_id += 1
+        self._issued = max(self._issued, next_id - 1)
         return np.array(ids, dtype=np.int64)
 
     def _drop_chunks(self, doc_ids: list[int]) -> np.ndarray:
@@ -269,9 +365,70 @@ class DocumentStore(TreeReads):
                 chunk_ids.append(self._write_chunks(doc_id, vectors))
         with self.lock:
             for ids, vectors in zip(chunk_ids, embedded, strict=True):
-                self.index.add(ids, vectors.vectors)
-            self._dirty = True
+                self._index_add(ids, vectors.vectors)
             return [document_response(self._must(doc_id)) for doc_id in doc_ids]
+
+    def prepare_each(self, requests: list[DocumentCreate]) -> list[Embedded | JmftsError]:
+        """Embed several callers' documents in one embedder call (no lock held); a
+        document that is too large gets its own error instead."""
+        outcome: list[Embedded | JmftsError] = []
+        todo: list[int] = []
+        for at, request in enumerate(requests):
+            try:
+                _check_size(request.content)
+            except JmftsError as exc:
+                outcome.append(exc)
+                continue
+            outcome.append(Embedded([], np.zeros((0, self.embedder.dimension), np.float32)))
+            todo.append(at)
+        texts = [(requests[at].title, requests[at].content) for at in todo]
+        for at, embedded in zip(todo, self.embed_many(texts), strict=True):
+            outcome[at] = embedded
+        return outcome
+
+    def create_each(
+        self,
+        writes: list[tuple[Principal, DocumentCreate]],
+        prepared: list[Embedded | JmftsError] | None = None,
+    ) -> list[DocumentResponse | JmftsError]:
+        """Create documents for several callers at once: one embedder call, one commit.
+
+        Unlike :meth:`create_many` each write stands alone: one that fails (a missing
+        parent, no permission) is rolled back to its savepoint and answered with its own
+        error, while the others commit. Every success is findable when this returns.
+        ``prepared`` passes :meth:`prepare_each`'s result, computed earlier.
+        """
+        if prepared is None:
+            prepared = self.prepare_each([request for _, request in writes])
+        outcome: list[DocumentResponse | JmftsError] = []
+        now = to_stored(utc_now())
+        done: list[tuple[int, int, np.ndarray, Embedded]] = []  # (position, doc, chunks, vectors)
+        with self.transaction() as conn:
+            scopes: dict[int, Scope] = {}
+            for at, ((principal, request), embedded) in enumerate(
+                zip(writes, prepared, strict=True)
+            ):
+                outcome.append(JmftsError("not written"))  # replaced below, in every case
+                if isinstance(embedded, JmftsError):
+                    outcome[at] = embedded
+                    continue
+                if principal.id not in scopes:
+                    scopes[principal.id] = self.access.scope(principal)
+                conn.execute("SAVEPOINT one_write")
+                try:
+                    doc_id = self._insert(conn, scopes[principal.id], principal, request, now)
+                    chunk_ids = self._write_chunks(doc_id, embedded)
+                except JmftsError as exc:
+                    conn.execute("ROLLBACK TO one_write")
+                    outcome[at] = exc
+                else:
+                    done.append((at, doc_id, chunk_ids, embedded))
+                conn.execute("RELEASE one_write")
+        with self.lock:
+            for at, doc_id, chunk_ids, embedded in done:
+                self._index_add(chunk_ids, embedded.vectors)
+                outcome[at] = document_response(self._must(doc_id))
+        return outcome
 
     def _insert(
         self,
@@ -392,9 +549,8 @@ class DocumentStore(TreeReads):
                 added = self._write_chunks(doc_id, embedded)
         with self.lock:
             if embedded is not None:
-                self.index.remove(removed)
-                self.index.add(added, embedded.vectors)
-                self._dirty = True
+                self._index_remove(removed)
+                self._index_add(added, embedded.vectors)
             return document_response(self._must(doc_id))
 
     def _move(self, principal: Principal, doc: sqlite3.Row, new_parent_id: int) -> None:
@@ -441,8 +597,7 @@ class DocumentStore(TreeReads):
             conn.execute(f"DELETE FROM documents_fts WHERE rowid IN ({marks})", ids)
             conn.execute(f"DELETE FROM documents WHERE id IN ({marks})", ids)
         with self.lock:
-            self.index.remove(removed)
-            self._dirty = True
+            self._index_remove(removed)
         return ids
 
     def reembed(self, principal: Principal, doc_id: int) -> int:
@@ -453,9 +608,8 @@ class DocumentStore(TreeReads):
             removed = self._drop_chunks([doc_id])
             added = self._write_chunks(doc_id, embedded)
         with self.lock:
-            self.index.remove(removed)
-            self.index.add(added, embedded.vectors)
-            self._dirty = True
+            self._index_remove(removed)
+            self._index_add(added, embedded.vectors)
         return len(added)
 
 

@@ -3,14 +3,21 @@
 Measures, in one run: embedder throughput; ingest documents/s at 10k and 100k real
 documents (JMFTS: SQLite rows + FTS5 + vectors + FAISS, one transaction per 1000; Chroma:
 ``collection.add`` per 1000); single durable writes with embedding and write->findable
-latency; vector search p50/p99 at 10k and 100k (exact: JMFTS's full search path and bare
-FAISS; approximate: FAISS HNSW) with recall@10 against exact, Chroma's HNSW beside them;
+latency; vector search p50/p99 at 10k and 100k (JMFTS's full search path with its default
+HNSW index and with ``exact: true``; bare FAISS flat and an HNSW ef sweep) with recall@10
+against exact, Chroma's HNSW beside them;
 and at 1M synthetic vectors, exact vs approximate (IVF) with recall@10.
 
 The corpus is real text: paragraphs of the documentation and docstrings installed in this
 venv (deterministic order), embedded once with the project's ONNX all-MiniLM-L6-v2 and
 cached under ``bench-results/cache``. Queries are the first words of held-out paragraphs.
-Sizes can be lowered for a quick look: ``JMFTS_BENCH_SIZES=2000,10000``.
+Sizes can be lowered for a quick look: ``JMFTS_BENCH_SIZES=2000,10000``, and the 1M
+synthetic run skipped with ``JMFTS_BENCH_SYNTHETIC=0``.
+
+Also, from :mod:`tests.bench.jmfts_writes`: one ``POST /documents`` at a time from one
+client and from eight (group commit), against Chroma's ``add()`` of one document; and
+from :mod:`tests.bench.jmfts_conversation`: recall of the evidence turn on a generated
+conversational corpus for every search mode, beside a plain BM25 baseline.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from home.jmfts.models import DocumentCreate, SearchRequest
 from home.jmfts.search import build_filter, nearest_documents
 from home.jmfts.store import DocumentStore, Embedded
 from home.jmfts.vector_index import VectorIndex
+from tests.bench.jmfts_conversation import bench_conversation
+from tests.bench.jmfts_writes import bench_writes
 from tests.bench.report import RESULTS_DIR, Result, publish
 
 console = Console()
@@ -47,7 +56,7 @@ K = 10
 BATCH = 1000
 SINGLE_WRITES = 150
 SYNTHETIC = 1_000_000
-HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 16, 40, 64
+HNSW_M, HNSW_EF_CONSTRUCTION = 16, 40
 HNSW_EF_SWEEP = (32, 64, 128, 256)
 IVF_LISTS, IVF_PROBES = 1024, 16
 
@@ -194,7 +203,7 @@ def bench_size(
             n,
             "chroma",
             n / chroma_seconds,
-            note="JMFTS: SQLite+FTS5+FAISS flat, fsync'd commit per 1000; chroma add per 1000",
+            note="JMFTS: SQLite+FTS5+FAISS HNSW, fsync'd commit per 1000; chroma add per 1000",
         )
     )
 
@@ -202,23 +211,24 @@ def bench_size(
         embedder.dimension, "hnsw", hnsw_m=HNSW_M, ef_construction=HNSW_EF_CONSTRUCTION
     )
     build, _ = timed(lambda: hnsw.add(ids, vecs[:n]))
-    exact_index = store.index  # the server's own flat index
+    default_index = store.index  # the server's own index: HNSW, built as documents came
+    chunk_of = dict(
+        store.conn.execute("SELECT document_id, id FROM chunks WHERE document_id != ?", (root,))
+    )
     flat = VectorIndex(embedder.dimension, "flat")  # ground truth over exactly `ids`
     flat.add(ids, vecs[:n])
     flt = build_filter(store, ADMIN, SearchRequest(query="-"))
 
     # Interleaved per query, so load from other processes on this shared machine falls on
     # every system alike.
-    times: dict[str, list[float]] = {key: [] for key in ("path", "hnsw_path", "flat", "chroma")}
+    times: dict[str, list[float]] = {key: [] for key in ("path", "exact_path", "flat", "chroma")}
     times.update({f"ef{ef}": [] for ef in HNSW_EF_SWEEP})
     found: dict[str, list[list[int]]] = {key: [] for key in times}
 
-    def path(index: VectorIndex, ef: int | None = None) -> Callable[[np.ndarray], list[int]]:
+    def path(*, exact: bool) -> Callable[[np.ndarray], list[int]]:
         def run(q: np.ndarray) -> list[int]:
-            store.index = index
-            if ef is not None:
-                index.set_ef_search(ef)
-            return [h.doc_id for h in nearest_documents(store, flt, q, K)]
+            hits = nearest_documents(store, flt, q, K, exact=exact)
+            return [chunk_of[h.doc_id] for h in hits]  # one chunk per document
 
         return run
 
@@ -231,8 +241,8 @@ def bench_size(
         return run
 
     probes: dict[str, Callable[[np.ndarray], list[int]]] = {
-        "path": path(exact_index),
-        "hnsw_path": path(hnsw, HNSW_EF_SEARCH),
+        "path": path(exact=False),
+        "exact_path": path(exact=True),
         "flat": bare(flat),
         "chroma": chroma.query,
         **{f"ef{ef}": bare(hnsw, ef) for ef in HNSW_EF_SWEEP},
@@ -245,16 +255,21 @@ def bench_size(
             t, hit_ids = timed(lambda q=q, key=key: probes[key](q))
             times[key].append(t)
             found[key].append(hit_ids)
-    store.index = exact_index
     truth = found["flat"]
     chroma_recall = recall_at_k(truth, found["chroma"])
     c50, c99 = percentiles(times["chroma"])
     rows = [
-        ("path", "JMFTS exact (flat), full search path", 1.0),
         (
-            "hnsw_path",
-            f"JMFTS HNSW ef={HNSW_EF_SEARCH}, full search path",
-            recall_at_k(truth, found[f"ef{HNSW_EF_SEARCH}"]),
+            "path",
+            f"JMFTS default ({default_index.kind}"
+            f"{', exact scan' if default_index.uses_exact(False, None) else ''}),"
+            " full search path",
+            recall_at_k(truth, found["path"]),
+        ),
+        (
+            "exact_path",
+            "JMFTS exact: true, full search path",
+            recall_at_k(truth, found["exact_path"]),
         ),
         ("flat", "FAISS flat (exact), bare index", 1.0),
         *[
@@ -456,6 +471,8 @@ def main() -> None:
         )
     )
 
+    bench_writes(embedder, results)
+    bench_conversation(embedder, results)
     qvecs = embedder.embed(queries)
     work = Path(tempfile.mkdtemp(prefix="jmfts-bench-"))
     try:
@@ -463,7 +480,8 @@ def main() -> None:
             bench_size(n, texts, vecs, qvecs, embedder, work, results, fresh)
             shutil.rmtree(work / f"chroma-{n}", ignore_errors=True)
             shutil.rmtree(work / f"jmfts-{n}", ignore_errors=True)
-        bench_synthetic(vecs, qvecs, results)
+        if os.environ.get("JMFTS_BENCH_SYNTHETIC", "1") != "0":
+            bench_synthetic(vecs, qvecs, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = publish("jmfts", results)
