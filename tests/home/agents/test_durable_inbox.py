@@ -170,17 +170,19 @@ async def test_after_the_event_log_is_deleted_the_inbox_is_made_again_and_answer
 ) -> None:
     """Before: deleting the stream deleted the durable consumer with it; the substrate
     remade the stream, but the node's rail stayed silent and every turn timed out."""
-    async with ScriptedModel(responder=speak_back) as model:
-        async with node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as agent:
-            await edge_side.say("before the deletion", received=lambda: agent.stats.received)
-            await edge_side.wait_for("speak.tui")
-            js = edge_side.nc.jetstream()
-            await js.delete_stream(EventLogConfig().stream)
-            await asyncio.sleep(inbox.CHECK_S * 1.5)  # the node finds its consumer gone
-            await ensure_stream(edge_side.nc, EventLogConfig())  # as the substrate does
-            said = await edge_side.say("after the deletion")
-            speaks = await edge_side.wait_for("speak.tui", 2, timeout_s=30)
-            assert agent._inbox is not None
-            assert agent._inbox.recreated == 1
+    async with (
+        ScriptedModel(responder=speak_back) as model,
+        node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as agent,
+    ):
+        await edge_side.say("before the deletion", received=lambda: agent.stats.received)
+        await edge_side.wait_for("speak.tui")
+        js = edge_side.nc.jetstream()
+        await js.delete_stream(EventLogConfig().stream)
+        await asyncio.sleep(inbox.CHECK_S * 1.5)  # the node finds its consumer gone
+        await ensure_stream(edge_side.nc, EventLogConfig())  # as the substrate does
+        said = await edge_side.say("after the deletion")
+        speaks = await edge_side.wait_for("speak.tui", 2, timeout_s=30)
+        assert agent._inbox is not None
+        assert agent._inbox.recreated == 1
     assert speaks[1].event.binding_id == said.binding_id
     assert speaks[1].event.payload["text"] == "You said after the deletion."
