@@ -382,23 +382,23 @@ def create_app(store: DocumentStore) -> FastAPI:
     # -- triples -----------------------------------------------------------------------
 
     @app.post("/triples/predicates", response_model=PredicateResponse, tags=["triples"])
-    def create_predicate(body: PredicateCreate, _: Who) -> PredicateResponse:
-        """Create a predicate."""
-        return triples.create_predicate(body)
+    def create_predicate(body: PredicateCreate, who: Who) -> PredicateResponse:
+        """Create a predicate (private to its creator unless the owner makes it)."""
+        return triples.create_predicate(who, body)
 
     @app.get("/triples/predicates", response_model=list[PredicateResponse], tags=["triples"])
     def list_predicates(
-        _: Who, namespace: str | None = None, with_triples_only: bool = False
+        who: Who, namespace: str | None = None, with_triples_only: bool = False
     ) -> list[PredicateResponse]:
-        """Every predicate."""
-        return triples.list_predicates(namespace)
+        """The predicates the caller sees: the owner's, its own, those of triples it reads."""
+        return triples.list_predicates(who, namespace)
 
     @app.get(
         "/triples/predicates/{predicate_id}", response_model=PredicateResponse, tags=["triples"]
     )
-    def get_predicate(predicate_id: RowId, _: Who) -> PredicateResponse:
-        """One predicate."""
-        return triples.get_predicate(predicate_id)
+    def get_predicate(predicate_id: RowId, who: Who) -> PredicateResponse:
+        """One predicate the caller sees; any other is 404."""
+        return triples.get_predicate(who, predicate_id)
 
     @app.post("/triples", response_model=TripleResponse, tags=["triples"])
     def create_triple(body: TripleCreate, who: Who, dedup: bool = False) -> TripleResponse:
