@@ -394,7 +394,23 @@ class AgentNode:
     # --- inbound ---------------------------------------------------------------
 
     async def _on_inbound(self, msg: Msg) -> None:
+        """The inbound rail's boundary: whatever arrives is queued or counted, never raised."""
         self.stats.received += 1
+        try:
+            await self._take_inbound(msg)
+        except Exception as exc:
+            self._internal_error("inbound", msg, exc)
+            await settle(msg, "term")
+
+    def _internal_error(self, handler: str, msg: Msg, exc: Exception) -> None:
+        """A bug of ours met by outside input: counted and logged in one line, then skipped."""
+        self.stats.internal_errors += 1
+        log.error(
+            "%s: %s handler failed on %s (%d bytes): %r",
+            self.spec.name, handler, msg.subject, len(msg.data), exc,
+        )  # fmt: skip
+
+    async def _take_inbound(self, msg: Msg) -> None:
         try:
             inbound = parse_inbound(msg.data, self.limits)
         except InboundError as exc:
@@ -450,7 +466,14 @@ class AgentNode:
 
     async def _on_out(self, msg: Msg) -> None:
         """Read the node's own output: a refusal to speak earns one re-prompt, and a
-        speak is remembered until its device acks it."""
+        speak is remembered until its device acks it. Any local client can publish
+        there, so nothing it sends escapes uncounted."""
+        try:
+            await self._read_out(msg)
+        except Exception as exc:
+            self._internal_error("out", msg, exc)
+
+    async def _read_out(self, msg: Msg) -> None:
         try:
             info = parse_subject(msg.subject)
             if info.kind not in ("reply", "speak"):
@@ -490,7 +513,10 @@ class AgentNode:
         )
 
     async def _on_speech_completed(self, msg: Msg) -> None:
-        """Any ack, ok or not, shows the device is there: serve it in its turn again."""
+        """Any ack, ok or not, shows the device is there: serve it in its turn again.
+
+        Only the subject is read (its last token, a dictionary key): nothing here can fail
+        on what a sender puts in it."""
         binding_id = msg.subject.rsplit(".", 1)[-1]
         self._unacked.pop(binding_id, None)
         # The ack may come in after the turn's end marked the device: look it up anew.
