@@ -12,7 +12,17 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from shared.schema.bridge_half import BridgeHalf, SubjectDecl, ssh_fingerprint
-from shared.subjects import PatternIndex, device_of, intersection, is_audio_subject
+from shared.subjects import (
+    REPORT_RAILS,
+    PatternIndex,
+    device_of,
+    intersection,
+    is_audio_subject,
+    overlaps,
+)
+
+# The memory reflex's reports (recall: the utterance searched; memorize: the facts kept).
+MEMORY_TEXT_SUBJECTS = tuple(f"events.workspace.*.out.{rail}.*" for rail in REPORT_RAILS)
 
 
 class Severity(StrEnum):
@@ -49,6 +59,7 @@ RULES = {
         Rule("B020", "text-only.audio", Severity.ERROR),
         Rule("B021", "side.import-and-export", Severity.ERROR),
         Rule("B022", "device.foreign", Severity.ERROR),
+        Rule("B023", "export.memory-text", Severity.ERROR),
         Rule("B030", "limits.receiver-smaller", Severity.WARNING),
     )
 }
@@ -153,6 +164,8 @@ def check_half(half: BridgeHalf) -> list[Finding]:
                         f"is device {half.device!r}; a link may only carry its own device's rails",
                     )
                 )
+    if half.side == "home":
+        findings += _check_memory_exports(half)
     imports = PatternIndex(half.import_patterns)
     for exp in half.exports:
         for position in imports.overlapping(exp.subject):
@@ -168,6 +181,26 @@ def check_half(half: BridgeHalf) -> list[Finding]:
                     "Keep each subject on one side of the crossing",
                 )
             )
+    return findings
+
+
+def _check_memory_exports(half: BridgeHalf) -> list[Finding]:
+    """No memory crosses: the reflex's reports carry memory text (queries, facts)."""
+    findings = []
+    for decl in half.exports:
+        for rail in MEMORY_TEXT_SUBJECTS:
+            if overlaps(decl.subject, rail):
+                findings.append(
+                    _finding(
+                        "B023",
+                        half.file,
+                        decl.line,
+                        f"exports {decl.subject!r}, which takes "
+                        f"{intersection(decl.subject, rail)!r}: the memory reflex's reports "
+                        "carry memory text, and no memory leaves home; drop the export "
+                        "(the TUI reads them on home's NATS with --direct)",
+                    )
+                )
     return findings
 
 

@@ -73,10 +73,8 @@ def _write_private(path: Path, key: asyncssh.SSHKey) -> None:
 
 def _subjects(device: str) -> tuple[list[str], list[str]]:
     edge_exports = [f"events.sensation.{device}.turn", "events.action.speech.completed.*"]
-    edge_imports = [
-        f"events.workspace.*.out.{rail}.{device}"
-        for rail in ("speak", "reply", "recall", "memorize")
-    ]
+    # Not the memory reports (recall, memorize): no memory crosses (`bridge check` B023).
+    edge_imports = [f"events.workspace.*.out.{rail}.{device}" for rail in ("speak", "reply")]
     return edge_exports, edge_imports
 
 

@@ -8,6 +8,7 @@ from home.agents.node import app as agent_app
 from home.jmfts.cli import jmfts_app, memory_app
 from home.llm.cli import app as llm_app
 from home.memory.cli import register as register_memory_commands
+from home.memory.trust_cli import register as register_trust_commands
 from home.substrate.cli import register as register_substrate
 
 app = typer.Typer(
@@ -21,6 +22,7 @@ app.add_typer(agent_app, name="agent", help="Run one τ agent node.")
 app.add_typer(llm_app, name="llm")
 app.add_typer(jmfts_app, name="jmfts")
 register_memory_commands(memory_app)
+register_trust_commands(memory_app)
 app.add_typer(memory_app, name="memory")
 
 

@@ -126,6 +126,7 @@ class Event:
         hops: tuple[str, ...] = (),
         audit: dict[str, Any] | None = None,
         now: datetime | None = None,
+        produced_by_schema: str | None = None,
     ) -> Event:
         """A new event with a fresh id and the current time."""
         event = cls(
@@ -140,6 +141,7 @@ class Event:
             binding_id=binding_id,
             hops=hops,
             audit=audit or {},
+            produced_by_schema=produced_by_schema,
         )
         event.validate()
         return event

@@ -139,8 +139,9 @@ def tui(
 
     Each line you type is sent as the device's turn (events.sensation.DEVICE.turn);
     spoken answers appear as the agent's lines and are acknowledged as played;
-    text the agent would not speak shows in yellow with its reason; memory recalls
-    appear as quiet notes under their turn. The status bar shows the link (up or
+    text the agent would not speak shows in yellow with its reason; with --direct,
+    memory recalls appear as quiet notes under their turn (no memory crosses the
+    bridge). The status bar shows the link (up or
     down, round trip, queued events), the active agent and the last turn's latency.
 
     Keys: Enter sends, Ctrl-C quits, Ctrl-R (or F2) toggles the raw event view.

@@ -103,6 +103,9 @@ class AgentReply:
 class MemoryReport:
     """A memory reflex's past-tense report (``out.recall.<device>`` / ``out.memorize.<device>``).
 
+    Read on home's own NATS only (``--direct``): the reports carry memory text, and no
+    home half exports them (``bridge check`` B023).
+
     The payload's shape belongs to the memory reflex; :attr:`summary` is ``text``
     when the report carries one, else a line built from ``query``, ``passed`` and
     the hits or scores, else the compact payload.

@@ -442,6 +442,7 @@ class AgentNode:
                 device=inbound.device,
                 event_id=inbound.event.event_id,
                 turn=self._turn_seq,
+                schema=inbound.event.routed_by_schema or inbound.event.produced_by_schema,
             ),
             correlation={
                 "subject": msg.subject,
@@ -771,6 +772,7 @@ class AgentNode:
             source=self.spec.name,
             sequence_number=self._out_seq,
             binding_id=turn.binding.binding_id,
+            produced_by_schema=turn.binding.schema,
         )
         await self._nc.publish(reply_subject(self.agent, device), event.to_json(self.limits))
 
@@ -786,6 +788,7 @@ class AgentNode:
             source=self.spec.name,
             sequence_number=self._out_seq,
             binding_id=turn.binding.binding_id,
+            produced_by_schema=turn.binding.schema,
         )
         with contextlib.suppress(Exception):
             await self._nc.publish(reply_subject(self.agent, device), event.to_json(self.limits))

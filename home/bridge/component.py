@@ -13,11 +13,13 @@ makes the keys and both halves on this machine (once) and serves the device at o
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bridge.check import Severity, check_pair
 from bridge.errors import BridgeError, PairError
 from bridge.node.home import HomeBridgeEndpoint
 from bridge.pair import HOST_KEY_NAME, pair
@@ -33,6 +35,7 @@ from shared.subjects import check_name
 BRIDGE_DIR = "bridge"
 # A paired device's name names its files; well under any file-name limit.
 MAX_DEVICE_CHARS = 64
+log = logging.getLogger("tether.home.bridge")
 
 
 def paired_home_halves(data_dir: Path) -> list[Path]:
@@ -165,6 +168,25 @@ class HomeBridgeComponent:
         halves = self._halves()
         return halves[0].endpoint.port if halves else DEFAULT_PORT
 
+    def _stale_pairing(self, device: str) -> str:
+        """Why ``device``'s pairing here cannot link any more ("" when it can).
+
+        A pairing made by an older release may break a rule added since (B023: a home
+        half exporting memory reports); the link's hello would refuse it forever, so
+        the verb makes it anew, as a person would with `bridge pair --force`.
+        """
+        edge, home = self._dir / f"{device}.edge.yaml", self._dir / f"{device}.home.yaml"
+        if not edge.is_file() and not home.is_file():
+            return ""  # never paired: nothing stale
+        if not (edge.is_file() and home.is_file()):
+            return "one half is missing"
+        try:
+            findings = check_pair(load_bridge_half(edge), load_bridge_half(home))
+        except SchemaError as exc:
+            return str(exc)
+        errors = [f for f in findings if f.severity is Severity.ERROR]
+        return "; ".join(f"{f.rule} {f.name}" for f in errors)
+
     async def pair_device(self, request: ControlRequest) -> dict[str, Any]:
         """Control verb ``bridge.pair``: pair ``device`` on this machine (once) and serve it."""
         device = request.text("device")
@@ -180,7 +202,10 @@ class HomeBridgeComponent:
         async with self._lock:
             edge_half = self._dir / f"{device}.edge.yaml"
             key = self._dir / "secrets" / f"{device}.edge.key"
-            if not (edge_half.is_file() and key.is_file()):
+            stale = await asyncio.to_thread(self._stale_pairing, str(device))
+            if stale:
+                log.warning("bridge: pairing %s again: %s", device, stale)
+            if stale or not (edge_half.is_file() and key.is_file()):
                 where = f"{self._host}:{self.port}"
                 try:
                     await asyncio.to_thread(

@@ -28,6 +28,7 @@ from nats.aio.msg import Msg
 
 from home.effectors.errors import CredentialError, EffectorError
 from home.effectors.jmfts_http import JmftsClient
+from home.memory.provenance import Provenance
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event
 from shared.nats_confirm import confirm_subscriptions
@@ -37,8 +38,9 @@ log = logging.getLogger(__name__)
 
 DEDUP_WINDOW = 4096
 
-# One verb's write: (client as the agent, agent, payload) -> the document id written.
-Write = Callable[[JmftsClient, str, dict[str, Any]], Awaitable[int]]
+# One verb's write: (client as the agent, where the write comes from, payload) -> the
+# document id written. The origin goes into the record (its audit thread).
+Write = Callable[[JmftsClient, Provenance, dict[str, Any]], Awaitable[int]]
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,13 @@ class Effector:
         try:
             token = read_token(self.token_dir, agent)
             async with JmftsClient(self.jmfts_url, token=token) as client:
-                doc_id = await self.spec.write(client, agent, event.payload)
+                origin = Provenance(
+                    agent=agent,
+                    written_by=self.spec.node,
+                    binding_id=binding_id,
+                    produced_by_schema=event.produced_by_schema or event.routed_by_schema,
+                )
+                doc_id = await self.spec.write(client, origin, event.payload)
             payload.update(ok=True, doc_id=doc_id, error=None)
             self.stats.ok += 1
         except EffectorError as exc:
@@ -180,6 +188,7 @@ class Effector:
                 sequence_number=self._seq,
                 binding_id=binding_id,
                 hops=(*event.hops, self.spec.node),
+                produced_by_schema=event.produced_by_schema or event.routed_by_schema,
             )
             if self._nc is not None:
                 await self._nc.publish(self.spec.ack_subject(binding_id), ack.to_json())

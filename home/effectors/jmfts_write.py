@@ -11,15 +11,17 @@ from typing import Any
 from home.effectors.cli import make_app
 from home.effectors.effector import VerbEffector, note_text
 from home.effectors.jmfts_http import JmftsClient
+from home.memory.provenance import Provenance
 from shared.subjects import jmfts_write_ack_subject
 
 WORKSPACE_ROOT = "workspace"
 USETYPE = "record"
 
 
-async def write_record(client: JmftsClient, agent: str, payload: dict[str, Any]) -> int:
+async def write_record(client: JmftsClient, origin: Provenance, payload: dict[str, Any]) -> int:
     """Write one record under ``workspace/<agent>`` as the agent; return its document id."""
     text = note_text(payload)
+    agent = origin.agent
     title = payload.get("title")
     parent = await client.ensure_path([WORKSPACE_ROOT, agent])
     doc = await client.create(
@@ -27,7 +29,7 @@ async def write_record(client: JmftsClient, agent: str, payload: dict[str, Any])
         content=text,
         parent_id=parent.id,
         usetype=USETYPE,
-        structured_content={"agent": agent},
+        structured_content=origin.structured_content(),
     )
     return doc.id
 

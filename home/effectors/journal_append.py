@@ -11,22 +11,24 @@ from typing import Any
 from home.effectors.cli import make_app
 from home.effectors.effector import VerbEffector, note_text
 from home.effectors.jmfts_http import JmftsClient
+from home.memory.provenance import Provenance
 from shared.subjects import journal_append_ack_subject
 
 JOURNAL_ROOT = "journal"
 USETYPE = "journal_entry"
 
 
-async def append_note(client: JmftsClient, agent: str, payload: dict[str, Any]) -> int:
+async def append_note(client: JmftsClient, origin: Provenance, payload: dict[str, Any]) -> int:
     """Write one note under ``journal/<agent>`` as the agent; return its document id."""
     text = note_text(payload)
+    agent = origin.agent
     parent = await client.ensure_path([JOURNAL_ROOT, agent])
     doc = await client.create(
         title=text[:80],
         content=text,
         parent_id=parent.id,
         usetype=USETYPE,
-        structured_content={"agent": agent},
+        structured_content=origin.structured_content(),
     )
     return doc.id
 

@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -256,6 +257,15 @@ def search(
     ] = None,
     usetype: Annotated[str | None, typer.Option(help="Only this usetype (glob).")] = None,
     threshold: Annotated[float, typer.Option(help="Vector: minimum cosine score.")] = 0.0,
+    as_of: Annotated[
+        datetime | None,
+        typer.Option(
+            "--as-of",
+            formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S"],
+            help="What memory held at this time (ISO-8601): records written by then, "
+            "not yet superseded or retracted by then.",
+        ),
+    ] = None,
     url: Url = None,
     token_file: TokenFile = None,
     as_json: AsJson = False,
@@ -266,6 +276,8 @@ def search(
     with _connected(data_dir, url, token_file) as client:
         roots = [client.resolve(r)["id"] for r in root or []] or None
         extra: dict[str, Any] = {"roots": roots, "usetype": usetype}
+        if as_of is not None:
+            extra["as_of"] = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).isoformat()
         if method == "vector":
             extra["threshold"] = threshold
         response = client.search(query, method, limit, **extra)

@@ -16,8 +16,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+#: A workspace record of this usetype retracts the record it supersedes: it says "no
+#: longer believed" and is itself no memory (``home memory forget``).
+RETRACTION_USETYPE = "retraction"
 #: Usetypes held out of search unless a request names them (docs/architecture.md "Memory").
-DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = ("entity", "summary")
+DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = ("entity", "summary", RETRACTION_USETYPE)
 API_VERSION = "0.8.0"
 #: A document of this usetype makes its subtree an append-only workspace.
 WORKSPACE_USETYPE = "workspace"

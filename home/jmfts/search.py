@@ -52,9 +52,14 @@ def build_filter(store: DocumentStore, principal: Principal, request: SearchRequ
         raise InvalidInput("project: projections are not supported by this appliance")
     scope = store.scope(principal)
     clause, params = scope.sql()
-    # A workspace record that a later record supersedes is history, not current memory.
-    parts = [clause, "NOT EXISTS (SELECT 1 FROM documents s WHERE s.supersedes = d.id)"]
+    # A workspace record that a later record supersedes is history, not current memory;
+    # as of a time, only a supersession recorded by then counts (bitemporal, like triples).
+    superseded = "SELECT 1 FROM documents s WHERE s.supersedes = d.id"
     args = list(params)
+    if request.as_of is not None:
+        superseded += " AND s.created_at <= ?"
+        args.append(to_stored(request.as_of))
+    parts = [clause, f"NOT EXISTS ({superseded})"]
     restrictive = scope.read_paths is not None
     roots = list(request.roots or [])
     if request.parent_id is not None:

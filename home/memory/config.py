@@ -10,6 +10,7 @@ checked here, and a bad one is a :class:`MemoryConfigError` naming it. Defaults 
     evaluator_model: null   # a τ model name; null is the session's own model
     memory_root: workspace/<agent>   # where deposits go
     dedup_threshold: 0.9    # a stored memory this close to a new fact is the same memory
+    evaluation_wait_s: 10   # recall waits this long for an evaluation still running
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ DEFAULT_EVERY_N = 4
 DEFAULT_DEDUP_THRESHOLD = 0.9
 DEFAULT_INITIAL_STABILITY_DAYS = 3.0
 DEFAULT_SEARCH_TIMEOUT_S = 5.0
+DEFAULT_EVALUATION_WAIT_S = 10.0
 LEDGER_DIRNAME = "memory_reflex"
 
 
@@ -57,6 +59,7 @@ class ReflexConfig:
     dedup_threshold: float = DEFAULT_DEDUP_THRESHOLD
     initial_stability_days: float = DEFAULT_INITIAL_STABILITY_DAYS
     search_timeout_s: float = DEFAULT_SEARCH_TIMEOUT_S
+    evaluation_wait_s: float = DEFAULT_EVALUATION_WAIT_S
     ledger_dir: Path | None = None
 
     @property
@@ -148,6 +151,7 @@ KNOWN_KEYS = frozenset(
         "dedup_threshold",
         "initial_stability_days",
         "search_timeout_s",
+        "evaluation_wait_s",
         "ledger_dir",
     }
 )
@@ -187,5 +191,8 @@ def parse_config(config: dict[str, Any]) -> ReflexConfig:
             config, "initial_stability_days", DEFAULT_INITIAL_STABILITY_DAYS, 0.01, 36_500.0
         ),
         search_timeout_s=_number(config, "search_timeout_s", DEFAULT_SEARCH_TIMEOUT_S, 0.1, 120.0),
+        evaluation_wait_s=_number(
+            config, "evaluation_wait_s", DEFAULT_EVALUATION_WAIT_S, 0.0, 120.0
+        ),
         ledger_dir=Path(_text(config, "ledger_dir")) if ledger_dir is not None else None,
     )

@@ -19,7 +19,8 @@ Either way the evaluator has no tools: the deposit is the reflex's, under the ag
 principal, never the model's to skip or to call. Each fact is searched against the
 memory root first: a stored memory this close to it is the same memory (identical
 text: left as is; different: superseded by the new wording), so telling a thing twice
-stores it once.
+stores it once; and a fact that gives a stored one's slot a new value ("The user's dog is
+called Rex now." after "... Biscuit.") corrects it (:mod:`home.memory.correction`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from home.memory.correction import corrects
 from home.memory.store import StoredMemory
 
 EVALUATOR_MARKER = "[memory evaluator]"
@@ -102,9 +104,9 @@ def normalized(text: str) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do with one fact: write it, supersede a near-duplicate, or leave it."""
+    """What to do with one fact: write it, correct or supersede a stored one, or leave it."""
 
-    action: Literal["create", "supersede", "unchanged"]
+    action: Literal["create", "correct", "supersede", "unchanged"]
     existing: StoredMemory | None = None
 
     @property
@@ -114,10 +116,17 @@ class Decision:
 
 
 def decide(fact: str, nearest: list[StoredMemory], dedup_threshold: float) -> Decision:
-    """Judge ``fact`` against the stored memories nearest to it (best first)."""
+    """Judge ``fact`` against the stored memories nearest to it (best first).
+
+    Identical text is left as is; a memory whose slot the fact fills with another value
+    is corrected (:mod:`home.memory.correction`); a near-duplicate is superseded.
+    """
     for memory in nearest:
         if normalized(memory.content) == normalized(fact):
             return Decision("unchanged", memory)
+    for memory in nearest:
+        if corrects(fact, memory.content):
+            return Decision("correct", memory)
     if nearest and nearest[0].score >= dedup_threshold:
         return Decision("supersede", nearest[0])
     return Decision("create")

@@ -1,8 +1,9 @@
 """What ``home memory judge`` reports: the keep gate's verdict and the memory text per utterance.
 
-The gate is the reflex's own (:mod:`home.memory.keep_gate`); the memory text is the
-model's restatement when a model is given, else the rule-based draft
-(:mod:`home.memory.restate`), and each judgement says which.
+The gate is the reflex's own (:mod:`home.memory.keep_gate`); the memory text is, as the
+reflex decides it, the draft when it reads as a slot fact (``slot``), else the model's
+restatement when a model is given, else the rule-based draft (:mod:`home.memory.restate`),
+and each judgement says which.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from home.memory.keep_gate import KeepGate, Verdict
-from home.memory.restate import restate_draft
+from home.memory.restate import restate_draft, slot_fact
 
-MemorySource = Literal["model", "draft"]
+MemorySource = Literal["slot", "model", "draft"]
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,11 @@ async def judge_utterances(
     """Gate every utterance; restate the kept ones (with ``restate``, else the draft)."""
     judgements = []
     for utterance, verdict in zip(utterances, gate.judge(utterances), strict=True):
+        slot = slot_fact(utterance) if verdict.keep else None
         if not verdict.keep:
             judgements.append(Judgement(utterance, verdict, None, None))
+        elif slot is not None:
+            judgements.append(Judgement(utterance, verdict, slot, "slot"))
         elif restate is None:
             judgements.append(Judgement(utterance, verdict, restate_draft(utterance), "draft"))
         else:

@@ -20,6 +20,11 @@ RECALL_HEADER = (
     "revise an earlier one). Use them only if they help:"
 )
 
+# Said to the model when a recall root failed or timed out (the recall report says which).
+MEMORY_UNAVAILABLE = (
+    "Memory is unavailable right now: what you remember about the user could not be "
+    "searched for this turn. If the answer depends on it, say memory is unavailable."
+)
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 # Words that carry no fact: a reply sharing only these with a memory did not use it.
 _STOPWORD_TEXT = """
@@ -73,9 +78,16 @@ def threaded(scored: Iterable[ScoredHit]) -> list[ScoredHit]:
     return sorted((h for h in scored if h.passed), key=lambda h: (h.memory.written_at, h.memory.id))
 
 
-def render_recall(passed: list[ScoredHit]) -> str:
-    """The message threaded ahead of the utterance (empty input: nothing to say)."""
-    lines = [RECALL_HEADER]
+def render_recall(passed: list[ScoredHit], unavailable: list[str] | None = None) -> str:
+    """The message threaded ahead of the utterance.
+
+    ``unavailable`` names the roots that failed: then the model is told, in one line,
+    that memory is unavailable, so an outage does not read as "I don't remember".
+    """
+    lines = [MEMORY_UNAVAILABLE] if unavailable else []
+    if not passed:
+        return "\n".join(lines)
+    lines.append(RECALL_HEADER)
     for hit in passed:
         text = " ".join(hit.memory.content.split())
         if len(text) > MEMORY_TEXT_CHARS:

@@ -21,7 +21,7 @@ RECALL_EVENT = "memory.recall"
 MEMORIZE_EVENT = "memory.memorize"
 
 EvaluationStatus = Literal["started", "deposited", "nothing", "evaluator_busy", "failed"]
-DepositAction = Literal["created", "superseded", "unchanged"]
+DepositAction = Literal["created", "corrected", "superseded", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,11 @@ class SearchRecord:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with ``kind`` for the ledger."""
         return {"kind": "search", **asdict(self)}
+
+    @property
+    def failed_roots(self) -> list[str]:
+        """The roots that failed or timed out (each error reads ``root: reason``)."""
+        return [error.split(": ", 1)[0] for error in self.errors]
 
     @property
     def scores(self) -> list[float]:
@@ -129,6 +134,37 @@ class EvaluationRecord:
     def document_ids(self) -> list[int]:
         """Every document this evaluation wrote or found already stored."""
         return [d.id for d in self.deposits]
+
+
+@dataclass(frozen=True)
+class TurnMemory:
+    """One memory a turn produced, as its memorize report tells it."""
+
+    id: int
+    action: str
+    fact: str
+    supersedes: int | None
+
+
+def memories_in_report(payload: dict[str, Any]) -> list[TurnMemory]:
+    """The memories a memorize report's deposits name (``unchanged`` ones left out)."""
+    facts = payload.get("queries")
+    facts = facts if isinstance(facts, list) else []
+    found = []
+    for i, deposit in enumerate(payload.get("deposits") or []):
+        if not isinstance(deposit, dict) or not isinstance(deposit.get("id"), int):
+            continue
+        action = str(deposit.get("action", ""))
+        if action == "unchanged":
+            continue
+        fact = facts[i] if i < len(facts) and isinstance(facts[i], str) else ""
+        supersedes = deposit.get("supersedes")
+        found.append(
+            TurnMemory(
+                deposit["id"], action, fact, supersedes if isinstance(supersedes, int) else None
+            )
+        )
+    return found
 
 
 class Ledger:

@@ -9,17 +9,22 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from home.memory.config import ReflexConfig, RootSpec
+from home.memory.correction import read_slot
 from home.memory.errors import MemoryStoreError
 from home.memory.evaluator import decide
 from home.memory.fsrs import ReviewBook
+from home.memory.provenance import Provenance
 from home.memory.recall import ScoredHit, gate, threaded
 from home.memory.records import DepositAction, DepositRecord, HitRecord, SearchRecord
 from home.memory.store import MemoryStore, StoredMemory
 
 DEDUP_NEIGHBOURS = 3
+# A correction's candidates: stored memories nearest to the fact's slot phrase.
+SLOT_NEIGHBOURS = 5
 
 
 def now_utc() -> datetime:
@@ -119,12 +124,29 @@ class Depositor:
         self.config = config
         self.store = store
 
-    async def deposit(self, facts: list[str]) -> list[DepositRecord]:
-        """Deposit each fact (in order); a near-duplicate supersedes, an identical one stays."""
+    async def _candidates(self, fact: str, root_id: int) -> list[StoredMemory]:
+        """The stored memories a fact may repeat or correct, best first.
+
+        Searched by the fact and by its slot's words ("The user's dog is called"): a
+        correction can score low against the fact it replaces (another name, another
+        place), and the slot phrase finds it whatever its value.
+        """
+        found = {m.id: m for m in await self.store.vector_search(fact, root_id, DEDUP_NEIGHBOURS)}
+        slot = read_slot(fact)
+        if slot is not None:
+            for memory in await self.store.vector_search(slot.phrase, root_id, SLOT_NEIGHBOURS):
+                found.setdefault(memory.id, replace(memory, score=0.0))
+        return sorted(found.values(), key=lambda m: -m.score)
+
+    async def deposit(
+        self, facts: list[str], origin: Provenance | None = None
+    ) -> list[DepositRecord]:
+        """Deposit each fact (in order): an identical one stays, a correction or a
+        near-duplicate supersedes what it replaces, anything else is created."""
         root_id = await self.store.resolve(self.config.memory_root)
         records = []
         for fact in facts:
-            nearest = await self.store.vector_search(fact, root_id, DEDUP_NEIGHBOURS)
+            nearest = await self._candidates(fact, root_id)
             decision = decide(fact, nearest, self.config.dedup_threshold)
             if decision.action == "unchanged" and decision.existing is not None:
                 records.append(
@@ -134,7 +156,14 @@ class Depositor:
                 )
                 continue
             old = decision.existing.id if decision.existing is not None else None
-            written = await self.store.deposit(root_id, fact, supersedes=old)
-            action: DepositAction = "superseded" if old is not None else "created"
+            written = await self.store.deposit(root_id, fact, supersedes=old, origin=origin)
+            action: DepositAction = _ACTIONS[decision.action]
             records.append(DepositRecord(fact, action, written.id, old, decision.nearest_score))
         return records
+
+
+_ACTIONS: dict[str, DepositAction] = {
+    "create": "created",
+    "correct": "corrected",
+    "supersede": "superseded",
+}

@@ -9,6 +9,13 @@ Two ways, and the judge says which it used:
 - **draft**: no model; the utterance turned into the third person by rule ("my dog is
   called Rex" → "The user's dog is called Rex."). Deterministic, and a draft only: the
   model words facts its own way.
+
+A draft that reads as a slot fact (``The user's <subject> <relation> <value>``, see
+:mod:`home.memory.correction`) is what the reflex stores, model or not
+(:func:`slot_fact`): measured in a running home, SmolLM2-135M restated "my dog is called
+Rex now" as "The user's name, Rex, is being referred to." and "my dog is called Biscuit"
+as "The user's dog was named Biscuit, and it belonged to them.", losing the slot a
+correction needs; the draft keeps the user's own words.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ import re
 
 import httpx
 
+from home.memory.correction import read_slot
 from home.memory.errors import RestatementError
 from home.memory.evaluator import (
     FACT_GBNF,
+    FACT_MAX_CHARS,
     UTTERANCE_MAX_TOKENS,
     UTTERANCE_SYSTEM,
     parse_facts,
@@ -27,6 +36,8 @@ from home.memory.evaluator import (
 )
 
 DEFAULT_TIMEOUT_S = 60.0
+# What a stored fact may hold: one line, no quotes or '&' (as the fact grammar allows).
+_CLEAN = re.compile(r'The user[^\n"&]+')
 
 # Words addressed to the assistant ahead of the fact: dropped from the draft.
 _PREAMBLE = re.compile(
@@ -96,6 +107,14 @@ def restate_draft(utterance: str) -> str:
     if "the user" not in swapped.lower():
         swapped = f"the user said: {swapped}"
     return swapped[:1].upper() + swapped[1:] + "."
+
+
+def slot_fact(utterance: str) -> str | None:
+    """The draft, when it reads as a slot fact of a fact line's length; else None."""
+    draft = restate_draft(utterance)
+    if len(draft) > FACT_MAX_CHARS + len("The user's ") or not _CLEAN.fullmatch(draft):
+        return None
+    return draft if read_slot(draft) is not None else None
 
 
 async def restate_with_model(

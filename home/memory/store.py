@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from home.memory.errors import MemoryStoreError
+from home.memory.provenance import Provenance
 
 DEFAULT_TIMEOUT_S = 10.0
 NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
@@ -173,14 +174,22 @@ class MemoryStore:
     # -- writes ------------------------------------------------------------------------
 
     async def deposit(
-        self, parent_id: int, text: str, *, supersedes: int | None = None
+        self,
+        parent_id: int,
+        text: str,
+        *,
+        supersedes: int | None = None,
+        origin: Provenance | None = None,
     ) -> StoredMemory:
         """Write one memory under ``parent_id`` (findable when this returns).
 
         With ``supersedes`` in a workspace (append-only) a new record replaces the old;
-        elsewhere the old document is updated in place.
+        elsewhere the old document is updated in place. ``origin`` is written into the
+        record (its audit thread).
         """
         body: dict[str, Any] = {"title": None, "content": text, "parent_id": parent_id}
+        if origin is not None:
+            body["structured_content"] = origin.structured_content()
         if supersedes is None:
             return StoredMemory.from_document(await self._request("POST", "/documents", json=body))
         try:
@@ -189,5 +198,6 @@ class MemoryStore:
             if exc.status != 400:
                 raise
             # Outside a workspace there is no supersession: update the memory in place.
-            doc = await self._request("PATCH", f"/documents/{supersedes}", json={"content": text})
+            patch = {k: v for k, v in body.items() if k in ("content", "structured_content")}
+            doc = await self._request("PATCH", f"/documents/{supersedes}", json=patch)
         return StoredMemory.from_document(doc)

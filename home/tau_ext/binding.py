@@ -24,6 +24,8 @@ class TurnBinding:
 
     ``reprompt`` marks a prompt the node wrote itself (the one re-prompt after a refusal
     to speak): not something the user said, so the memory reflex leaves it alone.
+    ``schema`` is the activation schema that routed the turn (``routed_by_schema``):
+    everything the turn publishes is stamped ``produced_by_schema`` with it.
     """
 
     binding_id: str
@@ -31,6 +33,7 @@ class TurnBinding:
     event_id: str
     turn: int
     reprompt: bool = False
+    schema: str | None = None
 
     def __post_init__(self) -> None:
         check_binding_id(self.binding_id)
@@ -63,6 +66,7 @@ def read_binding(path: Path) -> TurnBinding:
             event_id=str(data["event_id"]),
             turn=int(data["turn"]),
             reprompt=data.get("reprompt", False) is True,
+            schema=data["schema"] if isinstance(data.get("schema"), str) else None,
         )
     except (KeyError, TypeError, ValueError, SubjectError) as exc:
         raise BindingFileError(f"{path}: malformed binding file: {exc!r}") from exc

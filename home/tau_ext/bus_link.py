@@ -74,7 +74,7 @@ class BusLink:
         return read_binding(self.binding_file)
 
     def envelope(self, event_type: str, payload: dict[str, Any], binding: TurnBinding) -> Event:
-        """A new event from this agent, carrying the turn's binding id."""
+        """A new event from this agent, carrying the turn's binding id and schema."""
         return Event.new(
             event_type,
             payload,
@@ -82,6 +82,7 @@ class BusLink:
             sequence_number=next(self._seq),
             binding_id=binding.binding_id,
             hops=(self.source,),
+            produced_by_schema=binding.schema,
         )
 
     async def publish(self, subject: str, event: Event) -> None:

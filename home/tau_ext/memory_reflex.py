@@ -63,6 +63,7 @@ from home.memory.evaluator import (
 )
 from home.memory.fsrs import ReviewBook
 from home.memory.keep_gate import KeepGate, load_keep_gate
+from home.memory.provenance import Provenance
 from home.memory.recall import ScoredHit, render_recall, used_by_reply
 from home.memory.records import (
     MEMORIZE_ENTRY,
@@ -77,6 +78,7 @@ from home.memory.records import (
     UseRecord,
 )
 from home.memory.reflex import Depositor, Recaller, now_utc
+from home.memory.restate import slot_fact
 from home.memory.store import MemoryStore
 from home.tau_ext.bus_link import BusLink
 from home.tau_ext.errors import ExtensionError
@@ -163,6 +165,13 @@ class MemoryReflex:
             return None, None
         return binding.binding_id, binding.device
 
+    def _schema(self) -> str | None:
+        """The activation schema that routed the turn in flight, if the node knows it."""
+        try:
+            return self.link.binding().schema
+        except ExtensionError:
+            return None
+
     def _reprompted(self) -> bool:
         """Whether the turn in flight is the node's own re-prompt rather than the user's words."""
         try:
@@ -198,6 +207,7 @@ class MemoryReflex:
         if not query.strip() or self._reprompted():
             return None
         self._utterances.append(query)
+        await self._settle_evaluation()
         record, shown = await self.recaller.recall(query, binding_id=binding_id)
         self._pending = TurnRecall(record, shown)
         await self.api.append_entry(RECALL_ENTRY, record.to_dict())
@@ -208,17 +218,26 @@ class MemoryReflex:
         await self._report(
             recall_subject, RECALL_EVENT, _recall_payload(record), device, binding_id
         )
-        if not shown:
+        if not shown and not record.errors:
             return None
         return {
             "message": {
                 "customType": RECALL_MESSAGE_TYPE,
-                "content": render_recall(shown),
+                "content": render_recall(shown, record.failed_roots),
                 "display": True,
                 "details": {"search_id": record.search_id, "ids": record.injected_ids},
                 "position": "before_user",
             }
         }
+
+    async def _settle_evaluation(self) -> None:
+        """Wait (bounded) for an evaluation still running, so what was said a turn ago,
+        a correction above all, is stored before this turn's recall searches."""
+        task = self._evaluator
+        if task is None or task.done() or self.config.evaluation_wait_s <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), self.config.evaluation_wait_s)
 
     async def _record_use(self, event: dict[str, Any]) -> None:
         pending, self._pending = self._pending, None
@@ -258,6 +277,12 @@ class MemoryReflex:
         if self.config.every_n == 0 or self.user_turns % self.config.every_n != 0:
             return
         binding_id, device = self._binding_id()
+        origin = Provenance(
+            agent=self.config.agent,
+            written_by=self.link.source,
+            binding_id=binding_id,
+            produced_by_schema=self._schema(),
+        )
         position = ctx.cursor.leaf
         evaluation_id = uuid.uuid4().hex
         if self._evaluator is not None and not self._evaluator.done():
@@ -282,7 +307,7 @@ class MemoryReflex:
                 evaluation_id,
                 position=position,
                 window=window,
-                binding_id=binding_id,
+                origin=origin,
                 device=device,
             ),
             name=f"memory_reflex-evaluator-{evaluation_id[:8]}",
@@ -346,7 +371,9 @@ class MemoryReflex:
         ]
 
     async def _utterance_answers(self, ctx: Any, model: Any, gated: list[GateRecord]) -> str:
-        """The utterance form: one fact line per kept utterance, decoded under a grammar."""
+        """The utterance form: one fact line per kept utterance, the user's own words when
+        they read as a slot fact (:func:`home.memory.restate.slot_fact`), else decoded
+        under a grammar."""
         if model.grammar_dialect == "gbnf":
             constraint = DecodeConstraints(grammar=FACT_GBNF, verify=is_fact_line)
         else:  # llguidance takes the same line as a regex terminal
@@ -367,6 +394,10 @@ class MemoryReflex:
         for verdict in gated:
             if not verdict.keep:
                 continue
+            slot = slot_fact(verdict.utterance)
+            if slot is not None:  # the user's own words already read as a slot fact
+                lines.append(f"- {slot}\n")
+                continue
             messages = [
                 {"role": "system", "content": UTTERANCE_SYSTEM},
                 {"role": "user", "content": utterance_prompt(verdict.utterance)},
@@ -376,13 +407,14 @@ class MemoryReflex:
 
     async def _evaluate(
         self, ctx: Any, evaluation_id: str, *, position: str | None, window: list[str],
-        binding_id: str | None, device: str | None,
+        origin: Provenance, device: str | None,
     ) -> None:  # fmt: skip
         started = time.perf_counter()
+        origin = replace(origin, evaluation_id=evaluation_id)
         base = EvaluationRecord(
             evaluation_id=evaluation_id,
             when=now_utc().isoformat(),
-            binding_id=binding_id,
+            binding_id=origin.binding_id,
             status="failed",
             position=position,
             user_turn=self.user_turns,
@@ -401,7 +433,7 @@ class MemoryReflex:
             if not facts or self.depositor is None:
                 record = replace(base, status="nothing")
             else:
-                deposits = await self.depositor.deposit(facts)
+                deposits = await self.depositor.deposit(facts, origin)
                 record = replace(base, status="deposited", deposits=deposits)
         except MemoryReflexError as exc:
             record = replace(base, error=str(exc))
@@ -424,6 +456,7 @@ def _recall_payload(record: SearchRecord) -> dict[str, Any]:
         "threshold": record.threshold,
         "latency_ms": record.latency_ms,
         "errors": record.errors,
+        "failed_roots": record.failed_roots,
     }
 
 

@@ -25,6 +25,12 @@ same on this benchmark's own corpus, worded by another hand (every planted state
 to keep; the fillers and all questions to skip), which is not unseen: its fillers showed
 the gate keeping today's small talk, and the skip examples were extended for it. Peer:
 the embedded evaluator without the gate, which keeps every utterance.
+
+The correction set (:mod:`tests.bench.memory_corrections`, on the same JMFTS): 30 facts, 10
+corrections, 20 questions after them; the stale-memory rate among recalled memories and
+answer-bearing recall@1, beside the evaluator as it was before corrections (near-duplicates
+only). Written by the hand that wrote the slot rule, and one of its wordings ("is with oat
+milk") guided it: not unseen.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from home.memory.fsrs import ReviewBook
 from home.memory.keep_gate import load_keep_gate
 from home.memory.reflex import Recaller
 from home.memory.store import MemoryStore
+from tests.bench.memory_corrections import measure_corrections
 from tests.bench.report import Result, publish
 from tests.support.keep_gate_set import LabelledSet, read_labelled_set, score_gate
 
@@ -475,6 +482,7 @@ async def measure(work: Path) -> list[Result]:
                         latencies.append((time.perf_counter() - started) * 1000)
                         server_ms.append(await server_latency_ms(store, question, root_id))
                         progress.advance(task)
+        results = await measure_corrections(server.url, server.admin_token, work)  # same server
     finally:
         server.stop()
 
@@ -483,6 +491,7 @@ async def measure(work: Path) -> list[Result]:
     corpus = f"{len(stored)} memories, {SESSIONS} sessions"
     best_threshold, best_j = best_separation(real_scores, fake_scores)
     return [
+        *results,
         Result(
             "recall@1",
             top1 / n_real,

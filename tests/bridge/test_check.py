@@ -103,26 +103,24 @@ CASES: dict[str, tuple[Mutation, str, str, str]] = {
     "B010": (_set("home", "imports", ["events.action.speech.completed.*"]), "edge",
              "events.sensation.board.turn", "not imported"),
     "B011": (_set("edge", "imports", ["events.workspace.edge_asr.out.speak.board",
-                                      "events.workspace.*.out.reply.board",
-                                      "events.workspace.*.out.recall.board",
-                                      "events.workspace.*.out.memorize.board"]),
+                                      "events.workspace.*.out.reply.board"]),
              "home", "events.workspace.*.out.speak.board", "would be dropped"),
-    "B012": (_set("home", "exports", ["events.workspace.*.out.speak.board",
-                                      "events.workspace.*.out.reply.board",
-                                      "events.workspace.*.out.recall.board"]),
-             "edge", "events.workspace.*.out.memorize.board", "exported by nothing"),
+    "B012": (_set("home", "exports", ["events.workspace.*.out.speak.board"]),
+             "edge", "events.workspace.*.out.reply.board", "exported by nothing"),
     "B020": (_set("edge", "exports", ["events.sensation.board.turn",
                                       "events.action.speech.completed.*", "events.audio.board"]),
              "edge", "events.audio.board", "could carry audio"),
     "B021": (_set("edge", "imports", ["events.workspace.*.out.speak.board",
                                       "events.workspace.*.out.reply.board",
-                                      "events.workspace.*.out.recall.board",
-                                      "events.workspace.*.out.memorize.board",
                                       "events.sensation.*.turn"]),
              "edge", "events.sensation.*.turn", "echo back"),
     "B022": (_set("edge", "exports", ["events.sensation.tui.turn",
                                       "events.action.speech.completed.*"]),
              "edge", "events.sensation.tui.turn", "names device 'tui'"),
+    "B023": (_set("home", "exports", ["events.workspace.*.out.speak.board",
+                                      "events.workspace.*.out.reply.board",
+                                      "events.workspace.*.out.memorize.*"]),
+             "home", "events.workspace.*.out.memorize.*", "no memory leaves home"),
     "B030": (_set("home", "limits", {"max_event_bytes": 1024, "max_string_bytes": 8192,
                                      "outbox_events": 10}),
              "home", "limits:", "refused on arrival"),
@@ -189,6 +187,23 @@ def test_removing_one_home_export_fails_naming_subject_and_line(tmp_path: Path) 
     assert f"{edge}:{line}:" in run.stdout
     assert "'events.workspace.*.out.reply.board'" in run.stdout
     assert "B012" in run.stdout
+
+
+def test_a_home_half_exporting_memorize_reports_fails_with_the_memory_rule(
+    tmp_path: Path,
+) -> None:
+    home_text = (SHIPPED / "board.home.yaml").read_text()
+    reply = "  - events.workspace.*.out.reply.board\n"
+    home = tmp_path / "board.home.yaml"
+    home.write_text(home_text.replace(reply, reply + "  - events.workspace.*.out.memorize.*\n"))
+    edge_text = (SHIPPED / "board.edge.yaml").read_text()
+    edge = tmp_path / "board.edge.yaml"
+    edge.write_text(edge_text.replace(reply, reply + "  - events.workspace.*.out.memorize.board\n"))
+    run = _bridge("check", str(edge), str(home))
+    assert run.returncode == 1, run.stdout
+    line = _line_of(home, "events.workspace.*.out.memorize.*")
+    assert f"{home}:{line}:" in run.stdout and "B023" in run.stdout, run.stdout
+    assert "memory text" in run.stdout
 
 
 def test_json_output(tmp_path: Path) -> None:

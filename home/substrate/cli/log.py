@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from home.memory.records import MEMORIZE_EVENT, memories_in_report
 from home.substrate.cli.common import (
     EXIT_FAILURE,
     AsJson,
@@ -66,7 +67,8 @@ def trace_command(
     data_dir: DataDir,
     as_json: AsJson = False,
 ) -> None:
-    """One turn, in order, across every subject it touched, with the time between lines.
+    """One turn, in order, across every subject it touched, with the time between lines,
+    then the memories the turn produced (from its memorize reports).
 
     Exit status 1 when the log holds no event of that binding_id.
     """
@@ -102,3 +104,17 @@ def _print_trace(binding_id: str, found: list[LoggedEvent]) -> None:
         )
         previous = item.time
     console.print(table)
+    memories = [
+        memory
+        for item in found
+        if item.event is not None and item.event.event_type == MEMORIZE_EVENT
+        for memory in memories_in_report(item.event.payload)
+    ]
+    if memories:
+        made = Table(title=f"memories turn {binding_id} produced (home memory show ID)")
+        for column in ("id", "action", "replaces", "memory"):
+            made.add_column(column, overflow="fold")
+        for memory in memories:
+            replaced = "" if memory.supersedes is None else f"#{memory.supersedes}"
+            made.add_row(f"#{memory.id}", memory.action, replaced, escape(memory.fact))
+        console.print(made)

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from home.effectors.effector import Effector, note_text
 from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
+from home.memory.provenance import Provenance
 from shared.event import Event
 from tests.support.fuzz_report import Slowest, report
 
@@ -38,7 +39,7 @@ class Msg:
     reply: str = ""
 
 
-async def checked_write(client: JmftsClient, agent: str, payload: dict[str, Any]) -> int:
+async def checked_write(client: JmftsClient, origin: Provenance, payload: dict[str, Any]) -> int:
     """The journal write's own check of its payload, and no store behind it."""
     note_text(payload)
     return 1
@@ -134,7 +135,7 @@ async def test_a_bug_in_a_write_is_acked_failed_counted_and_logged(
     """Before: only EffectorError was caught; any other exception killed the write task
     unacked (the agent's tool waited out its timeout) and uncounted."""
 
-    async def broken(client: JmftsClient, agent: str, payload: dict[str, Any]) -> int:
+    async def broken(client: JmftsClient, origin: Provenance, payload: dict[str, Any]) -> int:
         raise KeyError("a bug in the write")
 
     eff = effector(token_dir, replace(JOURNAL_APPEND, write=broken))

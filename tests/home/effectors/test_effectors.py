@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,33 @@ async def test_journal_append_lands_under_the_agents_own_principal(
     async with JmftsClient(jmfts.url, token=other) as as_other:
         with pytest.raises(Exception, match="404"):
             await as_other.get(ack["doc_id"])
+
+
+async def test_a_written_note_and_its_ack_carry_the_turn_and_the_schema(
+    nats_url: str,
+    bus: Any,
+    tmp_path: Path,
+    jmfts: RunningJmfts,
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.mkdir()
+    token = await jmfts.principal("edge_asr", ["journal/edge_asr", "workspace/edge_asr"])
+    (tokens / "edge_asr.token").write_text(token)
+    event = replace(verb_event("kettle on", new_binding_id()), produced_by_schema="edge_asr")
+    sub = await bus.subscribe(journal_append_ack_subject(str(event.binding_id)))
+    async with Effector(JOURNAL_APPEND, nats_url=nats_url, jmfts_url=jmfts.url, token_dir=tokens):
+        await bus.publish(verb_subject("edge_asr", "journal_append"), event.to_json())
+        ack = Event.from_json((await sub.next_msg(timeout=15)).data)
+    assert ack.payload["ok"] is True and ack.produced_by_schema == "edge_asr"
+    doc = await jmfts._call("GET", f"/documents/{ack.payload['doc_id']}")  # as the admin
+    thread = doc["structured_content"]["provenance"]
+    assert thread == {
+        "agent": "edge_asr",
+        "written_by": "effector.journal_append",
+        "binding_id": event.binding_id,
+        "produced_by_schema": "edge_asr",
+        "evaluation_id": None,
+    }
 
 
 async def test_jmfts_write_lands_in_the_agents_workspace(

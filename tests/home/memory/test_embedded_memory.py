@@ -30,7 +30,7 @@ async def test_a_fact_said_in_one_turn_is_in_a_later_turns_recall_report(tmp_pat
             recalls = await nc.subscribe("events.workspace.*.out.recall.>")
             memorized = await nc.subscribe("events.workspace.*.out.memorize.>")
             await confirm_subscriptions(nc)
-            # every_n is 4 in the shipped schema: the evaluation follows the fourth turn.
+            # every_n is 1 in the shipped catalog: the first report is the first turn's.
             for text in (
                 "my dog is called Biscuit",
                 "what should I cook tonight",

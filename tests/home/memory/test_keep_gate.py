@@ -184,7 +184,7 @@ def test_home_memory_judge_prints_keep_or_skip_the_score_and_the_memory_as_json(
     kept, skipped = json.loads(run.stdout)["judgements"]
     assert kept["decision"] == "keep" and kept["score"] >= 0
     assert kept["memory"] == "The user's sister Ana moved to Porto."
-    assert kept["memory_source"] == "draft"
+    assert kept["memory_source"] == "slot"  # the user's own words read as a slot fact
     assert skipped["decision"] == "skip" and skipped["score"] < 0
     assert skipped["memory"] is None and skipped["cue"] == "question"
 
@@ -193,21 +193,22 @@ async def test_with_a_model_the_judge_restates_a_kept_utterance_as_the_evaluator
     gate: KeepGate,
 ) -> None:
     async with ScriptedModel() as model, httpx.AsyncClient() as http:
-        model.script(Reply.say("- The user's sister Ana lives in Porto.\n"))
+        model.script(Reply.say("- The user's diet is vegetarian.\n"))
 
         async def restate(utterance: str) -> str:
             return await restate_with_model(http, model.url, "smollm2", utterance)
 
-        kept, skipped = await judge_utterances(
-            gate, ["my sister Ana moved to Porto", "what is the weather"], restate
+        kept, slot, skipped = await judge_utterances(
+            gate, ["I'm vegetarian", "my sister Ana moved to Porto", "what is the weather"], restate
         )
 
-    assert kept.memory == "The user's sister Ana lives in Porto."
+    assert kept.memory == "The user's diet is vegetarian."
     assert kept.memory_source == "model"
+    assert slot.memory == "The user's sister Ana moved to Porto." and slot.memory_source == "slot"
     assert skipped.memory is None
-    (request,) = model.requests  # the skipped utterance never reached the model
+    (request,) = model.requests  # neither the slot fact nor the skipped one reached the model
     assert request.body["grammar"] == FACT_GBNF and request.body["temperature"] == 0.0
-    assert request.last_user_text == utterance_prompt("my sister Ana moved to Porto")
+    assert request.last_user_text == utterance_prompt("I'm vegetarian")
 
 
 async def test_a_model_answering_no_fact_is_a_restatement_error() -> None:

@@ -91,7 +91,9 @@ async def test_a_near_duplicate_supersedes_instead_of_piling_up(
         (report,) = await edge.wait_for("memorize.tui")
 
     (deposit,) = report.event.payload["deposits"]
-    assert deposit["action"] == "superseded" and deposit["supersedes"] == old
+    # The same slot (dentist appointment / is on) with a fuller value reads as a correction;
+    # either way the new record replaces the old one.
+    assert deposit["action"] == "corrected" and deposit["supersedes"] == old
     assert await stored_contents(jmfts, token) == [
         "The user's dentist appointment is on Tuesday at 3 pm."
     ]
@@ -145,25 +147,20 @@ async def test_a_deposit_is_recallable_on_the_very_next_turn(
     assert doc_id in report.event.payload["injected_ids"]
 
 
-async def test_with_a_grammar_model_each_utterance_is_evaluated_under_the_fact_grammar(
+async def test_with_a_grammar_model_a_slot_fact_keeps_the_users_words_and_the_rest_is_restated(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
-    brain.evaluations = [
-        "- The user's cat is called Mochi.\n",
-        "- The user's work is night shifts.\n",
-    ]
+    brain.evaluations = ["- The user's allergy is to cats.\n"]
     spec = reflex_spec(catalog, every_n=2)
     async with converse(spec, token, grammar="gbnf") as (edge, _):
         await edge.say("my cat is called Mochi")
-        await edge.say("I work night shifts")
+        await edge.say("I'm allergic to cats")
         (report,) = await edge.wait_for("memorize.tui")
 
+    # "my cat is called Mochi" reads as a slot fact in the user's own words: no model call.
     requests = brain.evaluator_requests
-    assert [user_texts(r) for r in requests] == [
-        [utterance_prompt("my cat is called Mochi")],
-        [utterance_prompt("I work night shifts")],
-    ]
+    assert [user_texts(r) for r in requests] == [[utterance_prompt("I'm allergic to cats")]]
     assert all(r.body.get("grammar") == FACT_GBNF and r.tool_names == [] for r in requests)
     # Deterministic (the same utterance, the same fact) and not asked for the speak tool:
     # a server's own default temperature (llama.cpp: 0.8) made the 135M model invent facts.
@@ -173,11 +170,11 @@ async def test_with_a_grammar_model_each_utterance_is_evaluated_under_the_fact_g
     assert payload["status"] == "deposited"
     assert payload["queries"] == [
         "The user's cat is called Mochi.",
-        "The user's work is night shifts.",
+        "The user's allergy is to cats.",
     ]
-    assert await stored_contents(jmfts, token) == [
+    assert sorted(await stored_contents(jmfts, token)) == [
+        "The user's allergy is to cats.",
         "The user's cat is called Mochi.",
-        "The user's work is night shifts.",
     ]
 
 
@@ -205,10 +202,10 @@ async def test_with_a_grammar_model_the_keep_gate_skips_a_question_before_the_mo
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
-    brain.evaluations = ["- The user's cat is called Mochi.\n"]
+    brain.evaluations = ["- The user's allergy is to cats.\n"]
     spec = reflex_spec(catalog, every_n=2)
     async with converse(spec, token, grammar="gbnf") as (edge, _):
-        await edge.say("my cat is called Mochi")
+        await edge.say("I'm allergic to cats")
         await edge.say("what is the weather like tomorrow")
         (report,) = await edge.wait_for("memorize.tui")
         await edge.say("what time is it")
@@ -217,11 +214,11 @@ async def test_with_a_grammar_model_the_keep_gate_skips_a_question_before_the_mo
 
     # Only the fact reached the evaluator's model; the question never did.
     assert [user_texts(r) for r in brain.evaluator_requests] == [
-        [utterance_prompt("my cat is called Mochi")]
+        [utterance_prompt("I'm allergic to cats")]
     ]
     payload = report.event.payload
     assert payload["status"] == "deposited"
-    assert payload["queries"] == ["The user's cat is called Mochi."]
+    assert payload["queries"] == ["The user's allergy is to cats."]
     assert payload["skipped"] == 1
     kept, skipped = payload["gate"]
     assert kept["keep"] and kept["score"] >= 0
@@ -230,7 +227,7 @@ async def test_with_a_grammar_model_the_keep_gate_skips_a_question_before_the_mo
     questions = reports[1].event.payload
     assert questions["status"] == "nothing" and questions["document_ids"] == []
     assert questions["skipped"] == 2
-    assert await stored_contents(jmfts, token) == ["The user's cat is called Mochi."]
+    assert await stored_contents(jmfts, token) == ["The user's allergy is to cats."]
 
 
 async def test_the_nodes_own_reprompt_is_neither_recalled_for_nor_evaluated(
@@ -240,21 +237,21 @@ async def test_the_nodes_own_reprompt_is_neither_recalled_for_nor_evaluated(
     # The first answer cannot be read aloud: the node re-prompts once, on its own.
     brain.turn_replies = [Reply.say("```\nMochi\n```")]
     brain.evaluations = [
-        "- The user's cat is called Mochi.\n",
-        "- The user's work is night shifts.\n",
+        "- The user's allergy is to cats.\n",
+        "- The user's diet is vegetarian.\n",
     ]
     spec = reflex_spec(catalog, every_n=2)
     async with converse(spec, token, grammar="gbnf") as (edge, node):
-        await edge.say("my cat is called Mochi")
+        await edge.say("I'm allergic to cats")
         await until(lambda: node.stats.reprompts == 1 and len(node.stats.outcomes) == 2)
-        await edge.say("I work night shifts")
+        await edge.say("I'm vegetarian")
         (report,) = await edge.wait_for("memorize.tui")
         recalls = edge.on("recall.tui")
 
     assert "could not be read aloud" in brain.turns[1].last_user_text
     assert [user_texts(r) for r in brain.evaluator_requests] == [
-        [utterance_prompt("my cat is called Mochi")],
-        [utterance_prompt("I work night shifts")],
+        [utterance_prompt("I'm allergic to cats")],
+        [utterance_prompt("I'm vegetarian")],
     ]
     assert len(report.event.payload["gate"]) == 2
     assert len(recalls) == 2, "one recall per user utterance, none for the re-prompt"

@@ -1,0 +1,132 @@
+"""Whether a new memory corrects a stored one: the fact's slot, read from its words. Pure.
+
+The evaluator writes every fact as ``The user's <subject> <relation> <value>`` (the
+embedded model under its grammar; a larger model is asked for the same shape). Two facts
+are about the same thing when subject and relation agree and the value differs:
+"The user's dog is called Biscuit." and "The user's dog is called Rex now." share the
+slot ``dog / is called`` and the second replaces the first. Embedding similarity cannot
+decide this alone (measured with MiniLM: that pair scores 0.55, while "The user's dog is
+called Biscuit." against "The user's cat is called Biscuit." scores 0.84), so the slot
+decides and the score only finds the candidates.
+
+"The user <relation> <value>" is read too, with the user as the subject ("The user lives
+in Leeds.", "The user works as a nurse."), except after a bare copula: "The user is
+vegetarian." and "The user is allergic to nuts." are two things, not one. A relation whose
+verb holds many values at once (likes, plays, speaks, has, ...) forms no slot: liking jazz
+is no correction of liking pizza.
+
+A fact that does not read as a slot corrects nothing; it can still replace a
+near-duplicate (:func:`home.memory.evaluator.decide`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_OPENING = re.compile(r"^\s*(?:the\s+)?user('s)?\s+", re.IGNORECASE)
+USER = "the user"
+_WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
+# The verbs a fact's relation starts with. Closed on purpose: a word not here is read as
+# part of the subject, so an unknown verb makes the slot longer (more specific), never
+# merges two different things.
+_VERB_TEXT = """
+    is are was were has have had lives live lived works work worked likes like liked loves
+    love loved hates hate hated prefers prefer preferred drives drive plays play studies
+    study goes go wants want needs need owns own speaks speak eats eat drinks drink uses
+    use starts start finishes finish visits visit moved moves comes come teaches teach
+    takes take gets get runs run leaves leave
+"""
+RELATION_VERBS = frozenset(_VERB_TEXT.split())
+# Words that join a relation to its value: "is called", "lives in", "is a".
+_TAIL_TEXT = "called named in at on a an the to from of with for by as into near"
+RELATION_TAIL = frozenset(_TAIL_TEXT.split())
+# Words that say the fact is new or sure, not what it is: "is called Rex now", "is indeed
+# green" (the embedded model's wording of "... green now").
+FILLER_WORDS = frozenset(
+    {"now", "still", "currently", "anymore", "actually", "indeed", "really", "also"}
+)
+AUXILIARIES = frozenset({"has", "have", "had"})
+_MULTI_TEXT = """
+has have had likes like liked loves love loved hates hate hated plays play speaks speak
+eats eat drinks drink visits visit uses use wants want needs need goes go takes take gets
+get owns own
+"""
+# Verbs whose facts add up rather than replace each other.
+MULTI_VALUED = frozenset(_MULTI_TEXT.split())
+COPULAS = frozenset({"is", "are", "was", "were"})
+_PREPOSITION_TEXT = "in at on to from of with for by as into near"
+PREPOSITIONS = frozenset(_PREPOSITION_TEXT.split())
+# Relations that name the same slot: a name given either way, a home however reached.
+RELATION_SYNONYMS = {
+    "is named": "is called",
+    "moved to": "lives in",
+    "moves to": "lives in",
+    "live in": "lives in",
+    "lived in": "lives in",
+}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What a fact is about (subject and relation) and what it says (value)."""
+
+    subject: str
+    relation: str
+    value: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The part two facts about the same thing share."""
+        return (self.subject, self.relation)
+
+    @property
+    def phrase(self) -> str:
+        """The slot as words without its value ("The user's dog is called"), to search by."""
+        if self.subject == USER:
+            return f"The user {self.relation}"
+        return f"The user's {self.subject} {self.relation}"
+
+
+def read_slot(fact: str) -> Slot | None:
+    """The slot of ``The user's <subject> <relation> <value>``, or None if it reads as none."""
+    opening = _OPENING.match(fact)
+    if opening is None:
+        return None
+    possessive = opening.group(1) is not None
+    cased = _WORD.findall(fact[opening.end() :])
+    words = [w.lower() for w in cased]
+    verb = next((i for i, w in enumerate(words) if w in RELATION_VERBS), None)
+    if verb is None or (verb == 0) == possessive:
+        return None
+    subject = words[:verb] if possessive else [USER]
+    relation = [words[verb]]
+    after = zip(words[verb + 1 :], cased[verb + 1 :], strict=True)
+    rest = [(w, c) for w, c in after if w not in FILLER_WORDS]
+    if relation[0] in AUXILIARIES and rest and rest[0][0] in RELATION_VERBS:
+        relation = [rest.pop(0)[0]]  # "has moved to Lisbon": the verb is "moved"
+    while rest and rest[0][0] in RELATION_TAIL:
+        relation.append(rest.pop(0)[0])
+    if not rest:
+        return None
+    if relation[0] in COPULAS:
+        # "is in May" / "is June", "is black" / "is with oat milk": one slot, the value's
+        # preposition is part of the value.
+        relation = [w for w in relation if w not in PREPOSITIONS]
+    if relation == ["is"] and rest[0][1][:1].isupper():
+        relation = ["is", "called"]  # "The user's dog is Rex.": a name
+    bare_copula = relation[0] in COPULAS and relation != ["is", "called"]
+    if relation[0] in MULTI_VALUED or (not possessive and bare_copula):
+        return None
+    joined = " ".join(relation)
+    return Slot(
+        " ".join(subject), RELATION_SYNONYMS.get(joined, joined), " ".join(w for w, _ in rest)
+    )
+
+
+def corrects(new: str, old: str) -> bool:
+    """Whether ``new`` states a different value for the slot ``old`` fills."""
+    new_slot, old_slot = read_slot(new), read_slot(old)
+    if new_slot is None or old_slot is None:
+        return False
+    return new_slot.key == old_slot.key and new_slot.value != old_slot.value

@@ -1,0 +1,68 @@
+"""``home memory show ID``: one memory and where it came from (its audit thread).
+
+The thread is the record's own ``provenance`` (:mod:`home.memory.provenance`): the turn's
+``binding_id``, the agent, the schema, the node that wrote it and the evaluation. With the
+binding id, ``home trace BINDING`` shows the turn while the event log still holds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from home.jmfts.client import MemoryClient
+from home.memory.provenance import Provenance
+
+
+@dataclass(frozen=True)
+class MemoryOrigin:
+    """One stored memory with its audit thread (None: written without one)."""
+
+    id: int
+    content: str
+    created_at: str | None
+    usetype: str | None
+    supersedes: int | None
+    provenance: Provenance | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        thread = self.provenance
+        return {
+            "id": self.id,
+            "content": self.content,
+            "created_at": self.created_at,
+            "usetype": self.usetype,
+            "supersedes": self.supersedes,
+            "provenance": None if thread is None else thread.structured_content()["provenance"],
+        }
+
+    def lines(self) -> list[str]:
+        """The origin in words, one fact a line."""
+        out = [f"#{self.id}: {self.content}", f"written {self.created_at or 'at an unknown time'}"]
+        if self.supersedes is not None:
+            out.append(f"replaces #{self.supersedes}")
+        thread = self.provenance
+        if thread is None:
+            out.append("no provenance: written before memories carried their audit thread")
+            return out
+        out.append(f"agent {thread.agent}, written by {thread.written_by}")
+        out.append(f"schema {thread.produced_by_schema or '(none named)'}")
+        if thread.binding_id is not None:
+            out.append(f"turn {thread.binding_id} (home trace {thread.binding_id})")
+        if thread.evaluation_id is not None:
+            out.append(f"evaluation {thread.evaluation_id}")
+        return out
+
+
+def memory_origin(client: MemoryClient, doc_id: int) -> MemoryOrigin:
+    """Read document ``doc_id`` and its audit thread; JMFTS errors propagate."""
+    doc = client.request("GET", f"/documents/{doc_id}")
+    return MemoryOrigin(
+        id=int(doc["id"]),
+        content=doc.get("content") or doc.get("title") or "",
+        created_at=doc.get("created_at"),
+        usetype=doc.get("usetype"),
+        supersedes=doc.get("supersedes"),
+        provenance=Provenance.from_structured(doc.get("structured_content")),
+    )

@@ -1,0 +1,192 @@
+"""``home memory forget|show|due``: retract a memory, show where it came from, list what fades.
+
+Registered onto the ``home memory`` group by :func:`register`. Each talks to the running
+home's memory server as its admin, found through ``--data-dir`` as every ``home memory``
+command does (``--url`` and ``--token-file`` name another server,
+:mod:`home.jmfts.locate`). Exit codes: 0 done; 1 JMFTS refused or failed (not found,
+unreachable, no home running); 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from home.jmfts.cli import AsJson, TokenFile, Url
+from home.jmfts.client import MemoryClient
+from home.jmfts.errors import JmftsError
+from home.jmfts.locate import locate_memory_server
+from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, DEFAULT_THRESHOLD, LEDGER_DIRNAME
+from home.memory.due import DEFAULT_HORIZON_DAYS, best_scores, due_memories
+from home.memory.errors import LedgerError
+from home.memory.forget import forget as forget_memory
+from home.memory.fsrs import ReviewBook
+from home.memory.origin import memory_origin
+from home.memory.records import Ledger
+from home.substrate.errors import HomeNotRunning
+from home.substrate.options import DataDir
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+console = Console()
+err_console = Console(stderr=True)
+
+MemoryId = Annotated[int, typer.Argument(help="The memory's document id.", min=1)]
+
+
+def _failed(exc: Exception) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+    return typer.Exit(EXIT_FAILURE)
+
+
+@contextmanager
+def _client(data_dir: Path, url: str | None, token_file: Path | None) -> Iterator[MemoryClient]:
+    """A client of the home's memory server (or the one named); failures exit 1, named."""
+    try:
+        server = locate_memory_server(data_dir, url, token_file)
+        with MemoryClient.from_token_file(server.url, server.token_file) as client:
+            yield client
+    except (HomeNotRunning, JmftsError) as exc:
+        raise _failed(exc) from exc
+
+
+def forget(
+    data_dir: DataDir,
+    memory_id: MemoryId,
+    url: Url = None,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Stop recalling one memory: retracted in a workspace (still found --as-of before), else
+    deleted.
+
+    Example: home memory forget 42
+    """
+    with _client(data_dir, url, token_file) as client:
+        done = forget_memory(client, memory_id)
+    if as_json:
+        print(json.dumps(done.to_dict()))
+    elif done.retraction_id is not None:
+        console.print(f"#{done.id} retracted by #{done.retraction_id}")
+    else:
+        console.print(f"#{done.id} deleted")
+
+
+def show(
+    data_dir: DataDir,
+    memory_id: MemoryId,
+    url: Url = None,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Print one memory and where it came from: agent, schema, turn (binding id), evaluation.
+
+    Example: home memory show 42
+    """
+    with _client(data_dir, url, token_file) as client:
+        origin = memory_origin(client, memory_id)
+    if as_json:
+        print(json.dumps(origin.to_dict()))
+        return
+    for line in origin.lines():
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def _current(client: MemoryClient, root: str) -> list[tuple[int, str, datetime]]:
+    """The current (not superseded, not retracted) memories under ``root``."""
+    doc = client.resolve(root)
+    view = client.request("GET", f"/workspace/{doc['id']}")["current"]
+    out = []
+    for item in view:
+        stamp = item.get("event_time") or item.get("created_at")
+        written = datetime.fromisoformat(stamp) if stamp else datetime.now(UTC)
+        if written.tzinfo is None:
+            written = written.replace(tzinfo=UTC)
+        out.append((int(item["id"]), str(item.get("content") or ""), written))
+    return out
+
+
+def due(
+    data_dir: DataDir,
+    agent: Annotated[str, typer.Argument(help="The agent whose memories to check.")],
+    *,
+    within_days: Annotated[
+        float, typer.Option("--within", help="Horizon in days.", min=0.0)
+    ] = DEFAULT_HORIZON_DAYS,
+    threshold: Annotated[
+        float | None,
+        typer.Option(help="The recall threshold [default: the ledger's last, else 0.45]."),
+    ] = None,
+    root: Annotated[
+        str | None, typer.Option(help="The decaying root [default: workspace/AGENT].")
+    ] = None,
+    url: Url = None,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """List the memories that fall below the recall gate within --within days, soonest first.
+
+    A memory's score against its best question (the best it scored in a recorded search),
+    times its FSRS retrievability, is what the gate compares with the threshold: recalled
+    and used, a memory's clock starts again; left alone, it fades out of recall.
+
+    Example: home memory due edge_asr_memory --within 7 --json
+    """
+    state = data_dir / "agents" / agent / LEDGER_DIRNAME
+    try:
+        ledger = (
+            Ledger(state / "searches.jsonl").read() if (state / "searches.jsonl").exists() else []
+        )
+        book = ReviewBook(state / "reviews.json", DEFAULT_INITIAL_STABILITY_DAYS)
+    except LedgerError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    searches = [r for r in ledger if r.get("kind") == "search"]
+    gate = threshold if threshold is not None else _last_threshold(searches)
+    with _client(data_dir, url, token_file) as client:
+        memories = _current(client, root or f"workspace/{agent}")
+    now = datetime.now(UTC)
+    found = due_memories(
+        memories,
+        book,
+        references=best_scores(searches),
+        threshold=gate,
+        now=now,
+        horizon=timedelta(days=within_days),
+    )
+    if as_json:
+        summary = {"threshold": gate, "within_days": within_days, "checked": len(memories)}
+        print(json.dumps({**summary, "due": [d.to_dict() for d in found]}))
+        return
+    table = Table(title=f"{agent}: {len(found)} of {len(memories)} memories fall below "
+                        f"{gate} within {within_days:g} day(s)")  # fmt: skip
+    for column in ("id", "days left", "R now", "best score", "memory"):
+        table.add_column(column)
+    for d in found:
+        table.add_row(str(d.id), f"{d.days_left:.2f}", f"{d.retrievability:.3f}",
+                      f"{d.reference_score:.3f}", d.content[:70])  # fmt: skip
+    console.print(table)
+
+
+def _last_threshold(searches: list[dict[str, Any]]) -> float:
+    for record in reversed(searches):
+        value = record.get("threshold")
+        if isinstance(value, int | float):
+            return float(value)
+    return DEFAULT_THRESHOLD
+
+
+def register(memory_app: typer.Typer) -> None:
+    """Add ``forget``, ``show`` and ``due`` to the ``home memory`` group."""
+    memory_app.command("forget")(forget)
+    memory_app.command("show")(show)
+    memory_app.command("due")(due)

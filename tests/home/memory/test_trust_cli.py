@@ -1,0 +1,101 @@
+"""``home memory forget|show|due`` against a real JMFTS server, as the admin."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from home.jmfts.testing import RunningJmfts
+from home.memory.provenance import Provenance
+
+ROOT = "workspace/cli_agent"
+
+
+async def home_memory(jmfts: RunningJmfts, data_dir: Path, *args: str) -> tuple[int, str]:
+    token = jmfts.server.admin_token_file
+    assert token is not None
+    run = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "home.cli", "memory", *args,
+        "--url", jmfts.url, "--token-file", str(token), "--data-dir", str(data_dir),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    async with asyncio.timeout(60):
+        out, _ = await run.communicate()
+    return run.returncode or 0, out.decode()
+
+
+async def test_forget_retracts_and_the_memory_stays_in_history(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    doc = await jmfts.write(ROOT, "The user's boat is called Wren.")
+    before = datetime.now(UTC)
+    await asyncio.sleep(0.01)
+    code, out = await home_memory(jmfts, tmp_path, "forget", str(doc), "--json")
+    assert code == 0, out
+    done = json.loads(out)
+    assert done["id"] == doc and done["action"] == "retracted", done
+
+    async def found(*extra: str) -> set[int]:
+        code, out = await home_memory(
+            jmfts, tmp_path, "search", "boat", "--method", "vector", "--json", *extra
+        )
+        assert code == 0, out
+        return {hit["id"] for hit in json.loads(out)["results"]}
+
+    assert doc not in await found()
+    assert doc in await found("--as-of", before.isoformat())
+
+
+async def test_forget_of_an_unknown_memory_fails_naming_it(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    code, out = await home_memory(jmfts, tmp_path, "forget", "999999")
+    assert code == 1 and "999999" in out, out
+
+
+async def test_show_prints_where_a_memory_came_from(jmfts: RunningJmfts, tmp_path: Path) -> None:
+    parent = await jmfts.ensure_path(ROOT)
+    origin = Provenance(
+        agent="cli_agent",
+        written_by="agent.cli_agent.memory_reflex",
+        binding_id="b" * 32,
+        produced_by_schema="edge_asr_memory",
+        evaluation_id="e1",
+    )
+    written = await jmfts._call(
+        "POST",
+        "/documents",
+        json={
+            "parent_id": parent,
+            "content": "The user's dog is called Rex.",
+            "structured_content": origin.structured_content(),
+        },
+    )
+    code, out = await home_memory(jmfts, tmp_path, "show", str(written["id"]))
+    assert code == 0, out
+    assert "The user's dog is called Rex." in out and "edge_asr_memory" in out
+    assert f"home trace {'b' * 32}" in out and "evaluation e1" in out, out
+    code, out = await home_memory(jmfts, tmp_path, "show", str(written["id"]), "--json")
+    assert json.loads(out)["provenance"]["binding_id"] == "b" * 32
+
+
+async def test_due_lists_a_fading_memory_from_the_ledger_and_review_book(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    old = datetime.now(UTC) - timedelta(days=30)
+    fading = await jmfts.write(ROOT, "The user's gym day is Monday.", event_time=old)
+    fresh = await jmfts.write(ROOT, "The user's car is a red Fiat.")
+    state = tmp_path / "agents" / "cli_agent" / "memory_reflex"
+    state.mkdir(parents=True)
+    search = {"kind": "search", "threshold": 0.45, "hits": [
+        {"id": fading, "raw_score": 0.6}, {"id": fresh, "raw_score": 0.9}]}  # fmt: skip
+    (state / "searches.jsonl").write_text(json.dumps(search) + "\n")
+    code, out = await home_memory(jmfts, tmp_path, "due", "cli_agent", "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["threshold"] == 0.45 and report["checked"] == 2
+    assert [d["id"] for d in report["due"]] == [fading], report
+    assert report["due"][0]["reference_score"] == 0.6
