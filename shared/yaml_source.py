@@ -23,6 +23,9 @@ T = TypeVar("T")
 # it: a handful of nested aliases otherwise expands to billions of values (an alias
 # bomb) that every later walk, even an error message, would pay for.
 MAX_EXPANDED_VALUES = 100_000
+# Flow collections ([ and {) nested deeper than this are refused while scanning: PyYAML's
+# scanner pays for every open level on every token, so 3,000 levels took seconds.
+MAX_FLOW_DEPTH = 64
 PREVIEW_CHARS = 60
 
 
@@ -41,6 +44,13 @@ class LocatedList(list[Any]):
 
 
 class _LocatingLoader(yaml.SafeLoader):
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        if self.flow_level >= MAX_FLOW_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None, None, f"nests deeper than {MAX_FLOW_DEPTH} levels", self.get_mark()
+            )
+        super().fetch_flow_collection_start(token_class)
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         self.flatten_mapping(node)
         mapping = LocatedDict()
@@ -95,7 +105,11 @@ def parse_yaml(text: str, file: str = "<string>") -> Any:
     Aliases are expanded only after :func:`_expanded_size` has bounded what they
     would expand to (:data:`MAX_EXPANDED_VALUES`).
     """
-    loader = _LocatingLoader(text)
+    try:
+        # The reader refuses unprintable characters as soon as it is made.
+        loader = _LocatingLoader(text)
+    except yaml.YAMLError as exc:
+        raise SchemaError([SchemaIssue(file, None, "", f"invalid YAML: {exc}")]) from exc
     try:
         node = loader.get_single_node()
         if node is None:

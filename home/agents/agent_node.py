@@ -4,8 +4,10 @@ Lifecycle: ``async with AgentNode(...) as node`` connects to NATS, starts τ
 (handshake first), reads ``events.workspace.<agent>.in`` through the agent's
 durable consumer on home's event log (:mod:`home.agents.inbox`: what is routed
 while no node runs waits, and a message is acked only when its turn is over),
-subscribes the node's own ``events.workspace.<agent>.out.>``, and runs one worker
-task that takes turns from a queue, in arrival order:
+subscribes the node's own ``events.workspace.<agent>.out.>`` and the speech acks,
+and runs one worker task that takes turns from per-device queues
+(:mod:`home.agents.turn_queue`: devices round robin, one whose last speech went
+unacknowledged served last, so a silent board cannot hold up the others):
 
 1. write the turn's binding (id, device) to the per-run binding file, which the
    extensions re-read on every publish;
@@ -15,8 +17,9 @@ task that takes turns from a queue, in arrival order:
 4. τ dead mid-turn: restart it under the restart policy and deliver the same
    utterance once more (never a lost utterance).
 
-Events arriving mid-turn wait in the queue, so τ never sees a second prompt
-while one is in flight, and its ``-32000`` never reaches a user. A refusal to
+Events arriving mid-turn wait in their device's queue, so τ never sees a second
+prompt while one is in flight, and its ``-32000`` never reaches a user. A turn's
+TTL is checked when it arrives and again when it is taken off the queue. A refusal to
 speak that the node reads off its own ``out.>`` queues one follow-up prompt
 asking for a speakable rewrite, ahead of anything else waiting.
 """
@@ -29,7 +32,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -54,14 +57,21 @@ from home.agents.launch import ModelEndpoint, RunContext, TauLaunch, build_launc
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
 from home.agents.restart import RestartTracker
 from home.agents.tau_process import TauProcess
+from home.agents.turn_queue import DeviceQueues
 from home.substrate.launchers import node_health_subject
 from home.tau_ext.binding import TurnBinding, write_binding
+from home.tau_ext.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
 from home.tau_ext.prose import rewrite_request
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, utc_now
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeSpec
-from shared.subjects import agent_out_prefix, parse_subject, reply_subject, workspace_in_subject
+from shared.subjects import (
+    agent_out_prefix,
+    parse_subject,
+    reply_subject,
+    workspace_in_subject,
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +88,8 @@ BUSY_RETRY_MAX_S = 0.05
 RECENT_TURNS = 64
 # How long a stopping node lets the turn in flight finish.
 STOP_GRACE_S = 5.0
+# Every device's playback acks (docs/architecture.md "Acks"): whose speech went unheard.
+SPEECH_ACKS = "events.action.speech.completed.*"
 
 
 @dataclass
@@ -131,7 +143,21 @@ class NodeStats:
     dropped_at_stop: int = 0
     compactions: int = 0
     compaction_failures: int = 0
+    # Turns whose speech the device never acknowledged (the device is then served last).
+    unacked_speech: int = 0
+    # Turns stopped because their device did not listen while another device's turn waited.
+    yielded: int = 0
+    # Inbound or own-output messages a handler failed on unexpectedly (logged, then skipped).
+    internal_errors: int = 0
     outcomes: list[TurnOutcome] = field(default_factory=list)
+
+
+def speech_ack_timeout(spec: NodeSpec) -> float:
+    """How long the node's handset waits for a playback ack (its ``ack_timeout_s``)."""
+    for ext in spec.extensions:
+        if ext.name == "handset":
+            return float(ext.config.get("ack_timeout_s", HANDSET_ACK_TIMEOUT_S))
+    return HANDSET_ACK_TIMEOUT_S
 
 
 class AgentNode:
@@ -183,7 +209,12 @@ class AgentNode:
         self._inbox: Inbox | None = None
         self._tau: TauProcess | None = None
         self._tau_lock = asyncio.Lock()
-        self._queue: deque[PendingTurn] = deque()
+        self._queue: DeviceQueues[PendingTurn] = DeviceQueues(lambda t: t.binding.device)
+        # Bindings whose speak went out and whose speech.completed has not come back.
+        self._unacked: dict[str, str | None] = {}
+        self.speech_ack_timeout_s = speech_ack_timeout(spec)
+        # Set when the turn in flight should give way (see _maybe_yield).
+        self._yield = asyncio.Event()
         self._queued = asyncio.Event()
         self._ends: dict[str, asyncio.Future[WireEvent]] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
@@ -238,6 +269,7 @@ class AgentNode:
             self._subs.append(
                 await self._nc.subscribe(f"{agent_out_prefix(self.agent)}.>", cb=self._on_out)
             )
+            self._subs.append(await self._nc.subscribe(SPEECH_ACKS, cb=self._on_speech_completed))
             # Answered only from here on: the substrate counts the node ready once τ is up
             # and the inbound rail is subscribed, so no routed utterance finds nobody.
             self._subs.append(
@@ -362,7 +394,23 @@ class AgentNode:
     # --- inbound ---------------------------------------------------------------
 
     async def _on_inbound(self, msg: Msg) -> None:
+        """The inbound rail's boundary: whatever arrives is queued or counted, never raised."""
         self.stats.received += 1
+        try:
+            await self._take_inbound(msg)
+        except Exception as exc:
+            self._internal_error("inbound", msg, exc)
+            await settle(msg, "term")
+
+    def _internal_error(self, handler: str, msg: Msg, exc: Exception) -> None:
+        """A bug of ours met by outside input: counted and logged in one line, then skipped."""
+        self.stats.internal_errors += 1
+        log.error(
+            "%s: %s handler failed on %s (%d bytes): %r",
+            self.spec.name, handler, msg.subject, len(msg.data), exc,
+        )  # fmt: skip
+
+    async def _take_inbound(self, msg: Msg) -> None:
         try:
             inbound = parse_inbound(msg.data, self.limits)
         except InboundError as exc:
@@ -413,20 +461,36 @@ class AgentNode:
         self._enqueue(turn)
 
     def _enqueue(self, turn: PendingTurn, *, first: bool = False) -> None:
-        if first:
-            self._queue.appendleft(turn)
-        else:
-            self._queue.append(turn)
+        self._queue.push(turn, urgent=first)
         self._queued.set()
+        self._maybe_yield()
 
     async def _on_out(self, msg: Msg) -> None:
-        """Read the node's own output: a refusal to speak earns one re-prompt."""
+        """Read the node's own output: a refusal to speak earns one re-prompt, and a
+        speak is remembered until its device acks it. Any local client can publish
+        there, so nothing it sends escapes uncounted."""
+        try:
+            await self._read_out(msg)
+        except Exception as exc:
+            self._internal_error("out", msg, exc)
+
+    async def _read_out(self, msg: Msg) -> None:
         try:
             info = parse_subject(msg.subject)
-            if info.kind != "reply":
+            if info.kind not in ("reply", "speak"):
                 return
             event = Event.from_json(msg.data, self.limits)
         except ContractError:
+            return
+        if info.kind == "speak":
+            turn = self._recent.get(event.binding_id or "")
+            if turn is not None:
+                self._unacked[turn.binding.binding_id] = turn.binding.device
+                while len(self._unacked) > RECENT_TURNS:
+                    del self._unacked[next(iter(self._unacked))]
+                asyncio.get_running_loop().call_later(
+                    self.speech_ack_timeout_s, self._speech_unheard, turn.binding.binding_id
+                )
             return
         payload = event.payload
         if payload.get("kind") != "refusal" or event.binding_id is None:
@@ -449,13 +513,53 @@ class AgentNode:
             first=True,
         )
 
+    async def _on_speech_completed(self, msg: Msg) -> None:
+        """Any ack, ok or not, shows the device is there: serve it in its turn again.
+
+        Only the subject is read (its last token, a dictionary key): nothing here can fail
+        on what a sender puts in it."""
+        binding_id = msg.subject.rsplit(".", 1)[-1]
+        self._unacked.pop(binding_id, None)
+        # The ack may come in after the turn's end marked the device: look it up anew.
+        turn = self._recent.get(binding_id)
+        if turn is not None:
+            self._queue.mark_responsive(turn.binding.device)
+
+    def _speech_unheard(self, binding_id: str) -> None:
+        """No ack within the speak timeout: the device goes to the back of the round."""
+        if binding_id not in self._unacked:
+            return  # acked in time
+        device = self._unacked.pop(binding_id)
+        self.stats.unacked_speech += 1
+        if not self._queue.is_unresponsive(device):
+            log.warning(
+                "%s: device %s did not acknowledge speech for %s; its turns now wait for "
+                "the other devices'",
+                self.spec.name, device, binding_id,
+            )  # fmt: skip
+        self._queue.mark_unresponsive(device)
+        self._maybe_yield()
+
+    def _maybe_yield(self) -> None:
+        """Stop the turn in flight if its device does not listen and another device waits.
+
+        One τ serves every device, so a turn that keeps speaking to a silent board
+        would hold up everyone else for up to the wall clock.
+        """
+        current = self._current
+        if current is None:
+            return
+        device = current.binding.device
+        if self._queue.is_unresponsive(device) and self._queue.waiting_elsewhere(device):
+            self._yield.set()
+
     # --- the worker ------------------------------------------------------------
 
     async def _next(self) -> PendingTurn:
         while not self._queue:
             self._queued.clear()
             await self._queued.wait()
-        return self._queue.popleft()
+        return self._queue.pop()
 
     async def _work(self) -> None:
         try:
@@ -605,30 +709,37 @@ class AgentNode:
         self, tau: TauProcess, ended: asyncio.Future[WireEvent], turn: PendingTurn
     ) -> WireEvent:
         exited: asyncio.Future[Any] = asyncio.ensure_future(tau.exited.wait())
+        self._yield = asyncio.Event()
+        self._maybe_yield()
+        yielded: asyncio.Future[Any] = asyncio.ensure_future(self._yield.wait())
         try:
             waiting: set[asyncio.Future[Any]] = {ended, exited}
             done, _ = await asyncio.wait(
-                waiting, timeout=self.wall_clock_s, return_when=asyncio.FIRST_COMPLETED
+                waiting | {yielded},
+                timeout=self.wall_clock_s,
+                return_when=asyncio.FIRST_COMPLETED,
             )
             if ended in done:
                 return ended.result()
             if exited in done:
                 raise TauExited(tau.returncode, tau.stderr_tail())
-            # Over the wall clock: interrupt the turn, never abandon it in flight.
-            log.warning(
-                "%s: turn %s over the wall clock of %gs; aborting",
-                self.spec.name,
-                turn.binding.binding_id,
-                self.wall_clock_s,
-            )
+            # Over the wall clock, or speaking to a device that does not listen while
+            # others wait: interrupt the turn, never abandon it in flight.
+            if yielded in done:
+                self.stats.yielded += 1
+                why = (
+                    f"device {turn.binding.device} is not acknowledging speech and other "
+                    "devices' turns were waiting"
+                )
+            else:
+                why = f"the turn took longer than {self.wall_clock_s:g}s"
+            log.warning("%s: turn %s aborted: %s", self.spec.name, turn.binding.binding_id, why)
             with contextlib.suppress(AgentError):
                 await tau.request("abort", {}, timeout_s=ABORT_GRACE_S)
             done, _ = await asyncio.wait(
                 waiting, timeout=ABORT_GRACE_S, return_when=asyncio.FIRST_COMPLETED
             )
-            await self._report(
-                turn, "aborted", f"the turn took longer than {self.wall_clock_s:g}s and was stopped"
-            )
+            await self._report(turn, "aborted", f"{why}, so it was stopped")
             if ended in done:
                 end = ended.result()
                 return end if end.end_reason == "aborted" else _aborted(end)
@@ -638,6 +749,7 @@ class AgentNode:
             return WireEvent(type="agent_end", end_reason="aborted", is_error=True)
         finally:
             exited.cancel()
+            yielded.cancel()
 
     async def _publish_answer(self, tau: TauProcess, turn: PendingTurn) -> None:
         """An agent without a handset answers in prose: put it on its reply rail.

@@ -18,6 +18,13 @@ Delivery is at least once: a node killed between a turn's answer and its ack
 answers it again in the next life. The envelope TTL bounds the other side: a
 redelivered utterance past its TTL is refused as stale rather than answered late.
 
+The consumer lives inside the stream: deleting the stream (any local client can
+send ``$JS.API.STREAM.DELETE.EVENTS``) deletes it too, and the rail goes quiet
+while the subscription looks fine. So the inbox checks its consumer every
+:data:`CHECK_S`; when it is gone, it subscribes again once the stream is back
+(the substrate remakes it at its next health check), delivering from the last
+moment the consumer was seen, and counts the recreation.
+
 With no stream over the rail (a bare nats-server, as in some tests), the inbox
 falls back to a core subscription and says so in the log.
 """
@@ -28,6 +35,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Literal
 
 from nats.aio.client import Client as NatsClient
@@ -44,6 +53,8 @@ KEEPALIVE_S = 5.0
 # Redeliveries after which a message that keeps killing its node is given up.
 MAX_DELIVER = 4
 INACTIVE_S = 24 * 3600.0
+# How often the durable consumer is checked for existence (home's health interval).
+CHECK_S = 1.0
 Settle = Literal["ack", "nak", "term"]
 
 
@@ -76,16 +87,24 @@ async def settle(msg: Msg, how: Settle) -> None:
         log.warning("inbox: %s of %s failed: %s", how, msg.subject, exc)
 
 
-class Inbox:
-    """The rail's subscription, and the keepalive of every message not yet settled."""
+Callback = Callable[[Msg], Awaitable[None]]
 
-    def __init__(self, sub: Subscription, durable: bool) -> None:
+
+class Inbox:
+    """The rail's subscription, the keepalive of every message not yet settled, and the
+    watch that recreates a durable consumer deleted under it."""
+
+    def __init__(self, sub: Subscription, durable: DurableRail | None = None) -> None:
         self.sub = sub
-        self.durable = durable
+        self.rail = durable
+        self.durable = durable is not None
+        # Times the consumer was found gone and made again.
+        self.recreated = 0
         self._open: dict[int, Msg] = {}
-        self._keepalive: asyncio.Task[None] | None = None
-        if durable:
-            self._keepalive = asyncio.create_task(self._keep_alive(), name="inbox-keepalive")
+        self._tasks: list[asyncio.Task[None]] = []
+        if durable is not None:
+            self._tasks.append(asyncio.create_task(self._keep_alive(), name="inbox-keepalive"))
+            self._tasks.append(asyncio.create_task(self._watch(durable), name="inbox-watch"))
 
     def hold(self, msg: Msg) -> None:
         """Keep ``msg`` alive until :meth:`done` settles it."""
@@ -104,21 +123,102 @@ class Inbox:
                 with contextlib.suppress(NatsError):
                     await msg.in_progress()
 
+    async def _watch(self, rail: DurableRail) -> None:
+        seen_at = datetime.now(UTC)
+        while True:
+            await asyncio.sleep(CHECK_S)
+            try:
+                await rail.exists()
+                seen_at = datetime.now(UTC)
+                continue
+            except NotFoundError:
+                pass
+            except (NatsError, TimeoutError) as exc:
+                log.warning("inbox: cannot check %s: %r", rail.durable, exc)
+                continue
+            try:
+                sub = await rail.subscribe(since=seen_at)
+            except (NotFoundError, NatsError, TimeoutError) as exc:
+                # The stream is not back yet: the substrate remakes it; try again next time.
+                log.warning("inbox: %s is gone and cannot be made yet: %r", rail.durable, exc)
+                continue
+            old, self.sub = self.sub, sub
+            with contextlib.suppress(NatsError):
+                await old.unsubscribe()
+            self.recreated += 1
+            log.warning(
+                "inbox: durable %s was gone (event log deleted?); recreated from %s",
+                rail.durable, seen_at.isoformat(),
+            )  # fmt: skip
+
     async def close(self) -> None:
-        """Stop the keepalive and unsubscribe; unsettled messages redeliver after ack_wait."""
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+        """Stop the keepalive and the watch, and unsubscribe; unsettled messages
+        redeliver after ack_wait."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._keepalive
+                await task
         with contextlib.suppress(NatsError):
             await self.sub.unsubscribe()
+
+
+class DurableRail:
+    """How one agent's durable consumer is made, so it can be made again."""
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        stream: str,
+        subject: str,
+        agent: str,
+        cb: Callback,
+        *,
+        ack_wait_s: float,
+    ) -> None:
+        self.nc = nc
+        self.stream = stream
+        self.subject = subject
+        self.durable = durable_name(agent)
+        self.cb = cb
+        self.config = ConsumerConfig(
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=ack_wait_s,
+            max_deliver=MAX_DELIVER,
+            # The first life starts at now; later lives resume where the last one stopped.
+            deliver_policy=DeliverPolicy.NEW,
+            filter_subject=subject,
+            # An agent no schema runs any more leaves no consumer behind for long.
+            inactive_threshold=INACTIVE_S,
+        )
+
+    async def exists(self) -> None:
+        """Raise ``NotFoundError`` when the consumer (or its stream) is gone."""
+        await self.nc.jetstream().consumer_info(self.stream, self.durable)
+
+    async def subscribe(self, since: datetime | None = None) -> Subscription:
+        """Subscribe through the durable consumer, creating it if needed; a consumer made
+        again delivers what the stream holds from ``since`` on."""
+        config = self.config
+        if since is not None:
+            config = replace(
+                config, deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since
+            )
+        return await self.nc.jetstream().subscribe(
+            self.subject,
+            durable=self.durable,
+            stream=self.stream,
+            cb=self.cb,
+            manual_ack=True,
+            config=config,
+        )
 
 
 async def open_inbox(
     nc: NatsClient,
     subject: str,
     agent: str,
-    cb: Callable[[Msg], Awaitable[None]],
+    cb: Callback,
     *,
     ack_wait_s: float | None = None,
 ) -> Inbox:
@@ -131,24 +231,9 @@ async def open_inbox(
         stream = await js.find_stream_name_by_subject(subject)
     except (NotFoundError, NatsError) as exc:
         log.warning("inbox: no JetStream stream holds %s (%s); core delivery only", subject, exc)
-        return Inbox(await nc.subscribe(subject, cb=cb), durable=False)
-    config = ConsumerConfig(
-        ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=ack_wait_s if ack_wait_s is not None else ACK_WAIT_S,
-        max_deliver=MAX_DELIVER,
-        # The first life starts at now; later lives resume where the last one stopped.
-        deliver_policy=DeliverPolicy.NEW,
-        filter_subject=subject,
-        # An agent no schema runs any more leaves no consumer behind for long.
-        inactive_threshold=INACTIVE_S,
-    )
-    sub = await js.subscribe(
-        subject,
-        durable=durable_name(agent),
-        stream=stream,
-        cb=cb,
-        manual_ack=True,
-        config=config,
-    )
-    log.info("inbox: %s through durable %s on stream %s", subject, durable_name(agent), stream)
-    return Inbox(sub, durable=True)
+        return Inbox(await nc.subscribe(subject, cb=cb))
+    wait = ack_wait_s if ack_wait_s is not None else ACK_WAIT_S
+    rail = DurableRail(nc, stream, subject, agent, cb, ack_wait_s=wait)
+    sub = await rail.subscribe()
+    log.info("inbox: %s through durable %s on stream %s", subject, rail.durable, stream)
+    return Inbox(sub, rail)

@@ -33,6 +33,8 @@ from shared.schema.bridge_half import DEFAULT_PORT
 from shared.subjects import check_name
 
 BRIDGE_DIR = "bridge"
+# A paired device's name names its files; well under any file-name limit.
+MAX_DEVICE_CHARS = 64
 log = logging.getLogger("tether.home.bridge")
 
 
@@ -187,11 +189,16 @@ class HomeBridgeComponent:
 
     async def pair_device(self, request: ControlRequest) -> dict[str, Any]:
         """Control verb ``bridge.pair``: pair ``device`` on this machine (once) and serve it."""
-        device = request.args.get("device")
+        device = request.text("device")
         try:
             check_name(str(device), "device")
         except SubjectError as exc:
             raise ControlError(control.BAD_REQUEST, str(exc)) from None
+        if len(str(device)) > MAX_DEVICE_CHARS:
+            # The name becomes file names (DEVICE.edge.key): refuse before the filesystem does.
+            raise ControlError(
+                control.BAD_REQUEST, f"device names are at most {MAX_DEVICE_CHARS} characters"
+            )
         async with self._lock:
             edge_half = self._dir / f"{device}.edge.yaml"
             key = self._dir / "secrets" / f"{device}.edge.key"

@@ -5,7 +5,9 @@ from the subject (the substrate only lets an agent publish its own ``out.>``),
 loads that agent's token from the token directory, performs the verb's write
 and acks on the verb's ack subject with the turn's ``binding_id``. Every event
 is acked: a failure is ``ok: false`` with the ``error``; an event that cannot be
-acked at all (no binding id, not an envelope) is counted and logged.
+acked at all (no binding id, not an envelope) is counted and logged. A failure
+of ours (a bug met by some input) is caught at the boundary too: counted as
+``internal_errors``, logged in one line, acked ``ok: false`` when it can be.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class EffectorStats:
     failed: int = 0
     unackable: int = 0
     duplicates: int = 0
+    # Events a handler failed on unexpectedly (still acked failed when they could be).
+    internal_errors: int = 0
 
 
 def read_token(token_dir: Path, agent: str) -> str:
@@ -118,7 +122,19 @@ class Effector:
             await nc.drain()
 
     async def _on_verb(self, msg: Msg) -> None:
+        """The verb rail's boundary: whatever arrives is performed or counted, never raised."""
         self.stats.received += 1
+        try:
+            self._take(msg)
+        except Exception as exc:
+            self.stats.unackable += 1
+            self._internal_error(msg.subject, exc)
+
+    def _internal_error(self, where: str, exc: Exception) -> None:
+        self.stats.internal_errors += 1
+        log.error("%s: handler failed on %s: %r", self.spec.node, where, exc)
+
+    def _take(self, msg: Msg) -> None:
         try:
             agent = parse_subject(msg.subject).agent
             event = Event.from_json(msg.data, self.limits)
@@ -137,12 +153,11 @@ class Effector:
         while len(self._seen) > DEDUP_WINDOW:
             self._seen.popitem(last=False)
         # Writes run concurrently so one slow agent does not hold up another's ack.
-        task = asyncio.create_task(self._perform(agent, event))
+        task = asyncio.create_task(self._perform(agent, event, event.binding_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _perform(self, agent: str, event: Event) -> None:
-        assert event.binding_id is not None
+    async def _perform(self, agent: str, event: Event, binding_id: str) -> None:
         payload: dict[str, Any] = {"agent": agent, "verb": self.spec.verb}
         try:
             token = read_token(self.token_dir, agent)
@@ -150,7 +165,7 @@ class Effector:
                 origin = Provenance(
                     agent=agent,
                     written_by=self.spec.node,
-                    binding_id=event.binding_id,
+                    binding_id=binding_id,
                     produced_by_schema=event.produced_by_schema or event.routed_by_schema,
                 )
                 doc_id = await self.spec.write(client, origin, event.payload)
@@ -160,18 +175,25 @@ class Effector:
             payload.update(ok=False, error=str(exc))
             self.stats.failed += 1
             log.warning("%s: %s for %s failed: %s", self.spec.node, self.spec.verb, agent, exc)
+        except Exception as exc:
+            payload.update(ok=False, error=f"internal error in {self.spec.node}: {exc!r}")
+            self.stats.failed += 1
+            self._internal_error(f"{self.spec.verb} for {agent}", exc)
         self._seq += 1
-        ack = Event.new(
-            f"{self.spec.verb}.ack",
-            payload,
-            source=self.spec.node,
-            sequence_number=self._seq,
-            binding_id=event.binding_id,
-            hops=(*event.hops, self.spec.node),
-            produced_by_schema=event.produced_by_schema or event.routed_by_schema,
-        )
-        if self._nc is not None:
-            await self._nc.publish(self.spec.ack_subject(event.binding_id), ack.to_json())
+        try:
+            ack = Event.new(
+                f"{self.spec.verb}.ack",
+                payload,
+                source=self.spec.node,
+                sequence_number=self._seq,
+                binding_id=binding_id,
+                hops=(*event.hops, self.spec.node),
+                produced_by_schema=event.produced_by_schema or event.routed_by_schema,
+            )
+            if self._nc is not None:
+                await self._nc.publish(self.spec.ack_subject(binding_id), ack.to_json())
+        except Exception as exc:  # a connection gone, or an ack we cannot build
+            self._internal_error(f"the ack of {binding_id}", exc)
 
 
 def note_text(payload: dict[str, Any]) -> str:

@@ -3,17 +3,24 @@
 Every route but ``GET /`` needs a bearer token. Documents a principal was not granted are
 absent: every route answers 404 for them, exactly as for ids that never existed.
 
+Every request is counted by outcome in ``app.state.answers`` (the status code as a
+string, ``internal`` for an exception no handler named): an unexpected failure is
+a 500 with a fixed body, logged in one line, and the next request is served.
+
 (No ``from __future__ import annotations`` here: FastAPI must see the dependency aliases
 defined inside :func:`create_app` as objects, not as strings it cannot resolve.)
 """
 
+import logging
 import sqlite3
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from home.jmfts import search as search_mod
@@ -58,6 +65,7 @@ from home.jmfts.workspace import workspace_view
 MAX_ID = 2**63 - 1
 DocId = Annotated[int, Path(ge=1, le=MAX_ID)]
 RowId = Annotated[int, Path(ge=1, le=MAX_ID)]
+log = logging.getLogger(__name__)
 
 _bearer = HTTPBearer(auto_error=False, description="A JMFTS bearer token (jm_<id>_<secret>).")
 
@@ -77,6 +85,21 @@ def create_app(store: DocumentStore) -> FastAPI:
         description="Durable, access-controlled memory: documents, search, grants, triples.",
     )
     triples = TripleStore(store)
+    answers: Counter[str] = Counter()
+    app.state.answers = answers
+
+    @app.middleware("http")
+    async def _boundary(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        try:
+            response = await call_next(request)
+        except Exception as exc:
+            answers["internal"] += 1
+            log.error("jmfts: %s %s failed: %r", request.method, request.url.path[:200], exc)
+            return JSONResponse({"detail": "internal error"}, status_code=500)
+        answers[str(response.status_code)] += 1
+        return response
 
     @app.exception_handler(JmftsError)
     async def _jmfts_error(_: Request, exc: JmftsError) -> JSONResponse:
@@ -383,23 +406,23 @@ def create_app(store: DocumentStore) -> FastAPI:
     # -- triples -----------------------------------------------------------------------
 
     @app.post("/triples/predicates", response_model=PredicateResponse, tags=["triples"])
-    def create_predicate(body: PredicateCreate, _: Who) -> PredicateResponse:
-        """Create a predicate."""
-        return triples.create_predicate(body)
+    def create_predicate(body: PredicateCreate, who: Who) -> PredicateResponse:
+        """Create a predicate (private to its creator unless the owner makes it)."""
+        return triples.create_predicate(who, body)
 
     @app.get("/triples/predicates", response_model=list[PredicateResponse], tags=["triples"])
     def list_predicates(
-        _: Who, namespace: str | None = None, with_triples_only: bool = False
+        who: Who, namespace: str | None = None, with_triples_only: bool = False
     ) -> list[PredicateResponse]:
-        """Every predicate."""
-        return triples.list_predicates(namespace)
+        """The predicates the caller sees: the owner's, its own, those of triples it reads."""
+        return triples.list_predicates(who, namespace)
 
     @app.get(
         "/triples/predicates/{predicate_id}", response_model=PredicateResponse, tags=["triples"]
     )
-    def get_predicate(predicate_id: RowId, _: Who) -> PredicateResponse:
-        """One predicate."""
-        return triples.get_predicate(predicate_id)
+    def get_predicate(predicate_id: RowId, who: Who) -> PredicateResponse:
+        """One predicate the caller sees; any other is 404."""
+        return triples.get_predicate(who, predicate_id)
 
     @app.post("/triples", response_model=TripleResponse, tags=["triples"])
     def create_triple(body: TripleCreate, who: Who, dedup: bool = False) -> TripleResponse:

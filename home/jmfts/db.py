@@ -74,7 +74,8 @@ CREATE TABLE IF NOT EXISTS predicates (
     namespace TEXT,
     description TEXT,
     iri TEXT UNIQUE,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    created_by INTEGER
 );
 CREATE TABLE IF NOT EXISTS triples (
     id INTEGER PRIMARY KEY,
@@ -115,10 +116,23 @@ def connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.executescript(SCHEMA)
+    _add_missing_columns(conn)
     conn.execute(
         "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
     )
     return conn
+
+
+# Columns added after a table was first shipped: (table, column, declaration).
+_ADDED_COLUMNS = (("predicates", "created_by", "INTEGER"),)
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Give a store made by an earlier version the columns added since (NULL in old rows)."""
+    for table, column, declaration in _ADDED_COLUMNS:
+        have = {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
 def subtree_range(path: str) -> tuple[str, str]:

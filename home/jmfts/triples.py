@@ -73,19 +73,21 @@ class TripleStore:
 
     # -- predicates --------------------------------------------------------------
 
-    def create_predicate(self, request: PredicateCreate) -> PredicateResponse:
-        """Create a predicate; a taken name or IRI is a conflict."""
+    def create_predicate(self, principal: Principal, request: PredicateCreate) -> PredicateResponse:
+        """Create a predicate, private to ``principal`` unless it is the owner; a taken
+        name or IRI is a conflict (names are one namespace, but never listed to others)."""
         with self._store.transaction():
             try:
                 cur = self._conn.execute(
-                    "INSERT INTO predicates(name, namespace, description, iri, created_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO predicates(name, namespace, description, iri, created_at,"
+                    " created_by) VALUES (?, ?, ?, ?, ?, ?)",
                     (
                         request.name,
                         request.namespace,
                         request.description,
                         request.iri,
                         to_stored(utc_now()),
+                        None if principal.is_owner else principal.id,
                     ),
                 )
             except sqlite3.IntegrityError as exc:
@@ -100,18 +102,46 @@ class TripleStore:
             raise NotFound(f"predicate {predicate_id} not found")
         return row  # type: ignore[no-any-return]
 
-    def get_predicate(self, predicate_id: int) -> PredicateResponse:
-        """One predicate."""
-        with self._store.lock:
-            return predicate_response(self._predicate(predicate_id))
+    def _visible_predicates(self, principal: Principal) -> tuple[str, list[Any]]:
+        """A SQL condition (over ``predicates p``) true for the predicates ``principal`` sees.
 
-    def list_predicates(self, namespace: str | None) -> list[PredicateResponse]:
-        """Every predicate, optionally of one namespace."""
+        The owner sees all. Anyone else sees the owner's predicates (the shared
+        vocabulary, ``created_by`` NULL), their own, and those of the triples they can
+        read: another agent's private predicate names stay private.
+        """
+        if principal.is_owner:
+            return "1", []
+        readable, params = self._store.scope(principal).sql("d.path")
+        return (
+            "(p.created_by IS NULL OR p.created_by = ? OR p.id IN (SELECT t.predicate_id"
+            " FROM triples t JOIN documents d ON d.id = t.subject_id WHERE " + readable + "))",
+            [principal.id, *params],
+        )
+
+    def _visible_predicate(self, principal: Principal, predicate_id: int) -> sqlite3.Row:
+        visible, args = self._visible_predicates(principal)
+        row = self._conn.execute(
+            f"SELECT p.* FROM predicates p WHERE p.id = ? AND {visible}", [predicate_id, *args]
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"predicate {predicate_id} not found")
+        return row  # type: ignore[no-any-return]
+
+    def get_predicate(self, principal: Principal, predicate_id: int) -> PredicateResponse:
+        """One predicate ``principal`` sees; any other is absent."""
         with self._store.lock:
-            sql, args = "SELECT * FROM predicates", []
+            return predicate_response(self._visible_predicate(principal, predicate_id))
+
+    def list_predicates(
+        self, principal: Principal, namespace: str | None
+    ) -> list[PredicateResponse]:
+        """The predicates ``principal`` sees, optionally of one namespace."""
+        with self._store.lock:
+            visible, args = self._visible_predicates(principal)
+            sql = f"SELECT p.* FROM predicates p WHERE {visible}"
             if namespace is not None:
-                sql, args = sql + " WHERE namespace = ?", [namespace]
-            return [predicate_response(r) for r in self._conn.execute(sql + " ORDER BY id", args)]
+                sql, args = sql + " AND p.namespace = ?", [*args, namespace]
+            return [predicate_response(r) for r in self._conn.execute(sql + " ORDER BY p.id", args)]
 
     # -- triples -----------------------------------------------------------------
 
@@ -135,7 +165,7 @@ class TripleStore:
             self._store.visible(principal, request.object_id)
         if request.source_document_id is not None:
             self._store.visible(principal, request.source_document_id)
-        self._predicate(request.predicate_id)
+        self._visible_predicate(principal, request.predicate_id)
 
     def _insert(self, principal: Principal, request: TripleCreate, now: str) -> int:
         cur = self._conn.execute(

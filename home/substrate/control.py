@@ -62,6 +62,8 @@ class ControlRequest:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ControlError(BAD_REQUEST, f"request is not JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise ControlError(BAD_REQUEST, "request nests too deeply") from exc
         if not isinstance(data, dict):
             raise ControlError(BAD_REQUEST, "request must be a JSON object of arguments")
         return cls(data)

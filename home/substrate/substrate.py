@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -87,6 +87,9 @@ class Substrate:
         self._sampler: asyncio.Task[None] | None = None
         # Times the event log stream was found missing (deleted) and made again.
         self.log_recreated = 0
+        # Control requests by outcome: "ok", an error code (bad_request, internal, ...),
+        # or "unanswered" (the reply could not be sent).
+        self.control_answers: Counter[str] = Counter()
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -229,6 +232,8 @@ class Substrate:
 
     def _answer(self, handler: Handler) -> Callable[[Msg], Awaitable[None]]:
         async def answer(msg: Msg) -> None:
+            """The control surface's boundary: every request is answered, or refused under
+            its error code and counted; nothing escapes."""
             try:
                 reply = ControlReply.success(await handler(ControlRequest.from_json(msg.data)))
             except ControlError as exc:
@@ -238,11 +243,21 @@ class Substrate:
             except SchemaError as exc:
                 reply = ControlReply.failure(control.BAD_REQUEST, str(exc))
             except Exception as exc:
-                log.exception("control request on %s failed", msg.subject)
                 self.last_error = f"{msg.subject}: {exc!r}"
                 reply = ControlReply.failure(control.INTERNAL, repr(exc))
+            self.control_answers[reply.code or "ok"] += 1
+            if not reply.ok:
+                log.log(
+                    logging.ERROR if reply.code == control.INTERNAL else logging.INFO,
+                    "control %s refused (%s): %.200s", msg.subject, reply.code, reply.message,
+                )  # fmt: skip
             if msg.reply:
-                await msg.respond(reply.to_json())
+                try:
+                    await msg.respond(reply.to_json())
+                except (NatsError, TypeError, ValueError) as exc:
+                    # Gone requester, or a result that is not JSON (a bug of ours).
+                    self.control_answers["unanswered"] += 1
+                    log.error("control %s: could not answer: %r", msg.subject, exc)
 
         return answer
 
@@ -300,5 +315,6 @@ class Substrate:
                 "bindings_remembered": len(router.memory),
             },
             "event_log": log_stats,
+            "control": dict(self.control_answers),
             "last_error": self.last_error,
         }

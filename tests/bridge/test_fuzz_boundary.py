@@ -2,7 +2,8 @@
 
 Whatever a paired but hostile board sends, the decoder and the hello check either
 return what they parsed or raise FrameError / HelloRefused; nothing else escapes,
-and a well-formed hello is still accepted afterwards.
+and a well-formed hello is still accepted afterwards. The slowest case of each
+is reported (tests/support/fuzz_report.py), not asserted.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,10 +21,20 @@ from hypothesis import strategies as st
 from bridge.errors import FrameError, HelloRefused
 from bridge.protocol import FrameDecoder, FrameType, Hello, HelloFrame, Resume, check_hello
 from shared.schema import BridgeHalf, load_bridge_half
+from tests.support.fuzz_report import Slowest, report
 
 EDGE = load_bridge_half("schemas/bridge/board.edge.yaml")
 HOME = load_bridge_half("schemas/bridge/board.home.yaml")
 GOOD_BODY = Hello.for_half(EDGE, "s", Resume(None, 0)).to_body()
+FRAMES = Slowest("bridge frames")
+HELLOS = Slowest("bridge hellos")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slowest_cases() -> Iterator[None]:
+    yield
+    report(FRAMES, HELLOS)
+
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
@@ -39,7 +51,7 @@ subjects = st.lists(
 
 
 def _accept_or_refuse(own: BridgeHalf, body: dict[str, Any]) -> None:
-    with contextlib.suppress(FrameError, HelloRefused):
+    with HELLOS.timed(body), contextlib.suppress(FrameError, HelloRefused):
         check_hello(own, Hello.from_body(body), "board")
 
 
@@ -47,7 +59,8 @@ def _accept_or_refuse(own: BridgeHalf, body: dict[str, Any]) -> None:
 @given(st.sampled_from([*FrameType, 0x00, 0x7F]), st.binary(max_size=600))
 def test_any_frame_body_decodes_or_is_a_frame_error(kind: int, body: bytes) -> None:
     try:
-        frames = FrameDecoder().feed(struct.pack(">IB", len(body) + 1, kind) + body)
+        with FRAMES.timed((kind, body)):
+            frames = FrameDecoder().feed(struct.pack(">IB", len(body) + 1, kind) + body)
     except FrameError:
         return
     for frame in frames:

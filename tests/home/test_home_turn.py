@@ -134,3 +134,36 @@ async def node_pid(home: RunningHome, name: str) -> int:
                     if node.get("name") == name and node.get("state") == "running":
                         return int(node["pid"])
             await asyncio.sleep(0.5)
+
+
+async def test_a_turn_is_answered_after_the_event_log_is_deleted(tmp_path: Path) -> None:
+    """Before: the substrate remade a deleted stream, but the agent's durable consumer
+    went with it, so the rail stayed silent and every later turn timed out."""
+
+    def answer(request: RecordedRequest) -> Reply:
+        return Reply.call("speak", {"text": f"You said: {request.last_user_text[-40:]}"})
+
+    async with (
+        ScriptedModel(responder=answer) as model,
+        running_home(tmp_path / "home", model.url) as home,
+    ):
+        await play_edge_turn(home.nats_url, "before the deletion", within_s=60)
+        nc = await nats.connect(home.nats_url)
+        try:
+            await nc.jetstream().delete_stream("EVENTS")
+        finally:
+            await nc.close()
+
+        async def recreated() -> bool:
+            status = await home.status()
+            return bool(status and status["event_log"].get("recreated") == 1)
+
+        async with asyncio.timeout(30):
+            while not await recreated():
+                await asyncio.sleep(0.2)
+        subject, answer_event, turn = await play_edge_turn(
+            home.nats_url, "after the deletion", within_s=30
+        )
+    assert subject == speak_subject("edge_asr", DEVICE)
+    assert answer_event.binding_id == turn.binding_id
+    assert "after the deletion" in answer_event.payload["text"]

@@ -256,3 +256,42 @@ def test_triple_routes_follow_their_documents(shared_server: ServerProcess, worl
     # Predicates are global vocabulary (this one's name carries the marker); documents are not.
     assert f"secret {world.marker}" not in str(listed)
     assert f"{world.marker} diary" not in str(listed)
+
+
+def _agent(admin: httpx.Client, name: str) -> tuple[int, str]:
+    principal = admin.post("/access/principals", json={"name": name}).json()["id"]
+    token = admin.post(f"/access/principals/{principal}/tokens", json={"label": "t"}).json()
+    return int(principal), str(token["token"])
+
+
+def test_one_agent_never_lists_anothers_private_predicates(
+    shared_server: ServerProcess, world: World
+) -> None:
+    """Before: predicates were global, so any principal listed every agent's names."""
+    with shared_server.client() as admin:
+        bob_id, bob_token = _agent(admin, f"bob-{world.marker}")
+        bob_desk = _create(admin, title="bob desk", content="bob writes here")
+        grant = {"principal_id": bob_id, "level": "write"}
+        assert admin.post(f"/access/documents/{bob_desk}/grants", json=grant).status_code == 200
+    with shared_server.client(bob_token) as bob:
+        secret = bob.post("/triples/predicates", json={"name": f"fears-{world.marker}"})
+        assert secret.status_code == 200, secret.text
+        secret_id = secret.json()["id"]
+        assert secret_id in [p["id"] for p in bob.get("/triples/predicates").json()]
+        fact = {"subject_id": bob_desk, "predicate_id": secret_id, "object_literal": "spiders"}
+        assert bob.post("/triples", json=fact).status_code == 200
+    with shared_server.client(world.alice) as alice:
+        listed = alice.get("/triples/predicates")
+        assert listed.status_code == 200
+        assert world.predicate in [p["id"] for p in listed.json()], "the owner's are shared"
+        assert f"fears-{world.marker}" not in listed.text
+        hidden = alice.get(f"/triples/predicates/{secret_id}")
+        absent = alice.get(f"/triples/predicates/{NEVER_EXISTED}")
+        assert (hidden.status_code, absent.status_code) == (404, 404)
+        assert hidden.text.replace(str(secret_id), "ID") == absent.text.replace(
+            str(NEVER_EXISTED), "ID"
+        )
+        used = {"subject_id": world.write_child, "predicate_id": secret_id, "object_literal": "x"}
+        assert alice.post("/triples", json=used).status_code == 404
+        own = alice.post("/triples/predicates", json={"name": f"enjoys-{world.marker}"})
+        assert own.json()["id"] in [p["id"] for p in alice.get("/triples/predicates").json()]

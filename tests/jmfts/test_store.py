@@ -158,3 +158,19 @@ def test_the_database_and_its_journals_are_private(tmp_path: Path) -> None:
         os.umask(previous)
     assert modes == {"": 0o600, "-wal": 0o600, "-shm": 0o600}
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_a_store_from_before_private_predicates_gains_the_creator_column(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE predicates (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+        " namespace TEXT, description TEXT, iri TEXT UNIQUE, created_at TEXT NOT NULL)"
+    )
+    old.execute("INSERT INTO predicates(name, created_at) VALUES ('likes', 'then')")
+    old.commit()
+    old.close()
+    conn = connect(path)
+    (row,) = conn.execute("SELECT name, created_by FROM predicates")
+    assert (row["name"], row["created_by"]) == ("likes", None)  # shared, as it always was
+    conn.close()

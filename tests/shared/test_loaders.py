@@ -26,7 +26,7 @@ from shared.schema import (
 from shared.schema.activation import check_against_catalog, parse_activation_schema
 from shared.schema.bridge_half import parse_bridge_half, ssh_fingerprint
 from shared.schema.catalog import parse_node_catalog
-from shared.yaml_source import LocatedDict, Reader, parse_yaml
+from shared.yaml_source import MAX_FLOW_DEPTH, LocatedDict, Reader, parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas"
@@ -318,3 +318,16 @@ def test_an_error_message_previews_a_value_without_rendering_it() -> None:
     reader.get(data, "name", "", str)
     [issue] = reader.issues
     assert issue.message == "expected a string, got a list <a list of 1000 item(s)>"
+
+
+def test_unprintable_characters_are_a_schema_error_naming_the_file() -> None:
+    """Before: PyYAML's ReaderError escaped parse_yaml (found by tests/shared/test_yaml_fuzz.py)."""
+    with pytest.raises(SchemaError, match=r"x\.yaml: invalid YAML: .*unacceptable character"):
+        parse_yaml("\x1f", "x.yaml")
+
+
+def test_deep_flow_nesting_is_refused_while_scanning() -> None:
+    """Before: 3,000 nested '[' took seconds of scanning before the RecursionError."""
+    with pytest.raises(SchemaError, match=f"nests deeper than {MAX_FLOW_DEPTH} levels"):
+        parse_yaml("a: " + "[" * 100_000 + "]" * 100_000, "x.yaml")
+    assert parse_yaml("a: " + "[" * MAX_FLOW_DEPTH + "]" * MAX_FLOW_DEPTH, "x.yaml") is not None

@@ -23,7 +23,7 @@ from home.substrate.config import EventLogConfig
 from home.substrate.eventlog import ensure_stream
 from home.substrate.nats_server import NatsServer
 from shared.errors import ContractError
-from shared.event import Event, new_binding_id
+from shared.event import DEFAULT_TTL_MS, Event, new_binding_id
 from shared.schema.catalog import NodeCatalog, load_node_catalog
 from shared.subjects import speech_completed_subject, workspace_in_subject
 from tests.shared.conftest import nats_url  # noqa: F401  (the session's real nats-server)
@@ -68,7 +68,7 @@ class EdgeSide:
         except ContractError:  # not an event of ours: nothing to record
             return
         self.seen.append(BusEvent(msg.subject, event, msg.data))
-        if self.ack_speech and ".out.speak" in msg.subject and event.binding_id:
+        if self.ack_speech and self._speaks_here(msg.subject) and event.binding_id:
             self._seq += 1
             ack = Event.new(
                 "speech.completed",
@@ -79,12 +79,17 @@ class EdgeSide:
             )
             await self.nc.publish(speech_completed_subject(event.binding_id), ack.to_json())
 
+    def _speaks_here(self, subject: str) -> bool:
+        """A speak for this device (or for none: the router would resolve it)."""
+        return subject.endswith(f".out.speak.{self.device}") or subject.endswith(".out.speak")
+
     async def say(
         self,
         text: str,
         *,
         binding_id: str | None = None,
         received: Callable[[], int] | None = None,
+        ttl_ms: int = DEFAULT_TTL_MS,
         **payload: Any,
     ) -> Event:
         """Publish one utterance on the agent's inbound rail, as the router delivers it.
@@ -101,6 +106,7 @@ class EdgeSide:
             source=f"edge.audio.{self.device}",
             sequence_number=self._seq,
             binding_id=binding_id or new_binding_id(),
+            ttl_ms=ttl_ms,
         )
         before = received() if received is not None else 0
         async with asyncio.timeout(60):

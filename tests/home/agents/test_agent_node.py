@@ -16,12 +16,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 
 from home.agents.agent_node import AgentNode
 from home.agents.errors import RestartBudgetExhausted
 from home.agents.launch import ModelEndpoint
-from shared.event import Event, new_binding_id
+from shared.event import Event, new_binding_id, utc_now
 from shared.schema.catalog import NodeCatalog, NodeSpec, RestartPolicy
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
@@ -214,6 +215,77 @@ async def test_two_quick_utterances_are_both_answered_in_order(
     assert [s.event.binding_id for s in speaks] == [first.binding_id, second.binding_id]
     assert [r.last_user_text for r in model.requests] == ["first question", "second question"]
     assert [o.end_reason for o in node.stats.outcomes] == ["terminate", "terminate"]
+
+
+@asynccontextmanager
+async def silent_board(nats_url: str) -> AsyncIterator[EdgeSide]:
+    """A second board, ``board``, that hears speak events and never acks them."""
+    silent = EdgeSide(nc=await nats.connect(nats_url), agent="edge_asr", device="board")
+    silent.ack_speech = False
+    await silent.nc.subscribe("events.>", cb=silent.on_event)
+    try:
+        yield silent
+    finally:
+        await silent.nc.drain()
+
+
+def speak_once(request: RecordedRequest) -> Reply:
+    """Speak the user's words back; after a failed speak, end the turn silently."""
+    return Reply() if request.messages[-1].get("role") == "tool" else speak_back(request)
+
+
+async def test_a_board_that_never_acks_cannot_push_another_boards_turns_past_their_ttl(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.responder = speak_once
+    # Each of the silent board's turns waits the whole ack timeout: four of them in a
+    # row outlast the other board's TTL when turns are taken in arrival order.
+    spec = with_extension_config(catalog["agent.edge_asr"], "handset", ack_timeout_s=2.0)
+    async with (
+        silent_board(nats_url) as silent,
+        running_node(spec, nats_url, model, tmp_path) as node,
+    ):
+        for n in range(4):
+            await silent.say(f"board question {n}", received=lambda: node.stats.received)
+        heard = [
+            await edge.say(f"tui question {n}", ttl_ms=5000, received=lambda: node.stats.received)
+            for n in range(2)
+        ]
+        answers = await edge.wait_for("speak.tui", 2, timeout_s=30)
+        answered_at = utc_now()
+        await until(lambda: len(node.stats.outcomes) == 6)
+
+    assert [a.event.binding_id for a in answers] == [h.binding_id for h in heard]
+    assert all(answered_at < h.expires_at for h in heard), "answered past the TTL"
+    assert node.stats.stale == 0
+    prompts = [r.last_user_text for r in model.requests if r.messages[-1].get("role") == "user"]
+    assert prompts[:3] == ["board question 0", "tui question 0", "tui question 1"]
+    assert node.stats.unacked_speech == 4
+
+
+async def test_a_turn_speaking_to_a_silent_board_gives_way_to_a_waiting_device(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.responder = speak_back  # retries its speak for ever: only the wall clock ends it
+    spec = with_extension_config(catalog["agent.edge_asr"], "handset", ack_timeout_s=1.0)
+    async with (
+        silent_board(nats_url) as silent,
+        running_node(spec, nats_url, model, tmp_path, wall_clock_s=60.0) as node,
+    ):
+        held = await silent.say("board question", received=lambda: node.stats.received)
+        await model.wait_requests(1)
+        heard = await edge.say("tui question", ttl_ms=5000, received=lambda: node.stats.received)
+        (answer,) = await edge.wait_for("speak.tui", 1, timeout_s=30)
+        answered_at = utc_now()
+        await until(lambda: len(node.stats.outcomes) == 2)
+        (aborted,) = await silent.wait_for("reply.board")
+
+    assert answer.event.binding_id == heard.binding_id
+    assert answered_at < heard.expires_at, "answered past the TTL"
+    assert node.stats.yielded == 1
+    assert aborted.event.binding_id == held.binding_id
+    assert aborted.event.payload["kind"] == "aborted"
+    assert "device board is not acknowledging speech" in aborted.event.payload["reason"]
 
 
 async def test_a_turn_over_the_wall_clock_is_aborted_and_reported(

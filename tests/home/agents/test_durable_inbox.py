@@ -18,6 +18,8 @@ import pytest
 from home.agents import inbox
 from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
+from home.substrate.config import EventLogConfig
+from home.substrate.eventlog import ensure_stream
 from shared.event import Event
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeCatalog, NodeSpec
@@ -161,3 +163,26 @@ async def test_a_turn_that_expires_while_queued_is_not_answered(
     spoken = [s.event.binding_id for s in edge_side.on("speak.tui")]
     assert spoken == [first.binding_id, last.binding_id]
     assert all("a quick one" not in r.last_user_text for r in requests)
+
+
+async def test_after_the_event_log_is_deleted_the_inbox_is_made_again_and_answers(
+    catalog: NodeCatalog, event_log: str, edge_side: EdgeSide, tmp_path: Path
+) -> None:
+    """Before: deleting the stream deleted the durable consumer with it; the substrate
+    remade the stream, but the node's rail stayed silent and every turn timed out."""
+    async with (
+        ScriptedModel(responder=speak_back) as model,
+        node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as agent,
+    ):
+        await edge_side.say("before the deletion", received=lambda: agent.stats.received)
+        await edge_side.wait_for("speak.tui")
+        js = edge_side.nc.jetstream()
+        await js.delete_stream(EventLogConfig().stream)
+        await asyncio.sleep(inbox.CHECK_S * 1.5)  # the node finds its consumer gone
+        await ensure_stream(edge_side.nc, EventLogConfig())  # as the substrate does
+        said = await edge_side.say("after the deletion")
+        speaks = await edge_side.wait_for("speak.tui", 2, timeout_s=30)
+        assert agent._inbox is not None
+        assert agent._inbox.recreated == 1
+    assert speaks[1].event.binding_id == said.binding_id
+    assert speaks[1].event.payload["text"] == "You said after the deletion."

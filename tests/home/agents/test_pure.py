@@ -24,6 +24,7 @@ from home.agents.protocol import (
     parse_line,
 )
 from home.agents.restart import RestartTracker
+from home.agents.turn_queue import DeviceQueues
 from home.tau_ext.binding import TurnBinding, read_binding, write_binding
 from home.tau_ext.bus_link import ack_failure
 from home.tau_ext.errors import BindingFileError
@@ -293,3 +294,23 @@ def test_prose_kind_follows_the_shape_of_the_turn() -> None:
 def test_unspeakable_reasons(text: str, reason: str | None) -> None:
     found = unspeakable_reason(text)
     assert (found is None) if reason is None else (found is not None and reason in found)
+
+
+def test_device_queues_serve_devices_round_robin_and_a_silent_one_last() -> None:
+    queues: DeviceQueues[tuple[str | None, int]] = DeviceQueues(lambda item: item[0])
+    for n in range(3):
+        queues.push(("board", n))
+    queues.push(("tui", 0))
+    queues.push((None, 0))
+    queues.push(("tui", 1))
+    assert len(queues) == 6
+    assert [queues.pop() for _ in range(4)] == [("board", 0), ("tui", 0), (None, 0), ("board", 1)]
+    queues.mark_unresponsive("board")
+    assert queues.waiting_elsewhere("board")
+    queues.push(("tui", 2), urgent=True)
+    assert [queues.pop() for _ in range(3)] == [("tui", 2), ("tui", 1), ("board", 2)]
+    assert not queues.waiting_elsewhere("board")
+    queues.mark_responsive("board")
+    assert not queues.is_unresponsive("board")
+    with pytest.raises(IndexError):
+        queues.pop()

@@ -1,8 +1,12 @@
-"""The router's boundary: every event it cannot deliver is counted under a named reason."""
+"""The router's boundary: every event it cannot deliver is counted under a named reason.
+
+The slowest fuzzed case is reported (tests/support/fuzz_report.py), not asserted.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -13,9 +17,17 @@ from home.substrate import router as router_module
 from home.substrate.router import Router
 from home.substrate.routing import Route
 from shared.event import Event
+from tests.support.fuzz_report import Slowest, report
 
 ROUTE = Route("talk", "events.sensation.*.turn", "agent.echo", "events.workspace.echo.in")
 TURN = "events.sensation.tui.turn"
+ROUTER = Slowest("router envelopes")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slowest_cases() -> Iterator[None]:
+    yield
+    report(ROUTER)
 
 
 @dataclass
@@ -94,7 +106,8 @@ GOOD = json.loads(_turn())
 async def test_every_fuzzed_message_is_routed_or_counted(messages: list[bytes]) -> None:
     router = Router(Published(), "substrate.router")  # type: ignore[arg-type]
     for raw in messages:
-        await router._on_binding(ROUTE, Msg(TURN, raw))  # type: ignore[arg-type]
+        with ROUTER.timed(raw):
+            await router._on_binding(ROUTE, Msg(TURN, raw))  # type: ignore[arg-type]
     counted = router.counters.routed + sum(router.counters.dropped.values())
     assert counted == len(messages)
     assert router.counters.dropped["failed"] == 0
