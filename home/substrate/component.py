@@ -1,8 +1,9 @@
 """The component registry of ``home up``: each long-lived part is one :class:`Component`.
 
-A component is anything ``home up`` starts, health-checks and stops: today the
-nats-server and the substrate; later issues add JMFTS, the LLM server, the
-agent nodes' host and the home bridge the same way. The interface::
+A component is anything ``home up`` starts, health-checks and stops: the
+nats-server, the language model, JMFTS, the substrate (which hosts the agent
+nodes and effectors) and the home bridge, registered in that start order by
+:mod:`home.substrate.up`. The interface::
 
     class MyComponent:
         name = "jmfts"                       # unique, shown in `home status`

@@ -1,7 +1,7 @@
 """No schema may bind the reflex's reports back into an agent.
 
-``home schema apply`` lives with the substrate and is not on this branch; every path to
-an active schema goes through :func:`load_activation_schema`, which is what refuses.
+Every path to an active schema (``home schema apply``, ``home up --apply``) goes through
+:func:`load_activation_schema`, which is what refuses, so the refusal is tested there.
 """
 
 from __future__ import annotations
