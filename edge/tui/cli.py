@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -192,6 +193,8 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
 
         edge say "hello" --direct nats://127.0.0.1:4222 --json
     """
+    # The bridge node warns at every failed attempt; a failed say sums them up in one line.
+    logging.getLogger("tether.bridge").setLevel(logging.ERROR)
     device = _check_device(device)
     if not text.strip():
         err.print("[red]error[/red]: TEXT is empty; there is nothing to say", highlight=False)

@@ -97,6 +97,7 @@ async def test_edge_say_finds_pairs_and_talks_to_the_running_home(
         str(BIN / "edge"), "say", "anyone?", "--data-dir", str(data_dir), timeout_s=10
     )
     assert code == 1
+    assert len(err.strip().splitlines()) == 1, err  # one line, not one per attempt
     assert address.removeprefix("ssh://") in err
     assert f"home up --data-dir {data_dir}" in err
 
