@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from bridge.errors import FrameError, HelloRefused
 from bridge.protocol import FrameDecoder, FrameType, Hello, HelloFrame, Resume, check_hello
 from shared.schema import BridgeHalf, load_bridge_half
+from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report
 
 EDGE = load_bridge_half("schemas/bridge/board.edge.yaml")
@@ -36,13 +37,7 @@ def slowest_cases() -> Iterator[None]:
     report(FRAMES, HELLOS)
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
-    lambda inner: (
-        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5)
-    ),
-    max_leaves=30,
-)
+json_values = json_strategy.json_values(max_leaves=30, text_size=30, width=5)
 subjects = st.lists(
     st.sampled_from(["events", "sensation", "board", "turn", "*", ">", "audio", "x", ""]),
     min_size=0,

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from home.jmfts.app import create_app
 from home.jmfts.embedder import OnnxMiniLM
 from home.jmfts.store import DocumentStore
+from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report
 
 HTTP = Slowest("jmfts http")
@@ -55,17 +56,9 @@ def admin(app: FastAPI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Te
         yield client
 
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False)
-    | st.text(max_size=30)
-    | st.sampled_from([2**63, -(2**63) - 1, 10**40, "\ud800", "9999-12-31T23:59:59Z"]),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
-    max_leaves=20,
+json_values = json_strategy.json_values(
+    text_size=30,
+    extra=st.sampled_from([2**63, -(2**63) - 1, 10**40, "\ud800", "9999-12-31T23:59:59Z"]),
 )
 FIELDS = [
     "title", "content", "parent_id", "usetype", "structured_content", "supersedes",

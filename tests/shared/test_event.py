@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from shared.errors import EnvelopeError, EnvelopeTooLarge, NotTextOnly
 from shared.event import EnvelopeLimits, Event, check_text_only, new_binding_id
 from shared.subjects import check_binding_id
+from tests.support import json_strategy
 
 
 def _event(**payload: Any) -> Event:
@@ -189,13 +190,7 @@ def test_text_only_is_enforced_on_parse_and_serialize() -> None:
         Event.from_json(event.to_json(), limits)
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+json_values = json_strategy.json_values()
 
 
 @settings(max_examples=400, deadline=None)

@@ -24,6 +24,7 @@ from shared.schema.activation import parse_activation_schema
 from shared.schema.bridge_half import parse_bridge_half
 from shared.schema.catalog import parse_node_catalog
 from shared.yaml_source import parse_yaml
+from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,17 +44,8 @@ def slowest_cases() -> Iterator[None]:
     report(YAML)
 
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False)
-    | st.text(max_size=20)
-    | st.sampled_from(["events.>", "*", "agent.edge_asr", "tau_agent", 10**30]),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
-    max_leaves=20,
+json_values = json_strategy.json_values(
+    extra=st.sampled_from(["events.>", "*", "agent.edge_asr", "tau_agent", 10**30])
 )
 
 

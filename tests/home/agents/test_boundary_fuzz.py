@@ -25,6 +25,7 @@ from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
 from shared.event import Event
 from shared.schema.catalog import NodeCatalog
+from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report
 from tests.support.home_fixtures import REPO_ROOT
 
@@ -68,13 +69,7 @@ def _turn(text: str = "is the kettle on", **changes: Any) -> dict[str, Any]:
     return event.to_dict() | changes
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+json_values = json_strategy.json_values()
 GOOD = _turn()
 # One id for every fuzzed event, so duplicates are fuzzed too.
 FUZZ_ID = "6f1c1a4e-0000-4000-8000-000000000001"

@@ -26,6 +26,7 @@ from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
 from home.memory.provenance import Provenance
 from shared.event import Event
+from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report
 
 EFFECTOR = Slowest("effector verb rail")
@@ -81,13 +82,7 @@ def _verb(**changes: Any) -> dict[str, Any]:
     return event.to_dict() | changes
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+json_values = json_strategy.json_values()
 GOOD = _verb()
 subjects = st.sampled_from(
     [

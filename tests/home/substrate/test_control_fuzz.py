@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from home.substrate import control
 from home.substrate.control import ControlReply
 from tests.home.substrate.conftest import Home
+from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report
 
 CONTROL = Slowest("control verbs")
@@ -33,13 +34,7 @@ def slowest_cases() -> Iterator[None]:
     report(CONTROL)
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
-    max_leaves=15,
-)
+json_values = json_strategy.json_values(max_leaves=15)
 yaml_texts = st.sampled_from(
     [
         "schema: x\nrequires: {nodes: [nobody]}\nbindings: []\n",

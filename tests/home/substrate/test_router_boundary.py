@@ -17,6 +17,7 @@ from home.substrate import router as router_module
 from home.substrate.router import Router
 from home.substrate.routing import Route
 from shared.event import Event
+from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report
 
 ROUTE = Route("talk", "events.sensation.*.turn", "agent.echo", "events.workspace.echo.in")
@@ -82,13 +83,7 @@ async def test_a_failure_of_ours_is_counted_as_failed(monkeypatch: pytest.Monkey
     assert "a bug in routing" in router.counters.last_error["failed"]
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+json_values = json_strategy.json_values()
 GOOD = json.loads(_turn())
 
 
