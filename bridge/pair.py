@@ -35,6 +35,25 @@ class PairResult:
     host_fingerprint: str
 
 
+@dataclass(frozen=True)
+class PairingFiles:
+    """Where `bridge pair` puts one device's files: ``OUT/D.edge.yaml``, ``OUT/D.home.yaml``,
+    and the board's private key in ``SECRETS/D.edge.key`` (``SECRETS`` defaults to
+    ``OUT/secrets``)."""
+
+    edge_half: Path
+    home_half: Path
+    client_key: Path
+
+    @classmethod
+    def of(cls, out: Path, device: str, secrets: Path | None = None) -> PairingFiles:
+        """The files of ``device`` paired into ``out``."""
+        secrets = secrets or out / "secrets"
+        return cls(
+            out / f"{device}.edge.yaml", out / f"{device}.home.yaml", secrets / f"{device}.edge.key"
+        )
+
+
 def parse_home(value: str) -> tuple[str, int]:
     """``HOST[:PORT]`` (``[::1]:2222`` for IPv6) into host and port."""
     host, port_text = value, ""
@@ -133,8 +152,8 @@ def pair(
             f"refusing to write private keys under schemas/ ({secrets}); "
             "pass --secrets DIR outside the repository's schemas/"
         )
-    edge_path, home_path = out / f"{device}.edge.yaml", out / f"{device}.home.yaml"
-    client_path = secrets / f"{device}.edge.key"
+    files = PairingFiles.of(out, device, secrets)
+    edge_path, home_path, client_path = files.edge_half, files.home_half, files.client_key
     host_path = secrets / HOST_KEY_NAME
     existing = [p for p in (edge_path, home_path, client_path) if p.exists()]
     if existing and not force:

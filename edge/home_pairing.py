@@ -15,6 +15,7 @@ from pathlib import Path
 import nats
 from nats.errors import Error as NatsError
 
+from bridge.pair import PairingFiles
 from edge.config.model import BridgeConfig, EdgeConfig
 from edge.errors import BridgeUnavailable
 
@@ -40,7 +41,7 @@ class HomePairing:
     @property
     def client_key(self) -> Path:
         """The board's private key, as ``bridge pair`` names it."""
-        return self.secrets / f"{self.device}.edge.key"
+        return PairingFiles.of(self.edge_half.parent, self.device, self.secrets).client_key
 
 
 async def pair_through_home(data_dir: Path, device: str) -> HomePairing:

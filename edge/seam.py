@@ -22,6 +22,7 @@ from typing import Protocol
 
 from bridge.errors import BridgeError
 from bridge.node.edge import EdgeBridgeNode
+from bridge.pair import PairingFiles
 from edge.errors import BridgeUnavailable
 from shared.errors import SchemaError
 from shared.schema import BridgeHalf, load_bridge_half
@@ -37,8 +38,7 @@ class EdgeBridgeFactory(Protocol):
 
 def client_key_path(half: Path, secrets: Path | None, device: str) -> Path:
     """The board's private key as ``bridge pair`` wrote it: ``SECRETS/<device>.edge.key``."""
-    folder = secrets if secrets is not None else half.parent / "secrets"
-    return folder / f"{device}.edge.key"
+    return PairingFiles.of(half.parent, device, secrets).client_key
 
 
 def check_bridge_files(half: Path, secrets: Path | None, device: str) -> BridgeHalf:

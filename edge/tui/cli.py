@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 
 from bridge.node.edge import EdgeBridgeNode
+from bridge.pair import PairingFiles
 from edge.errors import BridgeUnavailable
 from edge.home_pairing import HomeNotRunning, HomePairing, pair_through_home
 from edge.tui.errors import TransportError, TuiError, TurnTimeout
@@ -62,10 +63,9 @@ async def pairing_for(data_dir: Path, device: str) -> tuple[HomePairing, bool]:
     try:
         return await pair_through_home(data_dir, device), True
     except HomeNotRunning as exc:
-        earlier = HomePairing(device, data_dir / "bridge" / f"{device}.edge.yaml",
-                              data_dir / "bridge" / "secrets")  # fmt: skip
-        if earlier.edge_half.is_file() and earlier.client_key.is_file():
-            return earlier, False
+        files = PairingFiles.of(data_dir / "bridge", device)
+        if files.edge_half.is_file() and files.client_key.is_file():
+            return HomePairing(device, files.edge_half, files.client_key.parent), False
         raise TransportError(str(exc)) from None
     except BridgeUnavailable as exc:
         raise TransportError(str(exc)) from None

@@ -22,7 +22,7 @@ from typing import Any
 from bridge.check import Severity, check_pair
 from bridge.errors import BridgeError, PairError
 from bridge.node.home import HomeBridgeEndpoint
-from bridge.pair import HOST_KEY_NAME, pair
+from bridge.pair import HOST_KEY_NAME, PairingFiles, pair
 from home.substrate import control
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.control import ControlRequest
@@ -175,7 +175,8 @@ class HomeBridgeComponent:
         half exporting memory reports); the link's hello would refuse it forever, so
         the verb makes it anew, as a person would with `bridge pair --force`.
         """
-        edge, home = self._dir / f"{device}.edge.yaml", self._dir / f"{device}.home.yaml"
+        files = PairingFiles.of(self._dir, device)
+        edge, home = files.edge_half, files.home_half
         if not edge.is_file() and not home.is_file():
             return ""  # never paired: nothing stale
         if not (edge.is_file() and home.is_file()):
@@ -200,8 +201,8 @@ class HomeBridgeComponent:
                 control.BAD_REQUEST, f"device names are at most {MAX_DEVICE_CHARS} characters"
             )
         async with self._lock:
-            edge_half = self._dir / f"{device}.edge.yaml"
-            key = self._dir / "secrets" / f"{device}.edge.key"
+            files = PairingFiles.of(self._dir, str(device))
+            edge_half, key = files.edge_half, files.client_key
             stale = await asyncio.to_thread(self._stale_pairing, str(device))
             if stale:
                 log.warning("bridge: pairing %s again: %s", device, stale)
