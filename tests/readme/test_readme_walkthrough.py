@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
+from edge.natsd import free_port
 from tests.readme.walkthrough import SECTIONS, Block, blocks, failures, run
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
@@ -26,19 +26,13 @@ BIN = Path(sys.executable).parent
 ANSWER = "Hello from home."
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _env(home: Path, llm_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "XDG_"))}
     env.update(
         HOME=str(home),
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         TETHER_LLM_URL=llm_url,
-        TETHER_BRIDGE_PORT=str(_free_port()),
+        TETHER_BRIDGE_PORT=str(free_port()),
     )
     return env
 

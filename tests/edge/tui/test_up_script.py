@@ -9,7 +9,6 @@ answer must reach the screen, and quitting must stop home.
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from edge.natsd import free_port
 from tests.edge.tui.conftest import Tmux
 
 BIN = Path(sys.executable).parent
@@ -24,12 +24,6 @@ ROOT = Path(__file__).resolve().parents[3]
 # home up with the embedded defaults may load a model before it reports healthy.
 UP_WAIT_S = 240.0
 ANSWER_WAIT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def home_status_ok(data_dir: Path) -> bool:
