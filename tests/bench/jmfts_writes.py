@@ -17,7 +17,7 @@ import numpy as np
 
 from home.jmfts.embedder import OnnxMiniLM
 from tests.bench.report import Result
-from tests.jmfts.conftest import start_server
+from tests.home.jmfts.conftest import start_server
 
 WRITERS = 8
 JOIN_TIMEOUT_S = 600.0

@@ -23,7 +23,7 @@ from bridge.transport import Backoff
 from shared.event import Event
 from shared.schema import BridgeHalf, load_bridge_half
 from tests.bridge.faulty_proxy import FaultyProxy
-from tests.shared.conftest import nats_server_binary
+from tests.conftest import nats_server_binary
 
 
 def free_port() -> int:

@@ -1,7 +1,6 @@
-"""Fixtures for the home side: a real nats-server, the node catalog, the edge's side of a turn,
-a real JMFTS.
+"""What the home tests share besides fixtures: the edge's side of a turn, the event-log server.
 
-Each test folder that uses them imports them in its own conftest.py.
+The fixtures built on them (``catalog``, ``edge``, ``jmfts``) live in tests/home/conftest.py.
 """
 
 from __future__ import annotations
@@ -15,26 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import nats
-import pytest
 from nats.aio.msg import Msg
 
-from home.jmfts.testing import RunningJmfts, running_jmfts
 from home.substrate.config import EventLogConfig
 from home.substrate.eventlog import ensure_stream
 from home.substrate.nats_server import NatsServer
 from shared.errors import ContractError
 from shared.event import DEFAULT_TTL_MS, Event, new_binding_id
-from shared.schema.catalog import NodeCatalog, load_node_catalog
 from shared.subjects import speech_completed_subject, workspace_in_subject
-from tests.shared.conftest import nats_url  # noqa: F401  (the session's real nats-server)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def catalog() -> NodeCatalog:
-    """The shipped node catalog."""
-    return load_node_catalog(REPO_ROOT / "schemas" / "nodes.yaml")
 
 
 @dataclass
@@ -141,26 +130,6 @@ class EdgeSide:
     def all_raw(self) -> bytes:
         """Every event seen, concatenated (for leak checks)."""
         return b"\n".join(e.raw for e in self.seen)
-
-
-@pytest.fixture
-async def edge(nats_url: str) -> AsyncIterator[EdgeSide]:  # noqa: F811
-    """The edge's side of a turn for agent ``edge_asr`` on device ``tui``."""
-    nc = await nats.connect(nats_url)
-    side = EdgeSide(nc=nc, agent="edge_asr")
-    await nc.subscribe("events.>", cb=side.on_event)
-    await nc.flush()
-    try:
-        yield side
-    finally:
-        await nc.drain()
-
-
-@pytest.fixture
-async def jmfts(tmp_path: Path) -> AsyncIterator[RunningJmfts]:
-    """A real JMFTS server on a free loopback port, stopped when the test ends."""
-    async with running_jmfts(tmp_path / "jmfts") as server:
-        yield server
 
 
 def payload_json(event: BusEvent) -> str:

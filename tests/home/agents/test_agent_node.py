@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import nats
-import pytest
 
 from home.agents.agent_node import AgentNode
 from home.agents.errors import RestartBudgetExhausted
@@ -26,12 +25,6 @@ from shared.event import Event, new_binding_id, utc_now
 from shared.schema.catalog import NodeCatalog, NodeSpec, RestartPolicy
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModel]:
-    async with ScriptedModel() as scripted:
-        yield scripted
 
 
 def with_extension_config(spec: NodeSpec, name: str, **config: Any) -> NodeSpec:

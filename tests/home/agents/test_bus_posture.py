@@ -8,7 +8,6 @@ contract are the same wire either way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -40,12 +39,6 @@ def bus_spec() -> NodeSpec:
     return parse_node_catalog(parse_yaml(CATALOG, "bus-posture.yaml"), "bus-posture.yaml")[
         "agent.edge_asr"
     ]
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModel]:
-    async with ScriptedModel() as scripted:
-        yield scripted
 
 
 async def test_taus_builtin_nats_bus_completes_a_turn_against_our_events(

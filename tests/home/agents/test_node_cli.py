@@ -6,19 +6,12 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import Reply, ScriptedModel
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModel]:
-    async with ScriptedModel() as scripted:
-        yield scripted
 
 
 async def node_process(*args: str) -> asyncio.subprocess.Process:

@@ -1,4 +1,4 @@
-"""The agent node's pure parts: the RPC wire, the launch, inbound parsing, restarts, prose."""
+"""The agent node's pure parts: the RPC wire, the launch, inbound parsing, restarts, turn queue."""
 
 from __future__ import annotations
 
@@ -25,10 +25,6 @@ from home.agents.protocol import (
 )
 from home.agents.restart import RestartTracker
 from home.agents.turn_queue import DeviceQueues
-from home.tau_ext.binding import TurnBinding, read_binding, write_binding
-from home.tau_ext.bus_link import ack_failure
-from home.tau_ext.errors import BindingFileError
-from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
 from shared.event import Event
 from shared.schema.catalog import ExtensionSpec, NodeCatalog, RestartPolicy
 from tests.support.home_fixtures import REPO_ROOT
@@ -229,71 +225,7 @@ def test_restart_backoff_doubles_to_the_cap_and_the_budget_is_per_window() -> No
     assert tracker.next_delay(61.5) == 1.0  # the first restart left the window
 
 
-# --- binding file, acks, prose ------------------------------------------------------
-
-
-def test_binding_file_round_trips_and_names_its_problems(tmp_path: Path) -> None:
-    path = tmp_path / "binding.json"
-    with pytest.raises(BindingFileError, match="no binding yet"):
-        read_binding(path)
-    binding = TurnBinding(binding_id="b1", device="tui", event_id="e1", turn=1)
-    write_binding(path, binding)
-    assert read_binding(path) == binding
-    path.write_text('{"binding_id": "has space", "event_id": "e", "turn": 1}')
-    with pytest.raises(BindingFileError, match="malformed"):
-        read_binding(path)
-
-
-def test_a_reprompt_is_marked_in_the_binding_file_and_an_older_file_is_no_reprompt(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "binding.json"
-    reprompt = TurnBinding(binding_id="b1", device="tui", event_id="e1", turn=1, reprompt=True)
-    write_binding(path, reprompt)
-    assert read_binding(path).reprompt
-    path.write_text('{"binding_id": "b1", "device": "tui", "event_id": "e1", "turn": 1}')
-    assert not read_binding(path).reprompt
-
-
-@pytest.mark.parametrize(
-    ("payload", "failed"),
-    [
-        ({"doc_id": 4}, False),
-        ({"ok": True}, False),
-        ({"ok": False, "error": "denied"}, True),
-        ({"error": "disk full"}, True),
-        ({"status": "ok"}, False),
-        ({"status": "refused"}, True),
-    ],
-)
-def test_ack_failure_reads_both_dialects(payload: dict[str, object], failed: bool) -> None:
-    assert (ack_failure(payload) is not None) == failed
-
-
-def test_prose_kind_follows_the_shape_of_the_turn() -> None:
-    text = {"type": "text", "text": "Checking."}
-    call = {"type": "toolCall", "name": "delegate"}
-    assert assistant_prose({"content": [text, call]}).kind is ProseKind.STATUS
-    assert assistant_prose({"content": [text]}).kind is ProseKind.ANSWER
-    assert assistant_prose({"content": [call]}).kind is ProseKind.SILENCE
-    assert assistant_prose({"content": []}).kind is ProseKind.SILENCE
-
-
-@pytest.mark.parametrize(
-    ("text", "reason"),
-    [
-        ("The kettle is on.", None),
-        ("```\nls\n```", "code block"),
-        ("| a | b |\n| c | d |", "table"),
-        ("- one\n- two\n- three", "list"),
-        ("See https://example.org", "link"),
-        ("word " * 200, "characters long"),
-        ("{}[]<>=+-*/ 123 456", "symbols"),
-    ],
-)
-def test_unspeakable_reasons(text: str, reason: str | None) -> None:
-    found = unspeakable_reason(text)
-    assert (found is None) if reason is None else (found is not None and reason in found)
+# --- turn queue ---------------------------------------------------------------
 
 
 def test_device_queues_serve_devices_round_robin_and_a_silent_one_last() -> None:

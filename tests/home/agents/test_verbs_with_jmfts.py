@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
@@ -17,12 +14,6 @@ from home.jmfts.testing import RunningJmfts
 from shared.schema.catalog import NodeCatalog
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import Reply, ScriptedModel, content_text
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModel]:
-    async with ScriptedModel() as scripted:
-        yield scripted
 
 
 async def test_journal_append_lands_in_jmfts_under_the_agents_principal_and_never_the_token(

@@ -12,7 +12,6 @@ from bridge.check import Severity, check_pair
 from home.bridge.component import HomeBridgeComponent
 from home.substrate.control import ControlRequest
 from shared.schema import load_bridge_half
-from tests.shared.conftest import nats_url  # noqa: F401  (the session's real nats-server)
 
 
 async def _pair(component: HomeBridgeComponent, device: str) -> dict[str, str]:
@@ -29,7 +28,7 @@ def _errors(data_dir: Path, device: str) -> list[str]:
 
 async def test_pairing_serves_at_once_and_keeps_a_good_pairing(
     tmp_path: Path,
-    nats_url: str,  # noqa: F811
+    nats_url: str,
 ) -> None:
     component = HomeBridgeComponent(tmp_path, lambda: nats_url, port=0)
     await component.start()
@@ -48,7 +47,7 @@ async def test_pairing_serves_at_once_and_keeps_a_good_pairing(
 
 async def test_a_pairing_that_breaks_a_newer_rule_is_made_anew(
     tmp_path: Path,
-    nats_url: str,  # noqa: F811
+    nats_url: str,
 ) -> None:
     component = HomeBridgeComponent(tmp_path, lambda: nats_url, port=0)
     await component.start()

@@ -1,11 +1,10 @@
-"""The home fixtures (tests/support/home_fixtures.py) for this folder, and verbatim chat prompts."""
+"""Chat prompts as the library ships them, or verbatim as ``home.llm.serve`` renders them."""
 
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from llama_cpp import llama_chat_format
 
 from home.llm.serve import render_chat_prompts_verbatim
-from tests.support.home_fixtures import catalog, edge, nats_url  # noqa: F401
 
 
 @pytest.fixture

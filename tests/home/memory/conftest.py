@@ -19,12 +19,7 @@ from home.jmfts.testing import RunningJmfts, running_jmfts
 from home.llm.endpoint import forced_tool_choice
 from home.memory.evaluator import EVALUATOR_MARKER
 from shared.schema.catalog import NodeCatalog, NodeSpec
-from tests.support.home_fixtures import (  # noqa: F401  (fixture)
-    REPO_ROOT,
-    EdgeSide,
-    catalog,
-    nats_url,
-)
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
 
 AGENT = "edge_asr_memory"
@@ -98,7 +93,7 @@ async def jmfts(tmp_path: Path) -> AsyncIterator[RunningJmfts]:
         yield server
 
 
-def reflex_spec(catalog: NodeCatalog, agent: str = AGENT, **config: Any) -> NodeSpec:  # noqa: F811
+def reflex_spec(catalog: NodeCatalog, agent: str = AGENT, **config: Any) -> NodeSpec:
     """``agent.edge_asr_memory`` as the catalog ships it, renamed to ``agent`` and with
     ``config`` merged into the memory_reflex extension's config."""
     spec = catalog[NODE]
@@ -113,7 +108,7 @@ def reflex_spec(catalog: NodeCatalog, agent: str = AGENT, **config: Any) -> Node
 async def memory_agent(
     spec: NodeSpec,
     *,
-    nats_url: str,  # noqa: F811
+    nats_url: str,
     jmfts: RunningJmfts,
     token: str,
     brain: Brain,
@@ -151,7 +146,7 @@ async def memory_agent(
 
 
 @asynccontextmanager
-async def edge_for(nats_url: str, agent: str = AGENT) -> AsyncIterator[EdgeSide]:  # noqa: F811
+async def edge_for(nats_url: str, agent: str = AGENT) -> AsyncIterator[EdgeSide]:
     """The edge's side of a turn for ``agent`` on device ``tui``."""
     nc = await nats.connect(nats_url)
     side = EdgeSide(nc=nc, agent=agent)
@@ -188,7 +183,7 @@ Converse = Callable[..., AbstractAsyncContextManager[tuple[EdgeSide, AgentNode]]
 
 
 @pytest.fixture
-def converse(nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path) -> Converse:  # noqa: F811
+def converse(nats_url: str, jmfts: RunningJmfts, brain: Brain, tmp_path: Path) -> Converse:
     """``converse(spec, token, grammar=None)``: the edge's side and a running memory agent."""
 
     @asynccontextmanager

@@ -7,7 +7,7 @@ import json
 import httpx
 
 from home.jmfts.models import MAX_OBJECT_WEIGHT, MAX_TITLE_CHARS, MAX_USETYPE_CHARS
-from tests.jmfts.conftest import ServerProcess
+from tests.home.jmfts.conftest import ServerProcess
 
 
 def _raw_bearer(server: ServerProcess, token: bytes) -> httpx.Response:

@@ -18,7 +18,7 @@ import pytest
 from home.jmfts.access import Principal
 from home.jmfts.embedder import OnnxMiniLM
 from home.jmfts.store import DB_FILE, DocumentStore
-from tests.jmfts.conftest import ServerProcess
+from tests.home.jmfts.conftest import ServerProcess
 
 ROUNDS = 10
 WRITERS = 3

@@ -13,7 +13,7 @@ import httpx
 
 from home.jmfts.config import JmftsConfig
 from home.jmfts.server import JmftsServer
-from tests.jmfts.conftest import ServerProcess
+from tests.home.jmfts.conftest import ServerProcess
 
 CLI_TIMEOUT_S = 120
 

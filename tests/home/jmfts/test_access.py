@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.jmfts.conftest import ServerProcess
+from tests.home.jmfts.conftest import ServerProcess
 
 NEVER_EXISTED = 987_654_321
 

@@ -7,7 +7,7 @@ from typing import Any
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 
-from tests.jmfts.conftest import ServerProcess
+from tests.home.jmfts.conftest import ServerProcess
 
 EXAMPLES_PER_OPERATION = 25
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from home.jmfts.models import RETRACTION_USETYPE
-from tests.jmfts.conftest import ServerProcess
+from tests.home.jmfts.conftest import ServerProcess
 
 
 def _post(client: httpx.Client, path: str, body: dict[str, Any], status: int = 200) -> Any:

@@ -27,7 +27,7 @@ from jmfts_client.contracts.triple import (
 from tau_jmfts.catalog import JmftsSessionCatalog
 from tau_jmfts.client import JmftsClient, JmftsError
 
-from tests.jmfts.conftest import ServerProcess
+from tests.home.jmfts.conftest import ServerProcess
 from tests.support.scripted_model import Reply, ScriptedModel
 
 TAU_TIMEOUT_S = 120
