@@ -3,6 +3,7 @@
 See ``bridge/PROTOCOL.md`` for the wire format.
 """
 
+from bridge.protocol.delivery import Deduper, Outbox, OutboxEntry, ReceiveState, new_stream_id
 from bridge.protocol.frames import (
     Ack,
     EventRecord,
@@ -24,7 +25,6 @@ from bridge.protocol.hello import (
     check_hello,
 )
 from bridge.protocol.policy import HalfPolicy, hop_name
-from bridge.protocol.session import Deduper, Outbox, OutboxEntry, ReceiveState, new_stream_id
 
 __all__ = [
     "PROTOCOL_VERSION",

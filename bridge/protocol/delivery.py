@@ -163,11 +163,19 @@ class Deduper:
 
     def first_time(self, event_id: str, expires_at: float, now: float) -> bool:
         """Record ``event_id``; True the first time it is seen within its lifetime."""
-        self._forget(now)
-        if event_id in self._seen:
+        if self.seen(event_id, now):
             return False
-        self._seen[event_id] = expires_at
+        self.remember(event_id, expires_at)
         return True
+
+    def seen(self, event_id: str, now: float) -> bool:
+        """True if ``event_id`` was remembered and has not expired by ``now``."""
+        self._forget(now)
+        return event_id in self._seen
+
+    def remember(self, event_id: str, expires_at: float) -> None:
+        """Keep ``event_id`` until ``expires_at`` (its event was delivered)."""
+        self._seen[event_id] = expires_at
 
     def forget(self, event_id: str) -> None:
         """Drop one id (its delivery failed, so its resend must not count as a duplicate)."""
