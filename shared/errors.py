@@ -37,8 +37,7 @@ class TetherError(Exception):
 
 
 class ConfigurationError(TetherError):
-    """What a program was set up with (a YAML document, a catalog entry, a flag, a data
-    directory) is invalid or does not fit."""
+    """What a program was set up with (a YAML document, a flag, a data dir) is invalid or unfit."""
 
 
 class InputError(TetherError):
@@ -50,8 +49,7 @@ class RefusedError(TetherError):
 
 
 class UnavailableError(TetherError):
-    """Something needed (a program, a server, a model, a device) is missing, would not
-    start, or does not answer."""
+    """Something needed (a program, server, model, device) is missing, down or not answering."""
 
 
 class LinkError(TetherError):

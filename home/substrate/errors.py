@@ -49,7 +49,7 @@ class ComponentError(SubstrateError, UnavailableError):
 
 
 class LaunchError(SubstrateError, UnavailableError):
-    """A node could not be started (bad config, missing program)."""
+    """A node could not be started (bad config, missing program, a needed component down)."""
 
 
 class ControlError(SubstrateError):
