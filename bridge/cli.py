@@ -18,6 +18,7 @@ from bridge.errors import BridgeError, HelloRefused, PairError
 from bridge.pair import pair as pair_device
 from bridge.serve import serve_stdio
 from shared.errors import SchemaError, SchemaIssue
+from shared.exit_codes import ExitCode
 from shared.schema import BridgeHalf, load_bridge_half
 from shared.schema.document import detect_kind
 from shared.yaml_source import load_yaml
@@ -28,7 +29,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 @app.callback()
@@ -91,7 +91,7 @@ def check(
         else:
             for issue in exc.issues:
                 err.print(f"[red]error[/red]: {issue}", highlight=False, markup=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(ExitCode.USAGE) from None
     findings = sort_findings(check_pair(halves[0], halves[1]))
     failed = has_errors(findings)
     if as_json:
@@ -114,7 +114,7 @@ def check(
         warnings = len(findings) - errors
         verdict = "[red]FAIL[/red]" if failed else "[green]OK[/green]"
         console.print(f"{verdict}: {errors} error(s), {warnings} warning(s)")
-    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
+    raise typer.Exit(ExitCode.FAILURE if failed else ExitCode.OK)
 
 
 @app.command()
@@ -161,7 +161,7 @@ def pair(  # noqa: PLR0917 (Typer options are parameters)
         result = pair_device(device, home, out, secrets=secrets, listen_host=listen, force=force)
     except PairError as exc:
         Console(stderr=True).print(f"[red]error[/red]: {exc}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(ExitCode.USAGE) from None
     rows = {
         "edge_half": str(result.edge_half),
         "home_half": str(result.home_half),
@@ -173,7 +173,7 @@ def pair(  # noqa: PLR0917 (Typer options are parameters)
     }
     if as_json:
         print(json.dumps(rows, indent=2))
-        raise typer.Exit(EXIT_OK)
+        raise typer.Exit(ExitCode.OK)
     table = Table(title=f"paired {device!r}", show_header=False)
     for key, value in rows.items():
         table.add_row(key, str(value))
@@ -215,15 +215,15 @@ def serve(
     except SchemaError as exc:
         for issue in exc.issues:
             print(f"error: {issue}", file=sys.stderr)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(ExitCode.USAGE) from None
     try:
         asyncio.run(serve_stdio(loaded, device, nats_url))
     except HelloRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_FINDINGS) from None
+        raise typer.Exit(ExitCode.FAILURE) from None
     except BridgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(ExitCode.USAGE) from None
 
 
 def main() -> None:

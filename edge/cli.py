@@ -21,8 +21,7 @@ from edge.home_pairing import pair_with_home
 from edge.runtime import EdgeRuntime, RunSummary, with_audio_files
 from edge.tui.cli import register as register_tui
 from shared.errors import SchemaError
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+from shared.exit_codes import ExitCode
 
 app = typer.Typer(
     name="edge",
@@ -97,10 +96,10 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     except SchemaError as exc:
         for issue in exc.issues:
             err.print(f"[red]error[/red] {issue}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     if audio_in is not None and not audio_in.is_file():
         err.print(f"[red]error[/red] --audio-in {audio_in}: no such file", highlight=False)
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(ExitCode.USAGE)
     settings = with_audio_files(settings, audio_in, audio_out)
     try:
         if data_dir is not None:
@@ -108,7 +107,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         summary = asyncio.run(_run(settings, finite=audio_in is not None))
     except EdgeError as exc:
         err.print(f"[red]error[/red] {exc}", highlight=False)
-        raise typer.Exit(EXIT_FAILURE) from exc
+        raise typer.Exit(ExitCode.FAILURE) from exc
     if as_json:
         print(json.dumps(dataclasses.asdict(summary), ensure_ascii=False, indent=2))
     else:
@@ -120,7 +119,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
             + ", ".join(summary.unanswered),
             highlight=False,
         )
-        raise typer.Exit(EXIT_FAILURE)
+        raise typer.Exit(ExitCode.FAILURE)
 
 
 async def _run(config: EdgeConfig, *, finite: bool) -> RunSummary:

@@ -1,15 +1,22 @@
 """The edge's exceptions.
 
+Under :class:`shared.errors.TetherError`; the umbrella a class also belongs to is in
+parentheses::
+
     EdgeError
-    ├── ModelError          a Vosk model or Piper voice is missing or will not load
+    ├── ModelError          (UnavailableError) a Vosk model or Piper voice is missing or
+    │                       will not load
     ├── SynthesisFailed     Piper raised while synthesizing (acked as ``ok: false``)
     ├── AudioError          an audio device or file failed
     │   ├── CaptureFailed   the microphone (or input file) failed during a run
-    │   ├── PulseError      the private PulseAudio null-sink server would not start
+    │   ├── PulseError      (UnavailableError) the private PulseAudio null-sink server
+    │   │                   would not start
     │   └── PlaybackError   playback to the sink failed (acked as ``ok: false``)
-    ├── ButtonError         a push-to-talk source (key, GPIO) cannot be read
-    ├── NatsServerError     the loopback nats-server did not start
-    └── BridgeUnavailable   the config names a bridge half but no bridge node is installed
+    ├── ButtonError         (UnavailableError) a push-to-talk source (key, GPIO) cannot be read
+    ├── NatsServerError     (UnavailableError) the loopback nats-server did not start
+    ├── BridgeUnavailable   (UnavailableError) the config names a bridge half but no bridge
+    │                       node is installed
+    └── TuiError            the TUI's, drawn in :mod:`edge.tui.errors`
 
 Bad configuration is reported as :class:`shared.errors.SchemaError` (every
 issue with file, line and key), like every other YAML document of tether.
@@ -17,12 +24,14 @@ issue with file, line and key), like every other YAML document of tether.
 
 from __future__ import annotations
 
+from shared.errors import TetherError, UnavailableError
 
-class EdgeError(Exception):
+
+class EdgeError(TetherError):
     """Base of every error raised by :mod:`edge`."""
 
 
-class ModelError(EdgeError):
+class ModelError(EdgeError, UnavailableError):
     """A speech model (Vosk) or voice (Piper) is missing or will not load."""
 
 
@@ -38,7 +47,7 @@ class CaptureFailed(AudioError):
     """The microphone (or the input file) failed during a run; ``edge run`` exits 1."""
 
 
-class PulseError(AudioError):
+class PulseError(AudioError, UnavailableError):
     """The private PulseAudio null-sink server is missing or would not start."""
 
 
@@ -46,13 +55,13 @@ class PlaybackError(AudioError):
     """Playback to the sink failed; the TTS node acks the speech as failed."""
 
 
-class ButtonError(EdgeError):
+class ButtonError(EdgeError, UnavailableError):
     """A push-to-talk source cannot be opened or read."""
 
 
-class NatsServerError(EdgeError):
+class NatsServerError(EdgeError, UnavailableError):
     """The loopback nats-server could not be started or did not become ready."""
 
 
-class BridgeUnavailable(EdgeError):
+class BridgeUnavailable(EdgeError, UnavailableError):
     """A bridge half is configured but this installation has no edge bridge node."""

@@ -26,6 +26,7 @@ from firmware.report import RichReporter, SilentReporter
 from firmware.service import load_service_config
 from firmware.target import DEFAULT_MAX_BYTES
 from shared.errors import ContractError
+from shared.exit_codes import ExitCode
 from shared.schema import load_bridge_half
 
 app = typer.Typer(
@@ -34,7 +35,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 DEVICE_NAME = re.compile(r"^[a-z0-9_-]+$")
 err = Console(stderr=True)
 
@@ -48,7 +48,7 @@ def _repo_root() -> Path:
     """The source tree our wheel is built from: the folder holding pyproject.toml."""
     here = Path(__file__).resolve().parent.parent
     if not (here / "pyproject.toml").exists():
-        raise _fail(f"no pyproject.toml in {here}: build from a source checkout", EXIT_USAGE)
+        raise _fail(f"no pyproject.toml in {here}: build from a source checkout", ExitCode.USAGE)
     return here
 
 
@@ -79,7 +79,7 @@ def _pair(device: str, home: str | None, out: Path) -> PairResult | None:
     try:
         return pair_board(device, home, out / "bridge")
     except BuildError as exc:
-        raise _fail(str(exc), EXIT_USAGE) from None
+        raise _fail(str(exc), ExitCode.USAGE) from None
 
 
 def paired_home(paired: PairResult) -> str:
@@ -161,22 +161,22 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
     Example: firmware build --device tui --profile qemu --out out/
     """
     if not DEVICE_NAME.match(device):
-        raise _fail(f"--device {device!r}: one token of [a-z0-9_-]", EXIT_USAGE)
+        raise _fail(f"--device {device!r}: one token of [a-z0-9_-]", ExitCode.USAGE)
     if profile not in PROFILES:
-        raise _fail(f"--profile {profile!r}: one of {', '.join(sorted(PROFILES))}", EXIT_USAGE)
+        raise _fail(f"--profile {profile!r}: one of {', '.join(sorted(PROFILES))}", ExitCode.USAGE)
     if vosk_model is not None and not vosk_model.is_dir():
-        raise _fail(f"--vosk-model {vosk_model}: not a folder", EXIT_USAGE)
+        raise _fail(f"--vosk-model {vosk_model}: not a folder", ExitCode.USAGE)
     root = _repo_root()
     try:
         address = HomeAddress.parse(home) if home is not None else None
     except PairError as exc:
-        raise _fail(str(exc), EXIT_USAGE) from None
+        raise _fail(str(exc), ExitCode.USAGE) from None
     if ssh_key is not None and not ssh_key.exists():
-        raise _fail(f"--ssh-key {ssh_key}: no such file", EXIT_USAGE)
+        raise _fail(f"--ssh-key {ssh_key}: no such file", ExitCode.USAGE)
     try:
         service = load_service_config(service_config)
     except ContractError as exc:
-        raise _fail(str(exc), EXIT_USAGE) from None
+        raise _fail(str(exc), ExitCode.USAGE) from None
     paired = None
     if half is None and key is None and _paired_half(device, out) is None:
         paired = _pair(device, home or (QEMU_DEFAULT_HOME if profile == "qemu" else None), out)
@@ -191,12 +191,12 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
                 )
     half = half or _paired_half(device, out) or _default_half(device, out, root)
     if half is not None and not half.exists():
-        raise _fail(f"--half {half}: no such file", EXIT_USAGE)
+        raise _fail(f"--half {half}: no such file", ExitCode.USAGE)
     if key is None and half is not None:
         candidate = half.parent / "secrets" / f"{device}.edge.key"
         key = candidate if candidate.exists() else None
     elif key is not None and not key.exists():
-        raise _fail(f"--key {key}: no such file", EXIT_USAGE)
+        raise _fail(f"--key {key}: no such file", ExitCode.USAGE)
     try:
         if half is not None:
             check_half(half, device)
@@ -217,7 +217,7 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
             home=address,
         )
     except (ContractError, HostToolError, BuildError) as exc:
-        raise _fail(str(exc), EXIT_USAGE) from None
+        raise _fail(str(exc), ExitCode.USAGE) from None
     if key is None and not as_json:
         err.print(
             f"[yellow]warning[/yellow]: no board key for {device!r}: the board cannot "
@@ -231,7 +231,7 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
         else:
             result = build(request, reporter)
     except (BuildError, HostToolError, ContractError) as exc:
-        raise _fail(str(exc), EXIT_FAILURE) from None
+        raise _fail(str(exc), ExitCode.FAILURE) from None
     stages = [
         {"stage": t.stage, "seconds": round(t.seconds, 1), "note": t.note} for t in reporter.times
     ]
@@ -315,7 +315,7 @@ def flash_command(  # noqa: PLR0917 (Typer options are parameters)
     try:
         loaded = image_manifest(image, manifest)
     except ManifestError as exc:
-        raise _fail(str(exc), EXIT_USAGE) from None
+        raise _fail(str(exc), ExitCode.USAGE) from None
     options = FlashOptions(to_file=to_file, max_bytes=max_gib * 1024**3, allow_large=allow_large)
     console = Console(stderr=True, quiet=as_json)
     progress = _byte_progress(console)
@@ -337,9 +337,11 @@ def flash_command(  # noqa: PLR0917 (Typer options are parameters)
     try:
         result = flash(image, device, loaded, options, on_progress=on_progress, on_phase=on_phase)
     except (FlashRefused, ManifestError) as exc:
-        raise _fail(f"refusing to flash {image.name} to {device}:\n  - {exc}", EXIT_USAGE) from None
+        raise _fail(
+            f"refusing to flash {image.name} to {device}:\n  - {exc}", ExitCode.USAGE
+        ) from None
     except (FirmwareError, OSError) as exc:
-        raise _fail(str(exc), EXIT_FAILURE) from None
+        raise _fail(str(exc), ExitCode.FAILURE) from None
     finally:
         progress.stop()
     if as_json:
@@ -373,14 +375,14 @@ def verify_command(
     try:
         loaded = image_manifest(target, manifest)
     except ManifestError as exc:
-        raise _fail(str(exc), EXIT_USAGE) from None
+        raise _fail(str(exc), ExitCode.USAGE) from None
     console = Console(stderr=True, quiet=as_json)
     with _byte_progress(console) as progress:
         task = progress.add_task("verify", total=loaded.image.size)
         try:
             result = verify(target, loaded, lambda n: progress.advance(task, n))
         except (FirmwareError, OSError) as exc:
-            raise _fail(str(exc), EXIT_FAILURE) from None
+            raise _fail(str(exc), ExitCode.FAILURE) from None
     if as_json:
         print(
             json.dumps(
@@ -418,13 +420,13 @@ def boot_test_command(
         loaded = image_manifest(image)
         check_compressed(image, loaded)
     except ManifestError as exc:
-        raise _fail(str(exc), EXIT_USAGE) from None
+        raise _fail(str(exc), ExitCode.USAGE) from None
     if not as_json:
         err.print(f"booting {image.name} under emulation (timeout {timeout:.0f} s)...")
     try:
         report = asyncio.run(boot_test(image, loaded, limit_s=timeout, console_log=console_log))
     except FirmwareError as exc:
-        raise _fail(str(exc), EXIT_FAILURE) from None
+        raise _fail(str(exc), ExitCode.FAILURE) from None
     if as_json:
         print(
             json.dumps(

@@ -1,23 +1,31 @@
 """The firmware package's exceptions.
 
-FirmwareError
-├── HostToolError        a host tool is missing, or binfmt_misc cannot run arm64 code
-├── BuildError           a build stage failed (names the stage and the command)
-├── LayoutError          the disk layout cannot hold what it is given
-├── ManifestError        a manifest is missing, malformed, or disagrees with its image
-├── FlashRefused         `firmware flash` refuses a target (mounted, system disk, too large, ...)
-├── VerifyError          read-back or re-check found a different sha256
-└── BootTestError        the image did not boot to readiness under emulation
+Under :class:`shared.errors.TetherError`; the umbrella a class also belongs to is in
+parentheses::
+
+    FirmwareError
+    ├── HostToolError        (UnavailableError) a host tool is missing, or binfmt_misc cannot
+    │                        run arm64 code
+    ├── BuildError           a build stage failed (names the stage and the command)
+    ├── LayoutError          (InputError) the disk layout cannot hold what it is given
+    ├── ManifestError        (InputError) a manifest is missing, malformed, or disagrees with
+    │                        its image
+    ├── FlashRefused         (RefusedError) `firmware flash` refuses a target (mounted, system
+    │                        disk, too large, ...)
+    ├── VerifyError          read-back or re-check found a different sha256
+    └── BootTestError        the image did not boot to readiness under emulation
 """
 
 from __future__ import annotations
 
+from shared.errors import InputError, RefusedError, TetherError, UnavailableError
 
-class FirmwareError(Exception):
+
+class FirmwareError(TetherError):
     """Base of every error raised by :mod:`firmware`."""
 
 
-class HostToolError(FirmwareError):
+class HostToolError(FirmwareError, UnavailableError):
     """A tool the build needs on this machine is missing or cannot run."""
 
 
@@ -29,15 +37,15 @@ class BuildError(FirmwareError):
         super().__init__(f"{stage}: {message}")
 
 
-class LayoutError(FirmwareError):
+class LayoutError(FirmwareError, InputError):
     """The requested disk layout is impossible (sizes, alignment, contents)."""
 
 
-class ManifestError(FirmwareError):
+class ManifestError(FirmwareError, InputError):
     """A manifest is missing or malformed, or does not describe its image."""
 
 
-class FlashRefused(FirmwareError):
+class FlashRefused(FirmwareError, RefusedError):
     """`firmware flash` will not write to the given target; the message says why."""
 
 

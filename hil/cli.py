@@ -33,8 +33,7 @@ from hil.targets.qemu import QemuBoard
 from hil.targets.ssh import SshBoard, SshBoardOptions
 from hil.targets.sshlink import HostKeyPin
 from hil.targets.virtual import DEFAULT_PHRASES, VirtualBoard
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from shared.exit_codes import ExitCode
 
 app = typer.Typer(
     name="hil",
@@ -163,7 +162,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         profile = load_profile(board_profile)
     except HilError as exc:
         err.print(f"[red]error[/red]: {exc}")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(ExitCode.USAGE) from None
     home_args = ("--llm-url", llm_url) if llm_url else ()
     options = SshBoardOptions(
         key=key,
@@ -183,7 +182,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
             result = asyncio.run(_run_remote(parsed, target, knobs, options, relay_spec))
     except HilError as exc:
         err.print(f"[red]error[/red]: the target did not come up: {exc}")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(ExitCode.USAGE) from None
     paths = write_reports(result, report)
     counts = result.counts()
     verdict = "[green]PASS[/green]" if result.ok else "[red]FAIL[/red]"
@@ -191,7 +190,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         f"{verdict}: {counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors; "
         f"reports: {paths['html']}, {paths['junit']}, {paths['json']}"
     )
-    raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
+    raise typer.Exit(ExitCode.OK if result.ok else ExitCode.FAILURE)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,23 @@ A case is an async function taking the run context; it returns its
 measurements, or raises :class:`CaseFailed` with a reason a person can act on.
 Anything else it raises is an *error* (the harness or the target broke), kept
 apart from a *failure* (the board did the wrong thing).
+
+The harness's exceptions, under :class:`shared.errors.TetherError`; the umbrella a
+class also belongs to is in parentheses::
+
+    HilError
+    ├── CaseFailed            the target did the wrong thing (a failure, not an error)
+    ├── UnknownSuite          (InputError) no registered suite has that name
+    ├── BadTarget             (InputError) a --target or --relay that does not parse
+    │                         (:mod:`hil.targets.address`)
+    ├── ProfileError          (ConfigurationError) a board profile cannot be read
+    │                         (:mod:`hil.targets.profile`)
+    ├── EdgeConfigError       (ConfigurationError) the board's edge.yaml lacks what hil
+    │                         needs (:mod:`hil.targets.edge_view`)
+    └── SshError              (LinkError) cannot connect, log in or run something
+        ├── HostKeyMismatch   (RefusedError) another key than the pinned one
+        └── HostKeyUnknown    (RefusedError) nothing is pinned for this host
+                              (both in :mod:`hil.targets.sshlink`)
 """
 
 from __future__ import annotations
@@ -17,11 +34,12 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from hil.model import CaseResult, Measurement, RunResult
+from shared.errors import InputError, TetherError
 
 C = TypeVar("C")
 
 
-class HilError(Exception):
+class HilError(TetherError):
     """Base of the HIL harness's exceptions."""
 
 
@@ -34,7 +52,7 @@ class CaseFailed(HilError):
         super().__init__(reason)
 
 
-class UnknownSuite(HilError):
+class UnknownSuite(HilError, InputError):
     """A suite name that no registered suite has."""
 
 

@@ -1,12 +1,30 @@
-"""The wire contract's exceptions.
+"""Tether's exception root, its category umbrellas, and the wire contract's exceptions.
 
-ContractError
-├── EnvelopeError          a field of an event is missing, mistyped or invalid
-│   ├── EnvelopeTooLarge   the serialized event exceeds the configured limit
-│   └── NotTextOnly        audio, bytes, a base64 blob or an oversize string
-├── SubjectError           a subject, pattern or token is malformed
-└── SchemaError            a YAML document (catalog, activation schema, bridge half)
-                           is malformed; carries every issue with file, line and key
+Every exception tether raises is a :class:`TetherError`. Each package has one root
+under it (``EdgeError``, ``BridgeError``, ``JmftsError``, ...); a class whose meaning
+falls into a category also subclasses that category's umbrella, so a caller can
+catch "any refusal" or "anything unavailable" across packages::
+
+    TetherError
+    ├── ConfigurationError   what a program was set up with is invalid or does not fit
+    ├── InputError           what a request, message, file or argument carries is malformed
+    ├── RefusedError         a well-formed request was refused: policy, permission or state
+    ├── UnavailableError     something needed is missing, would not start, or does not answer
+    ├── LinkError            the connection to a peer failed, timed out or was lost
+    └── <package roots>      ContractError (below), EdgeError, BridgeError, JmftsError, ...
+
+The wire contract's own tree::
+
+    ContractError
+    ├── EnvelopeError          (InputError) a field of an event is missing, mistyped or invalid
+    │   ├── EnvelopeTooLarge   the serialized event exceeds the configured limit
+    │   └── NotTextOnly        audio, bytes, a base64 blob or an oversize string
+    ├── SubjectError           (InputError) a subject, pattern or token is malformed
+    └── SchemaError            (ConfigurationError) a YAML document (catalog, activation
+                               schema, bridge half) is malformed; carries every issue with
+                               file, line and key
+
+Each package's ``errors`` module draws its part of the tree the same way.
 """
 
 from __future__ import annotations
@@ -14,11 +32,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-class ContractError(Exception):
+class TetherError(Exception):
+    """Base of every error raised by tether."""
+
+
+class ConfigurationError(TetherError):
+    """What a program was set up with (a YAML document, a flag, a data dir) is invalid or unfit."""
+
+
+class InputError(TetherError):
+    """What a request, message, file or argument carries is malformed."""
+
+
+class RefusedError(TetherError):
+    """A well-formed request was refused: by policy, by permission, or by current state."""
+
+
+class UnavailableError(TetherError):
+    """Something needed (a program, server, model, device) is missing, down or not answering."""
+
+
+class LinkError(TetherError):
+    """The connection to a peer could not be made, timed out, or was lost."""
+
+
+class ContractError(TetherError):
     """Base of every error raised by :mod:`shared`."""
 
 
-class EnvelopeError(ContractError):
+class EnvelopeError(ContractError, InputError):
     """An event envelope failed validation; ``key`` names the offending field."""
 
     def __init__(self, key: str, message: str) -> None:
@@ -42,7 +84,7 @@ class NotTextOnly(EnvelopeError):
     """The event carries something that is not text (audio, bytes, a blob, a huge string)."""
 
 
-class SubjectError(ContractError):
+class SubjectError(ContractError, InputError):
     """A subject, subject pattern or subject token is malformed."""
 
 
@@ -60,7 +102,7 @@ class SchemaIssue:
         return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
 
 
-class SchemaError(ContractError):
+class SchemaError(ContractError, ConfigurationError):
     """A YAML document is malformed; ``issues`` lists every problem found."""
 
     def __init__(self, issues: list[SchemaIssue]) -> None:

@@ -14,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Callable
 
-EXIT_USAGE = 2
+from shared.exit_codes import ExitCode
 
 # The import names of each extra's packages ([project.optional-dependencies]), with the
 # ones tether imports from their own dependencies (tau_llm, which ffwf-tau brings).
@@ -64,6 +64,6 @@ def load_main(script: str, extra: str, module: str) -> Callable[[], None]:
         if missing not in EXTRA_MODULES[extra]:
             raise
         print(missing_extra_line(script, extra, missing), file=sys.stderr)
-        raise SystemExit(EXIT_USAGE) from None
+        raise SystemExit(ExitCode.USAGE) from None
     main: Callable[[], None] = commands.main
     return main

@@ -30,10 +30,10 @@ from edge.tui.say import SayResult, say_once
 from edge.tui.transport import direct, through_bridge
 from edge.tui.wire import AgentReply
 from shared.errors import SchemaError, SubjectError
+from shared.exit_codes import ExitCode
 from shared.schema import load_bridge_half
 from shared.subjects import check_name
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 DEFAULT_DEVICE = "tui"
 
 console = Console()
@@ -128,7 +128,7 @@ def _check_device(device: str) -> str:
         return check_name(device, "device")
     except SubjectError as exc:
         err.print(f"[red]error[/red]: --device: {exc}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(ExitCode.USAGE) from None
 
 
 def tui(
@@ -169,7 +169,7 @@ def tui(
         code = asyncio.run(run())
     except TuiError as exc:
         err.print(f"[red]error[/red]: {exc}", highlight=False)
-        raise typer.Exit(EXIT_FAILURE) from None
+        raise typer.Exit(ExitCode.FAILURE) from None
     raise typer.Exit(code)
 
 
@@ -198,7 +198,7 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
     device = _check_device(device)
     if not text.strip():
         err.print("[red]error[/red]: TEXT is empty; there is nothing to say", highlight=False)
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(ExitCode.USAGE)
     opened, _ = transport_for(direct_url, data_dir, device, wait_link_s=SAY_LINK_WAIT_S)
 
     async def run() -> SayResult:
@@ -220,17 +220,17 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
                 )
             )
         err.print(f"[red]timeout[/red]: {exc}", highlight=False)
-        raise typer.Exit(EXIT_FAILURE) from None
+        raise typer.Exit(ExitCode.FAILURE) from None
     except TuiError as exc:
         if as_json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
         err.print(f"[red]error[/red]: {exc}", highlight=False)
-        raise typer.Exit(EXIT_FAILURE) from None
+        raise typer.Exit(ExitCode.FAILURE) from None
     if as_json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
         _print_result(result)
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(ExitCode.OK)
 
 
 def _print_result(result: SayResult) -> None:

@@ -11,11 +11,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from hil.runner import HilError
+from shared.errors import InputError
 
 SSH_PORT = 22
 
 
-class BadTarget(HilError):
+class BadTarget(HilError, InputError):
     """A ``--target`` value that names no target this version can drive."""
 
 

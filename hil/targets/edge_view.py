@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from hil.runner import HilError
-from shared.errors import SchemaError
+from shared.errors import ConfigurationError, SchemaError
 from shared.yaml_source import LocatedDict, Reader, parse_yaml
 
 SPOOL = "spool"
 
 
-class EdgeConfigError(HilError):
+class EdgeConfigError(HilError, ConfigurationError):
     """The board's edge.yaml cannot be read for what hil needs; names file, line and key."""
 
 

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hil.runner import HilError
-from shared.errors import SchemaError
+from shared.errors import ConfigurationError, SchemaError
 from shared.yaml_source import Reader, load_yaml
 
 DEFAULT_PROFILE = Path(__file__).with_name("board-systemd.yaml")
 COMMANDS = ("state", "restarts", "pid", "logs", "version", "play")
 
 
-class ProfileError(HilError):
+class ProfileError(HilError, ConfigurationError):
     """A board profile file that cannot be used; the message names file, line and key."""
 
 

@@ -5,11 +5,12 @@ reads, writes into the edge's spool, and a local forward to the board's NATS.
 paramiko is blocking, so each call runs in a worker thread; SFTP calls are
 serialised because one SFTP session is not safe to share between threads.
 
-Exceptions (all :class:`SshError`, a :class:`~hil.runner.HilError`)::
+Exceptions (all :class:`SshError`, a :class:`~hil.runner.HilError`; the umbrella a
+class also belongs to is in parentheses)::
 
-    SshError               cannot connect, log in or run something
-    ├── HostKeyMismatch    the board presented another key than the pinned one
-    └── HostKeyUnknown     nothing is pinned for this host
+    SshError               (LinkError) cannot connect, log in or run something
+    ├── HostKeyMismatch    (RefusedError) the board presented another key than the pinned one
+    └── HostKeyUnknown     (RefusedError) nothing is pinned for this host
 """
 
 from __future__ import annotations
@@ -28,16 +29,17 @@ import paramiko
 
 from hil.runner import HilError
 from hil.targets.address import SshAddress
+from shared.errors import LinkError, RefusedError
 
 CONNECT_TIMEOUT_S = 20.0
 COMMAND_TIMEOUT_S = 60.0
 
 
-class SshError(HilError):
+class SshError(HilError, LinkError):
     """The board could not be reached, logged into, or made to run a command."""
 
 
-class HostKeyMismatch(SshError):
+class HostKeyMismatch(SshError, RefusedError):
     """The board's host key is not the pinned one (another board, or someone in between)."""
 
     def __init__(self, host: str, expected: str, presented: str) -> None:
@@ -50,7 +52,7 @@ class HostKeyMismatch(SshError):
         )
 
 
-class HostKeyUnknown(SshError):
+class HostKeyUnknown(SshError, RefusedError):
     """No key is pinned for the host; hil never adds one by itself."""
 
     def __init__(self, host: str, presented: str) -> None:

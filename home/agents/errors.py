@@ -1,34 +1,48 @@
 """Exceptions of the agent node.
 
-AgentError
-├── AgentConfigError        the catalog entry or the flags cannot make this agent
-├── InboundError            an inbound event cannot become a prompt (counted, never fatal)
-├── TauProtocolError        τ wrote something the RPC protocol does not allow
-│   └── TauRpcError         τ answered a request with a JSON-RPC error
-├── TauExited               the τ process is gone (exit code, last stderr lines)
-└── RestartBudgetExhausted  the restart policy allows no further restart
+Under :class:`shared.errors.TetherError`; the umbrella a class also belongs to is in
+parentheses::
+
+    AgentError
+    ├── AgentConfigError        (ConfigurationError) the catalog entry or the flags cannot
+    │                           make this agent
+    ├── InboundError            (InputError) an inbound event cannot become a prompt
+    │                           (counted, never fatal)
+    ├── TauProtocolError        (InputError) τ wrote something the RPC protocol does not allow
+    │   └── TauRpcError         (RefusedError) τ answered a request with a JSON-RPC error
+    ├── TauExited               (UnavailableError) the τ process is gone (exit code, last
+    │                           stderr lines)
+    └── RestartBudgetExhausted  (UnavailableError) the restart policy allows no further restart
 """
 
 from __future__ import annotations
 
+from shared.errors import (
+    ConfigurationError,
+    InputError,
+    RefusedError,
+    TetherError,
+    UnavailableError,
+)
 
-class AgentError(Exception):
+
+class AgentError(TetherError):
     """Base of every error raised by :mod:`home.agents`."""
 
 
-class AgentConfigError(AgentError):
+class AgentConfigError(AgentError, ConfigurationError):
     """A node spec, an extension file or a flag cannot make a runnable agent."""
 
 
-class InboundError(AgentError):
+class InboundError(AgentError, InputError):
     """An event on the agent's inbound rail cannot become a prompt."""
 
 
-class TauProtocolError(AgentError):
+class TauProtocolError(AgentError, InputError):
     """τ wrote a line that is not valid JSON-RPC 2.0 for this protocol version."""
 
 
-class TauRpcError(TauProtocolError):
+class TauRpcError(TauProtocolError, RefusedError):
     """τ answered a request with a JSON-RPC error object."""
 
     def __init__(self, method: str, code: int, message: str) -> None:
@@ -38,7 +52,7 @@ class TauRpcError(TauProtocolError):
         super().__init__(f"τ refused {method!r}: {code} {message}")
 
 
-class TauExited(AgentError):
+class TauExited(AgentError, UnavailableError):
     """The τ process exited (or was killed) while the node still needed it."""
 
     def __init__(self, returncode: int | None, stderr_tail: str = "") -> None:
@@ -48,5 +62,5 @@ class TauExited(AgentError):
         super().__init__(f"τ exited with code {returncode}{tail}")
 
 
-class RestartBudgetExhausted(AgentError):
+class RestartBudgetExhausted(AgentError, UnavailableError):
     """More restarts inside the policy's window than ``max_restarts`` allows."""

@@ -32,6 +32,7 @@ from home.llm.endpoint import embedded_endpoint
 from home.llm.errors import LlmError
 from home.llm.server import LlamaServer, LlamaServerConfig
 from shared.errors import ContractError
+from shared.exit_codes import ExitCode
 from shared.schema.catalog import NodeSpec, load_node_catalog
 
 # Extension files in the catalog are named relative to the directory holding `home/`.
@@ -111,13 +112,13 @@ def run(
         spec = load_node_catalog(catalog)[node]
     except ContractError as exc:
         console.print(f"[red]bad catalog[/]: {exc}")
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     except KeyError as exc:
         console.print(f"[red]no node {node!r} in {catalog}[/]")
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     if spec.agent is None:
         console.print(f"[red]{node} is a {spec.kind} node, not a τ agent[/]")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     try:
         code = asyncio.run(
             _serve(
@@ -134,7 +135,7 @@ def run(
         )
     except (AgentError, LlmError, OSError) as exc:
         console.print(f"[red]{node} failed[/]: {exc}")
-        raise typer.Exit(1) from exc
+        raise typer.Exit(ExitCode.FAILURE) from exc
     raise typer.Exit(code)
 
 
@@ -156,7 +157,7 @@ async def _serve(
     jmfts_url: str | None,
     jmfts_token_file: Path | None,
     report: Callable[[dict[str, object]], None],
-) -> int:
+) -> ExitCode:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -188,9 +189,9 @@ async def _serve(
     # Reported after the node has closed: the turn in flight has had its chance to finish.
     if failed in done:
         report({"node": spec.name, "state": "failed", "error": str(failed.result())})
-        return 1
+        return ExitCode.FAILURE
     report({"node": spec.name, "state": "stopped", "turns": len(agent.stats.outcomes)})
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

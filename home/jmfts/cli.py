@@ -28,8 +28,8 @@ from home.jmfts.locate import locate_memory_server
 from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT
 from home.substrate.errors import HomeNotRunning
 from home.substrate.options import DataDir
+from shared.exit_codes import ExitCode
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 DEFAULT_SERVE_DIR = Path.home() / ".local" / "share" / "tether" / "jmfts"
 
 console = Console()
@@ -71,7 +71,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output on
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    code = EXIT_USAGE if isinstance(exc, InvalidInput) else EXIT_FAILURE
+    code = ExitCode.USAGE if isinstance(exc, InvalidInput) else ExitCode.FAILURE
     err_console.print(f"[red]error:[/red] {exc}")
     return typer.Exit(code)
 
@@ -169,7 +169,7 @@ def _connected(data_dir: Path, url: str | None, token_file: Path | None) -> Iter
         server = locate_memory_server(data_dir, url, token_file)
     except HomeNotRunning as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_FAILURE) from None
+        raise typer.Exit(ExitCode.FAILURE) from None
     try:
         with MemoryClient.from_token_file(server.url, server.token_file) as client:
             yield client

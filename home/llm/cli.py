@@ -14,6 +14,7 @@ from rich.console import Console
 
 from home.llm.errors import LlmError
 from home.llm.server import LlamaServer, LlamaServerConfig, default_threads
+from shared.exit_codes import ExitCode
 
 app = typer.Typer(add_completion=False, help="The embedded language model (llama.cpp).")
 
@@ -46,7 +47,7 @@ def serve(
         asyncio.run(_serve(LlamaServer(config), as_json))
     except LlmError as exc:
         Console(stderr=True).print(f"[red]llm failed[/]: {exc}")
-        raise typer.Exit(1) from exc
+        raise typer.Exit(ExitCode.FAILURE) from exc
 
 
 async def _serve(server: LlamaServer, as_json: bool) -> None:

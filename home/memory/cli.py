@@ -29,8 +29,7 @@ from home.memory.keep_gate import load_keep_gate
 from home.memory.records import Ledger
 from home.memory.restate import restate_with_model
 from home.substrate.options import DataDir
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+from shared.exit_codes import ExitCode
 
 console = Console()
 err_console = Console(stderr=True)
@@ -67,12 +66,12 @@ def calibrate(
     source = ledger or ledger_path(data_dir, agent)
     if not source.exists():
         err_console.print(f"[red]error:[/red] no ledger for agent {agent!r} at {source}")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(ExitCode.USAGE)
     try:
         calibration = collect(Ledger(source).read())
     except LedgerError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_USAGE) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     image = None
     if calibration.searches:
         image = plot(calibration, plot_path or Path(f"calibration-{agent}.png"), agent)
@@ -81,7 +80,7 @@ def calibrate(
     else:
         _print(calibration, agent, source, image)
     if calibration.suggested is None:
-        raise typer.Exit(EXIT_FAILURE)
+        raise typer.Exit(ExitCode.FAILURE)
 
 
 STATS = ("n", "min", "p10", "median", "p90", "max")
@@ -146,7 +145,7 @@ def judge(
         judgements = asyncio.run(_judge(utterances, llm_url, llm_model))
     except MemoryReflexError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_FAILURE) from exc
+        raise typer.Exit(ExitCode.FAILURE) from exc
     if as_json:
         print(json.dumps({"judgements": [j.to_dict() for j in judgements]}))
         return

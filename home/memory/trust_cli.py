@@ -34,8 +34,7 @@ from home.memory.origin import memory_origin
 from home.memory.records import Ledger
 from home.substrate.errors import HomeNotRunning
 from home.substrate.options import DataDir
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+from shared.exit_codes import ExitCode
 
 console = Console()
 err_console = Console(stderr=True)
@@ -45,7 +44,7 @@ MemoryId = Annotated[int, typer.Argument(help="The memory's document id.", min=1
 
 def _failed(exc: Exception) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-    return typer.Exit(EXIT_FAILURE)
+    return typer.Exit(ExitCode.FAILURE)
 
 
 @contextmanager
@@ -149,7 +148,7 @@ def due(
         book = ReviewBook(state / "reviews.json", DEFAULT_INITIAL_STABILITY_DAYS)
     except LedgerError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_USAGE) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     searches = [r for r in ledger if r.get("kind") == "search"]
     gate = threshold if threshold is not None else _last_threshold(searches)
     with _client(data_dir, url, token_file) as client:

@@ -1,14 +1,21 @@
 """The substrate's exceptions.
 
+Under :class:`shared.errors.TetherError`; the umbrella a class also belongs to is in
+parentheses::
+
     SubstrateError
-    ├── HomeAlreadyRunning   a second ``home up`` on a data directory that is in use
-    ├── HomeNotRunning       no running home found through a data directory
-    ├── ComponentError       a component failed to start or answer its health check
-    │   └── HomeConfigError  what home was given to start with is invalid (catalog, schema)
-    ├── LaunchError          a node could not be started (bad config, missing program)
+    ├── HomeAlreadyRunning   (RefusedError) a second ``home up`` on a data directory that is
+    │                        in use
+    ├── HomeNotRunning       (UnavailableError) no running home found through a data directory
+    ├── HomeConfigError      (ConfigurationError) what home was given to start with is invalid
+    │                        (catalog, schema)
+    ├── ComponentError       (UnavailableError) a component failed to start or answer its
+    │                        health check
+    ├── LaunchError          (UnavailableError) a node could not be started (bad config,
+    │                        missing program, a component it needs is not running)
     ├── ControlError         a control request failed (carries the remote error code)
-    │   └── ControlTimeout   the control subject did not answer in time
-    └── SchemaRuntimeError   an apply or unapply was refused
+    │   └── ControlTimeout   (UnavailableError) the control subject did not answer in time
+    └── SchemaRuntimeError   (RefusedError) an apply or unapply was refused
         ├── OverlapRefused   two schemas would publish the same rail for one device
         └── SchemaNotFound   no such schema to apply, or no such active schema to unapply
 
@@ -18,29 +25,31 @@ these at the module that meets them.
 
 from __future__ import annotations
 
+from shared.errors import ConfigurationError, RefusedError, TetherError, UnavailableError
 
-class SubstrateError(Exception):
+
+class SubstrateError(TetherError):
     """Base of every error raised by :mod:`home.substrate`."""
 
 
-class HomeAlreadyRunning(SubstrateError):
+class HomeAlreadyRunning(SubstrateError, RefusedError):
     """Another ``home up`` holds the data directory."""
 
 
-class HomeNotRunning(SubstrateError):
+class HomeNotRunning(SubstrateError, UnavailableError):
     """No running home could be found through the data directory."""
 
 
-class ComponentError(SubstrateError):
-    """A supervised component failed to start, stop or answer its health check."""
-
-
-class HomeConfigError(ComponentError):
+class HomeConfigError(SubstrateError, ConfigurationError):
     """The catalog or a schema named at start is invalid; the message names file and line."""
 
 
-class LaunchError(SubstrateError):
-    """A node could not be started (bad config, missing program)."""
+class ComponentError(SubstrateError, UnavailableError):
+    """A supervised component failed to start, stop or answer its health check."""
+
+
+class LaunchError(SubstrateError, UnavailableError):
+    """A node could not be started (bad config, missing program, a needed component down)."""
 
 
 class ControlError(SubstrateError):
@@ -52,11 +61,11 @@ class ControlError(SubstrateError):
         super().__init__(f"{code}: {message}")
 
 
-class ControlTimeout(ControlError):
+class ControlTimeout(ControlError, UnavailableError):
     """The control subject did not answer within the timeout."""
 
 
-class SchemaRuntimeError(SubstrateError):
+class SchemaRuntimeError(SubstrateError, RefusedError):
     """An activation schema cannot be applied or unapplied; the message says why."""
 
     code = "refused"

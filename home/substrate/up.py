@@ -134,7 +134,7 @@ async def run_home(
 ) -> None:
     """Run a home until SIGINT, SIGTERM or ``stop`` is set.
 
-    Raises HomeAlreadyRunning or ComponentError when it cannot start.
+    Raises HomeAlreadyRunning, HomeConfigError or ComponentError when it cannot start.
     """
     lock = DataDirLock(config.data_dir)
     lock.acquire()

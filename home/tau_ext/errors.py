@@ -1,13 +1,23 @@
-"""Exceptions of the extension files (tree drawn in :mod:`home.tau_ext`)."""
+"""Exceptions of the extension files.
+
+Under :class:`shared.errors.TetherError`; the umbrella a class also belongs to is in
+parentheses::
+
+    ExtensionError
+    ├── BindingFileError   (InputError) the node's per-run binding file is missing or malformed
+    └── AckError           an ack never came, or came saying the effector failed
+"""
 
 from __future__ import annotations
 
+from shared.errors import InputError, TetherError
 
-class ExtensionError(Exception):
+
+class ExtensionError(TetherError):
     """Base of every error raised by :mod:`home.tau_ext`."""
 
 
-class BindingFileError(ExtensionError):
+class BindingFileError(ExtensionError, InputError):
     """The per-run binding file is missing, unreadable or malformed."""
 
 

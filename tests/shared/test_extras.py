@@ -23,7 +23,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from shared.extras import EXIT_USAGE
+from shared.exit_codes import ExitCode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "tether"
@@ -144,7 +144,7 @@ def test_script_starts_or_names_its_missing_extra(script: str, install: str) -> 
         assert result.returncode == 0, result.stderr
         assert "Usage:" in result.stdout
         return
-    assert result.returncode == EXIT_USAGE, result.stderr
+    assert result.returncode == ExitCode.USAGE, result.stderr
     assert result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"{script} needs the {extra} extra: pip install 'tether[{extra}]'")

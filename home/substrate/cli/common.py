@@ -14,8 +14,8 @@ from rich.markup import escape
 from home.substrate import control
 from home.substrate.client import HomeClient
 from home.substrate.errors import ControlError, HomeNotRunning
+from shared.exit_codes import ExitCode
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 T = TypeVar("T")
 
 console = Console()
@@ -35,13 +35,13 @@ def run_client(data_dir: Path, work: Callable[[HomeClient], Awaitable[T]]) -> T:
         return asyncio.run(go())
     except HomeNotRunning as exc:
         err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_FAILURE) from None
+        raise typer.Exit(ExitCode.FAILURE) from None
     except ControlError as exc:
         err.print(f"[red]error[/red] ({exc.code}): {escape(exc.message)}", highlight=False)
         usage = exc.code in (control.BAD_REQUEST, control.NOT_FOUND)
-        raise typer.Exit(EXIT_USAGE if usage else EXIT_FAILURE) from None
+        raise typer.Exit(ExitCode.USAGE if usage else ExitCode.FAILURE) from None
     except KeyboardInterrupt:
-        raise typer.Exit(EXIT_OK) from None
+        raise typer.Exit(ExitCode.OK) from None
 
 
 def state_markup(state: str) -> str:

@@ -12,7 +12,6 @@ from rich.table import Table
 
 from home.memory.records import MEMORIZE_EVENT, memories_in_report
 from home.substrate.cli.common import (
-    EXIT_FAILURE,
     AsJson,
     console,
     err,
@@ -24,6 +23,7 @@ from home.substrate.config import (
 )
 from home.substrate.eventlog import EVENTS_SUBJECT, LoggedEvent, event_summary, read_log, trace
 from home.substrate.options import DataDir
+from shared.exit_codes import ExitCode
 
 
 def events(
@@ -80,7 +80,7 @@ def trace_command(
     else:
         _print_trace(binding_id, found)
     if not found:
-        raise typer.Exit(EXIT_FAILURE)
+        raise typer.Exit(ExitCode.FAILURE)
 
 
 def _print_trace(binding_id: str, found: list[LoggedEvent]) -> None:

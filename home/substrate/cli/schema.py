@@ -12,7 +12,6 @@ from rich.markup import escape
 
 from home.substrate import control
 from home.substrate.cli.common import (
-    EXIT_USAGE,
     AsJson,
     console,
     err,
@@ -22,6 +21,7 @@ from home.substrate.cli.common import (
 from home.substrate.cli.status import print_schemas
 from home.substrate.client import HomeClient
 from home.substrate.options import DataDir
+from shared.exit_codes import ExitCode
 
 schema_app = typer.Typer(
     help="Apply, unapply and list activation schemas on a running home.",
@@ -59,7 +59,7 @@ def schema_apply(
             args.update(file=str(path.resolve()), text=path.read_text(encoding="utf-8"))
         except OSError as exc:
             err.print(f"[red]error[/red]: cannot read {path}: {exc.strerror}", highlight=False)
-            raise typer.Exit(EXIT_USAGE) from None
+            raise typer.Exit(ExitCode.USAGE) from None
     else:
         args["name"] = schema
 

@@ -14,8 +14,6 @@ from rich.table import Table
 
 from home.substrate import control
 from home.substrate.cli.common import (
-    EXIT_FAILURE,
-    EXIT_OK,
     AsJson,
     console,
     run_client,
@@ -24,6 +22,7 @@ from home.substrate.cli.common import (
 from home.substrate.client import HomeClient
 from home.substrate.errors import ControlError, HomeNotRunning
 from home.substrate.options import DataDir
+from shared.exit_codes import ExitCode
 
 Wait = Annotated[
     float,
@@ -65,7 +64,7 @@ def status(data_dir: DataDir, as_json: AsJson = False, wait: Wait = 0.0) -> None
         print(json.dumps(result, indent=2))
     else:
         _print_status(result)
-    raise typer.Exit(EXIT_OK if _healthy(result) else EXIT_FAILURE)
+    raise typer.Exit(ExitCode.OK if _healthy(result) else ExitCode.FAILURE)
 
 
 async def _fetch(data_dir: Path) -> dict[str, Any]:

@@ -12,8 +12,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from home.substrate.cli.common import (
-    EXIT_FAILURE,
-    EXIT_USAGE,
     console,
     err,
 )
@@ -36,6 +34,7 @@ from home.substrate.errors import (
 from home.substrate.logs import configure_logging
 from home.substrate.options import DataDir
 from home.substrate.up import components_table, run_home
+from shared.exit_codes import ExitCode
 
 
 def up(  # noqa: PLR0917 - Typer maps each option to a parameter
@@ -137,10 +136,10 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
         asyncio.run(run_home(config, ready))
     except HomeAlreadyRunning as exc:
         err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_FAILURE) from None
+        raise typer.Exit(ExitCode.FAILURE) from None
     except HomeConfigError as exc:
         err.print(f"[red]error[/red]: home did not start: {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(ExitCode.USAGE) from None
     except (ComponentError, LaunchError) as exc:
         err.print(f"[red]error[/red]: home did not start: {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_FAILURE) from None
+        raise typer.Exit(ExitCode.FAILURE) from None
