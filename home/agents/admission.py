@@ -6,7 +6,8 @@ asked of :class:`Admission`, which holds the turns' state and returns a decision
 
 - an utterance arrives (:meth:`Admission.arrive`): a duplicate of one already
   taken is acked unanswered, one past its TTL is terminated, any other is
-  admitted into its device's queue (:mod:`home.agents.turn_queue`);
+  admitted into its device's queue (:mod:`home.agents.turn_queue`); one that
+  does not parse is terminated too (:data:`INVALID`);
 - a turn leaves the queue (:meth:`Admission.begin`): one that expired while it
   waited is stale, not answered (:func:`outlived`);
 - the node's own speak goes out (:meth:`Admission.speak_seen`): it is watched for
@@ -20,7 +21,8 @@ asked of :class:`Admission`, which holds the turns' state and returns a decision
 - τ dies mid-turn: the utterance is delivered once more, then given up
   (:func:`may_redeliver`);
 - a turn ends (:func:`judge_end`): how it counts, whether its answer goes on the
-  reply rail, whether it is reported as failed.
+  reply rail, whether it is reported as failed; an aborted one says why
+  (:func:`abort_reason`).
 
 No I/O and no clock: every instant is passed in.
 """

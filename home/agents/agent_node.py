@@ -14,8 +14,9 @@ unacknowledged served last, so a silent board cannot hold up the others):
 2. ``prompt`` τ (acceptance), then wait for the ``agent_end`` with the same
    submission id (completion), under the node's wall clock;
 3. over the wall clock: ``abort``, wait for the turn to unwind, report it;
-4. τ dead mid-turn: restart it under the restart policy and deliver the same
-   utterance once more (never a lost utterance).
+4. τ dead mid-turn: restart it under the restart policy
+   (:mod:`home.agents.tau_supervisor`) and deliver the same utterance once more
+   (never a lost utterance).
 
 Events arriving mid-turn wait in their device's queue, so τ never sees a second
 prompt while one is in flight, and its ``-32000`` never reaches a user. A turn's
@@ -67,8 +68,8 @@ from home.agents.inbound import parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
 from home.agents.launch import ModelEndpoint, RunContext, TauLaunch, build_launch
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
-from home.agents.restart import RestartTracker
 from home.agents.tau_process import TauProcess
+from home.agents.tau_supervisor import TauSupervisor
 from home.substrate.launchers import node_health_subject
 from home.tau_ext.binding import write_binding
 from home.tau_ext.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
@@ -191,12 +192,18 @@ class AgentNode:
         self.answers_aloud = any(ext.name == "handset" for ext in spec.extensions)
         self.stats = NodeStats()
         self.limits = EnvelopeLimits()
-        self._restarts = RestartTracker(spec.restart_policy)
         self._nc: NatsClient | None = None
         self._subs: list[Any] = []
         self._inbox: Inbox | None = None
-        self._tau: TauProcess | None = None
-        self._tau_lock = asyncio.Lock()
+        self._tau = TauSupervisor(
+            self.launch,
+            model,
+            self._on_wire_event,
+            name=spec.name,
+            stderr_path=self.run_dir / "tau.stderr.log",
+            policy=spec.restart_policy,
+            on_restart=self._restarted,
+        )
         self._admission = Admission()
         self.speech_ack_timeout_s = speech_ack_timeout(spec)
         # Set when the turn in flight should give way (Admission.should_yield).
@@ -234,7 +241,7 @@ class AgentNode:
             self._nc = await nats.connect(
                 self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
             )
-            await self._start_tau()
+            await self._tau.start()
             self._watcher = asyncio.create_task(self._watch_tau(), name=f"{self.spec.name}-watch")
             if self.spec.kind == "tau_bus_agent":
                 # τ's builtin nats_bus subscribes and prompts itself; the node only supervises.
@@ -296,9 +303,7 @@ class AgentNode:
                 await self._worker
             self._worker = None
         try:
-            if self._tau is not None:
-                await self._tau.close()
-                self._tau = None
+            await self._tau.close()
         finally:
             nc, self._nc = self._nc, None
             if nc is not None:
@@ -313,7 +318,7 @@ class AgentNode:
     @property
     def tau_pid(self) -> int | None:
         """The pid of the current τ process (for a supervisor's hard kill, and tests)."""
-        return self._tau.pid if self._tau is not None else None
+        return self._tau.pid
 
     @property
     def queued(self) -> int:
@@ -322,38 +327,8 @@ class AgentNode:
 
     # --- τ ---------------------------------------------------------------------
 
-    async def _start_tau(self) -> None:
-        tau = TauProcess(
-            self.launch,
-            self.model,
-            self._on_wire_event,
-            stderr_path=self.run_dir / "tau.stderr.log",
-        )
-        await tau.__aenter__()
-        self._tau = tau
-        log.info("%s: τ started, pid %s", self.spec.name, tau.pid)
-
-    async def _ensure_tau(self) -> TauProcess:
-        """The live τ, restarting a dead one under the restart policy."""
-        async with self._tau_lock:
-            tau = self._tau
-            if tau is not None and not tau.exited.is_set():
-                return tau
-            if tau is not None:
-                log.warning(
-                    "%s: τ pid %s exited (%s); restarting",
-                    self.spec.name,
-                    tau.pid,
-                    tau.returncode,
-                )
-                self._tau = None
-                await tau.close()
-            delay = self._restarts.next_delay(time.monotonic())
-            await asyncio.sleep(delay)
-            await self._start_tau()
-            self.stats.restarts += 1
-            assert self._tau is not None
-            return self._tau
+    def _restarted(self) -> None:
+        self.stats.restarts += 1
 
     def watch_wire(self, listener: Callable[[WireEvent], None]) -> None:
         """Call ``listener`` with every event τ writes (monitors, benchmarks, tests)."""
@@ -546,17 +521,10 @@ class AgentNode:
 
     async def _watch_tau(self) -> None:
         """Restart τ when it dies, whether or not a turn needed it at that moment."""
-        while True:
-            try:
-                tau = await self._ensure_tau()
-            except RestartBudgetExhausted as exc:
-                self._fail(exc)
-                return
-            except AgentError as exc:
-                # A start that failed counts against the policy; try again under it.
-                log.warning("%s: τ did not start: %s", self.spec.name, exc)
-                continue
-            await tau.exited.wait()
+        try:
+            await self._tau.watch()
+        except RestartBudgetExhausted as exc:
+            self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -567,7 +535,7 @@ class AgentNode:
     async def _run_turn(self, turn: PendingTurn) -> None:
         while True:
             try:
-                tau = await self._ensure_tau()
+                tau = await self._tau.ensure()
             except RestartBudgetExhausted:
                 raise
             except AgentError as exc:
