@@ -50,6 +50,11 @@ class TauSupervisor:
         self._lock = asyncio.Lock()
 
     @property
+    def current(self) -> TauProcess | None:
+        """The current τ process, if one runs (it may have just died)."""
+        return self._tau
+
+    @property
     def pid(self) -> int | None:
         """The pid of the current τ process, if one runs."""
         return self._tau.pid if self._tau is not None else None

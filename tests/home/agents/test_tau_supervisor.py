@@ -70,7 +70,8 @@ async def test_ensure_hands_out_the_live_tau_and_starts_a_dead_one_again(
 ) -> None:
     assert supervisor.pid is None
     first = await supervisor.start()
-    assert await supervisor.ensure() is first and supervisor.pid == first.pid
+    assert await supervisor.ensure() is first and supervisor.current is first
+    assert supervisor.pid == first.pid
     cast(FakeTau, first).die()
     second = await supervisor.ensure()
     assert second is not first and supervisor.pid == second.pid
