@@ -14,14 +14,17 @@ unacknowledged served last, so a silent board cannot hold up the others):
 2. ``prompt`` τ (acceptance), then wait for the ``agent_end`` with the same
    submission id (completion), under the node's wall clock;
 3. over the wall clock: ``abort``, wait for the turn to unwind, report it;
-4. τ dead mid-turn: restart it under the restart policy and deliver the same
-   utterance once more (never a lost utterance).
+4. τ dead mid-turn: restart it under the restart policy
+   (:mod:`home.agents.tau_supervisor`) and deliver the same utterance once more
+   (never a lost utterance).
 
 Events arriving mid-turn wait in their device's queue, so τ never sees a second
 prompt while one is in flight, and its ``-32000`` never reaches a user. A turn's
 TTL is checked when it arrives and again when it is taken off the queue. A refusal to
 speak that the node reads off its own ``out.>`` queues one follow-up prompt
-asking for a speakable rewrite, ahead of anything else waiting.
+asking for a speakable rewrite, ahead of anything else waiting. Each of these
+choices is made by :mod:`home.agents.admission`, which does no I/O; the node
+does the I/O around it.
 """
 
 from __future__ import annotations
@@ -32,10 +35,8 @@ import itertools
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -44,6 +45,18 @@ import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
+from home.agents.admission import (
+    INVALID,
+    Admission,
+    Admit,
+    Arrival,
+    PendingTurn,
+    Refuse,
+    abort_reason,
+    judge_end,
+    may_redeliver,
+    outlived,
+)
 from home.agents.errors import (
     AgentError,
     InboundError,
@@ -55,13 +68,11 @@ from home.agents.inbound import parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
 from home.agents.launch import ModelEndpoint, RunContext, TauLaunch, build_launch
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
-from home.agents.restart import RestartTracker
 from home.agents.tau_process import TauProcess
-from home.agents.turn_queue import DeviceQueues
+from home.agents.tau_supervisor import TauSupervisor
 from home.substrate.launchers import node_health_subject
-from home.tau_ext.binding import TurnBinding, write_binding
+from home.tau_ext.binding import write_binding
 from home.tau_ext.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
-from home.tau_ext.prose import rewrite_request
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, utc_now
 from shared.nats_confirm import confirm_subscriptions
@@ -77,35 +88,13 @@ log = logging.getLogger(__name__)
 
 # How long an aborted turn may take to unwind before τ is killed and restarted.
 ABORT_GRACE_S = 10.0
-# How many event ids are remembered for deduplication.
-DEDUP_WINDOW = 4096
-# Deliveries of one utterance across τ deaths (the first, and one retry).
-MAX_DELIVERIES = 2
 # Backoff while τ unwinds the previous turn after its agent_end.
 BUSY_RETRY_FIRST_S = 0.001
 BUSY_RETRY_MAX_S = 0.05
-# How many recent turns a late refusal can still be matched to.
-RECENT_TURNS = 64
 # How long a stopping node lets the turn in flight finish.
 STOP_GRACE_S = 5.0
 # Every device's playback acks (docs/architecture.md "Acks"): whose speech went unheard.
 SPEECH_ACKS = "events.action.speech.completed.*"
-
-
-@dataclass
-class PendingTurn:
-    """One prompt waiting its turn."""
-
-    text: str
-    binding: TurnBinding
-    correlation: dict[str, Any]
-    reprompt: bool = False
-    deliveries: int = 0
-    received_at: float = field(default_factory=time.monotonic)
-    # The inbound message this turn settles when it is over (None: a re-prompt).
-    msg: Msg | None = None
-    # The utterance's timestamp + ttl_ms (None: a re-prompt, which has no TTL of its own).
-    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -203,27 +192,26 @@ class AgentNode:
         self.answers_aloud = any(ext.name == "handset" for ext in spec.extensions)
         self.stats = NodeStats()
         self.limits = EnvelopeLimits()
-        self._restarts = RestartTracker(spec.restart_policy)
         self._nc: NatsClient | None = None
         self._subs: list[Any] = []
         self._inbox: Inbox | None = None
-        self._tau: TauProcess | None = None
-        self._tau_lock = asyncio.Lock()
-        self._queue: DeviceQueues[PendingTurn] = DeviceQueues(lambda t: t.binding.device)
-        # Bindings whose speak went out and whose speech.completed has not come back.
-        self._unacked: dict[str, str | None] = {}
+        self._tau = TauSupervisor(
+            self.launch,
+            model,
+            self._on_wire_event,
+            name=spec.name,
+            stderr_path=self.run_dir / "tau.stderr.log",
+            policy=spec.restart_policy,
+            on_restart=self._restarted,
+        )
+        self._admission = Admission()
         self.speech_ack_timeout_s = speech_ack_timeout(spec)
-        # Set when the turn in flight should give way (see _maybe_yield).
+        # Set when the turn in flight should give way (Admission.should_yield).
         self._yield = asyncio.Event()
         self._queued = asyncio.Event()
         self._ends: dict[str, asyncio.Future[WireEvent]] = {}
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._reprompted: set[str] = set()
-        self._recent: OrderedDict[str, PendingTurn] = OrderedDict()
-        self._current: PendingTurn | None = None
         self._turn_over = asyncio.Event()
         self._draining = False
-        self._turn_seq = 0
         self._last_prompt_written = 0.0
         self._out_seq = 0
         self._worker: asyncio.Task[None] | None = None
@@ -253,7 +241,7 @@ class AgentNode:
             self._nc = await nats.connect(
                 self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
             )
-            await self._start_tau()
+            await self._tau.start()
             self._watcher = asyncio.create_task(self._watch_tau(), name=f"{self.spec.name}-watch")
             if self.spec.kind == "tau_bus_agent":
                 # τ's builtin nats_bus subscribes and prompts itself; the node only supervises.
@@ -296,14 +284,15 @@ class AgentNode:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
             self._watcher = None
-        if self._current is not None and self._worker is not None and not self._worker.done():
+        worker = self._worker
+        if self._admission.current is not None and worker is not None and not worker.done():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(grace_s):
                     await self._turn_over.wait()
-        self.stats.dropped_at_stop = len(self._queue)
+        self.stats.dropped_at_stop = len(self._admission)
         if self._inbox is not None:
             # Not started: handed back, so the next life of this node answers them at once.
-            for turn in self._queue:
+            for turn in self._admission.queue:
                 if turn.msg is not None:
                     await self._inbox.done(turn.msg, "nak")
             await self._inbox.close()
@@ -314,9 +303,7 @@ class AgentNode:
                 await self._worker
             self._worker = None
         try:
-            if self._tau is not None:
-                await self._tau.close()
-                self._tau = None
+            await self._tau.close()
         finally:
             nc, self._nc = self._nc, None
             if nc is not None:
@@ -331,47 +318,17 @@ class AgentNode:
     @property
     def tau_pid(self) -> int | None:
         """The pid of the current τ process (for a supervisor's hard kill, and tests)."""
-        return self._tau.pid if self._tau is not None else None
+        return self._tau.pid
 
     @property
     def queued(self) -> int:
         """How many prompts wait behind the one in flight."""
-        return len(self._queue)
+        return len(self._admission)
 
     # --- τ ---------------------------------------------------------------------
 
-    async def _start_tau(self) -> None:
-        tau = TauProcess(
-            self.launch,
-            self.model,
-            self._on_wire_event,
-            stderr_path=self.run_dir / "tau.stderr.log",
-        )
-        await tau.__aenter__()
-        self._tau = tau
-        log.info("%s: τ started, pid %s", self.spec.name, tau.pid)
-
-    async def _ensure_tau(self) -> TauProcess:
-        """The live τ, restarting a dead one under the restart policy."""
-        async with self._tau_lock:
-            tau = self._tau
-            if tau is not None and not tau.exited.is_set():
-                return tau
-            if tau is not None:
-                log.warning(
-                    "%s: τ pid %s exited (%s); restarting",
-                    self.spec.name,
-                    tau.pid,
-                    tau.returncode,
-                )
-                self._tau = None
-                await tau.close()
-            delay = self._restarts.next_delay(time.monotonic())
-            await asyncio.sleep(delay)
-            await self._start_tau()
-            self.stats.restarts += 1
-            assert self._tau is not None
-            return self._tau
+    def _restarted(self) -> None:
+        self.stats.restarts += 1
 
     def watch_wire(self, listener: Callable[[WireEvent], None]) -> None:
         """Call ``listener`` with every event τ writes (monitors, benchmarks, tests)."""
@@ -414,56 +371,50 @@ class AgentNode:
         try:
             inbound = parse_inbound(msg.data, self.limits)
         except InboundError as exc:
-            self.stats.invalid += 1
             log.warning("%s: %s (subject %s)", self.spec.name, exc, msg.subject)
-            await settle(msg, "term")  # never redelivered: it cannot get better
+            await self._refuse(msg, INVALID)  # never redelivered: it cannot get better
             return
-        if inbound.event.event_id in self._seen:
-            self.stats.duplicates += 1
-            await settle(msg, "ack")
-            return
-        if inbound.event.is_expired():
-            # Redelivered after a crash, or held up: an answer now would answer nobody.
-            self.stats.stale += 1
-            log.warning(
-                "%s: utterance %s is past its TTL (%d ms); not answered",
-                self.spec.name, inbound.event.event_id, inbound.event.ttl_ms,
-            )  # fmt: skip
-            await settle(msg, "term")
-            return
-        self._seen[inbound.event.event_id] = None
-        while len(self._seen) > DEDUP_WINDOW:
-            self._seen.popitem(last=False)
-        self._turn_seq += 1
-        turn = PendingTurn(
-            text=inbound.text,
-            binding=TurnBinding(
+        ruling = self._admission.arrive(
+            Arrival(
+                text=inbound.text,
                 binding_id=inbound.binding_id,
                 device=inbound.device,
                 event_id=inbound.event.event_id,
-                turn=self._turn_seq,
                 schema=inbound.event.routed_by_schema or inbound.event.produced_by_schema,
+                subject=msg.subject,
+                expires_at=inbound.event.expires_at,
+                received_at=time.monotonic(),
+                msg=msg,
             ),
-            correlation={
-                "subject": msg.subject,
-                "binding_id": inbound.binding_id,
-                "event_id": inbound.event.event_id,
-            },
+            utc_now(),
         )
-        turn.msg = msg
-        turn.expires_at = inbound.event.expires_at
+        if isinstance(ruling, Refuse):
+            if ruling.reason == "stale":
+                log.warning(
+                    "%s: utterance %s is past its TTL (%d ms); not answered",
+                    self.spec.name, inbound.event.event_id, inbound.event.ttl_ms,
+                )  # fmt: skip
+            await self._refuse(msg, ruling)
+            return
         if self._inbox is not None:
             self._inbox.hold(msg)
-        self._recent[turn.binding.binding_id] = turn
-        while len(self._recent) > RECENT_TURNS:
-            forgotten, _ = self._recent.popitem(last=False)
-            self._reprompted.discard(forgotten)
-        self._enqueue(turn)
+        self._admitted(ruling)
 
-    def _enqueue(self, turn: PendingTurn, *, first: bool = False) -> None:
-        self._queue.push(turn, urgent=first)
+    async def _refuse(self, msg: Msg, ruling: Refuse) -> None:
+        """Count an utterance that is not answered under its reason, and settle it."""
+        if ruling.reason == "invalid":
+            self.stats.invalid += 1
+        elif ruling.reason == "duplicate":
+            self.stats.duplicates += 1
+        else:
+            self.stats.stale += 1
+        await settle(msg, ruling.settle)
+
+    def _admitted(self, ruling: Admit) -> None:
+        """Wake the worker for a queued turn, and stop the one in flight if it must give way."""
         self._queued.set()
-        self._maybe_yield()
+        if ruling.supersede:
+            self._yield.set()
 
     async def _on_out(self, msg: Msg) -> None:
         """Read the node's own output: a refusal to speak earns one re-prompt, and a
@@ -483,89 +434,55 @@ class AgentNode:
         except ContractError:
             return
         if info.kind == "speak":
-            turn = self._recent.get(event.binding_id or "")
-            if turn is not None:
-                self._unacked[turn.binding.binding_id] = turn.binding.device
-                while len(self._unacked) > RECENT_TURNS:
-                    del self._unacked[next(iter(self._unacked))]
+            watched = self._admission.speak_seen(event.binding_id)
+            if watched is not None:
                 asyncio.get_running_loop().call_later(
-                    self.speech_ack_timeout_s, self._speech_unheard, turn.binding.binding_id
+                    self.speech_ack_timeout_s, self._speech_unheard, watched
                 )
             return
         payload = event.payload
         if payload.get("kind") != "refusal" or event.binding_id is None:
             return
-        # The refusal travels over NATS and agent_end over stdio; either may arrive first,
-        # so the turn is looked up by binding rather than assumed to be the current one.
-        turn = self._recent.get(event.binding_id)
-        if turn is None or event.binding_id in self._reprompted:
-            return
-        self._reprompted.add(event.binding_id)
-        self.stats.reprompts += 1
         reason = str(payload.get("reason") or "it could not be spoken")
-        self._enqueue(
-            PendingTurn(
-                text=rewrite_request(reason),
-                binding=replace(turn.binding, reprompt=True),
-                correlation={**turn.correlation, "reprompt": True},
-                reprompt=True,
-            ),
-            first=True,
-        )
+        ruling = self._admission.refused(event.binding_id, reason, time.monotonic())
+        if ruling is not None:
+            self.stats.reprompts += 1
+            self._admitted(ruling)
 
     async def _on_speech_completed(self, msg: Msg) -> None:
         """Any ack, ok or not, shows the device is there: serve it in its turn again.
 
         Only the subject is read (its last token, a dictionary key): nothing here can fail
         on what a sender puts in it."""
-        binding_id = msg.subject.rsplit(".", 1)[-1]
-        self._unacked.pop(binding_id, None)
-        # The ack may come in after the turn's end marked the device: look it up anew.
-        turn = self._recent.get(binding_id)
-        if turn is not None:
-            self._queue.mark_responsive(turn.binding.device)
+        self._admission.speech_acked(msg.subject.rsplit(".", 1)[-1])
 
     def _speech_unheard(self, binding_id: str) -> None:
         """No ack within the speak timeout: the device goes to the back of the round."""
-        if binding_id not in self._unacked:
+        unheard = self._admission.speech_unheard(binding_id)
+        if unheard is None:
             return  # acked in time
-        device = self._unacked.pop(binding_id)
         self.stats.unacked_speech += 1
-        if not self._queue.is_unresponsive(device):
+        if unheard.newly:
             log.warning(
                 "%s: device %s did not acknowledge speech for %s; its turns now wait for "
                 "the other devices'",
-                self.spec.name, device, binding_id,
+                self.spec.name, unheard.device, binding_id,
             )  # fmt: skip
-        self._queue.mark_unresponsive(device)
-        self._maybe_yield()
-
-    def _maybe_yield(self) -> None:
-        """Stop the turn in flight if its device does not listen and another device waits.
-
-        One τ serves every device, so a turn that keeps speaking to a silent board
-        would hold up everyone else for up to the wall clock.
-        """
-        current = self._current
-        if current is None:
-            return
-        device = current.binding.device
-        if self._queue.is_unresponsive(device) and self._queue.waiting_elsewhere(device):
+        if unheard.supersede:
             self._yield.set()
 
     # --- the worker ------------------------------------------------------------
 
     async def _next(self) -> PendingTurn:
-        while not self._queue:
+        while not self._admission:
             self._queued.clear()
             await self._queued.wait()
-        return self._queue.pop()
+        return self._admission.begin()
 
     async def _work(self) -> None:
         try:
             while True:
                 turn = await self._next()
-                self._current = turn
                 self._turn_over.clear()
                 try:
                     if not self._outlived(turn):
@@ -580,7 +497,7 @@ class AgentNode:
                     )
                     await self._report(turn, "failed", str(exc))
                 finally:
-                    self._current = None
+                    self._admission.end()
                     self._turn_over.set()
                 # Over (answered, or failed and reported): the stream may forget it.
                 if turn.msg is not None and self._inbox is not None:
@@ -591,33 +508,23 @@ class AgentNode:
             self._fail(exc)
 
     def _outlived(self, turn: PendingTurn) -> bool:
-        """Whether ``turn`` expired while it waited in the queue (counted as stale).
-
-        The TTL is checked on arrival and again here: a turn held up behind others
-        must not be answered minutes after anyone was listening.
-        """
-        if turn.expires_at is None or utc_now() <= turn.expires_at:
+        """Whether ``turn`` expired while it waited in the queue (counted as stale)."""
+        expired_at = outlived(turn, utc_now())
+        if expired_at is None:
             return False
         self.stats.stale += 1
         log.warning(
             "%s: utterance %s expired while queued (at %s); not answered",
-            self.spec.name, turn.binding.event_id, turn.expires_at.isoformat(),
+            self.spec.name, turn.binding.event_id, expired_at.isoformat(),
         )  # fmt: skip
         return True
 
     async def _watch_tau(self) -> None:
         """Restart τ when it dies, whether or not a turn needed it at that moment."""
-        while True:
-            try:
-                tau = await self._ensure_tau()
-            except RestartBudgetExhausted as exc:
-                self._fail(exc)
-                return
-            except AgentError as exc:
-                # A start that failed counts against the policy; try again under it.
-                log.warning("%s: τ did not start: %s", self.spec.name, exc)
-                continue
-            await tau.exited.wait()
+        try:
+            await self._tau.watch()
+        except RestartBudgetExhausted as exc:
+            self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -628,7 +535,7 @@ class AgentNode:
     async def _run_turn(self, turn: PendingTurn) -> None:
         while True:
             try:
-                tau = await self._ensure_tau()
+                tau = await self._tau.ensure()
             except RestartBudgetExhausted:
                 raise
             except AgentError as exc:
@@ -638,7 +545,7 @@ class AgentNode:
             try:
                 outcome = await self._prompt_once(tau, turn)
             except TauExited as exc:
-                if turn.deliveries >= MAX_DELIVERIES:
+                if not may_redeliver(turn):
                     self.stats.failed += 1
                     log.error(
                         "%s: τ died twice on binding %s; dropping it: %s",
@@ -666,21 +573,21 @@ class AgentNode:
             end = await self._await_end(tau, ended, turn)
         finally:
             self._ends.pop(submission_id, None)
-        reason = end.end_reason or ("error" if end.is_error else "done")
-        if reason == "done" and not self.answers_aloud:
+        ending = judge_end(end, answers_aloud=self.answers_aloud)
+        if ending.publish_answer:
             await self._publish_answer(tau, turn)
-        if reason == "aborted":
+        if ending.counted == "aborted":
             self.stats.aborted += 1
-        elif end.is_error:
+        elif ending.failure is not None:
             self.stats.failed += 1
             log.warning("%s: turn ended in error: %s", self.spec.name, end.error)
-            await self._report(turn, "failed", end.error or "the turn ended in an error")
+            await self._report(turn, "failed", ending.failure)
         else:
             self.stats.completed += 1
         return TurnOutcome(
             binding_id=turn.binding.binding_id,
             submission_id=submission_id,
-            end_reason=reason,
+            end_reason=ending.reason,
             reprompt=turn.reprompt,
             error=end.error,
             elapsed_s=time.monotonic() - started,
@@ -710,7 +617,8 @@ class AgentNode:
     ) -> WireEvent:
         exited: asyncio.Future[Any] = asyncio.ensure_future(tau.exited.wait())
         self._yield = asyncio.Event()
-        self._maybe_yield()
+        if self._admission.should_yield():
+            self._yield.set()
         yielded: asyncio.Future[Any] = asyncio.ensure_future(self._yield.wait())
         try:
             waiting: set[asyncio.Future[Any]] = {ended, exited}
@@ -727,12 +635,9 @@ class AgentNode:
             # others wait: interrupt the turn, never abandon it in flight.
             if yielded in done:
                 self.stats.yielded += 1
-                why = (
-                    f"device {turn.binding.device} is not acknowledging speech and other "
-                    "devices' turns were waiting"
-                )
-            else:
-                why = f"the turn took longer than {self.wall_clock_s:g}s"
+            why = abort_reason(
+                yielded=yielded in done, device=turn.binding.device, wall_clock_s=self.wall_clock_s
+            )
             log.warning("%s: turn %s aborted: %s", self.spec.name, turn.binding.binding_id, why)
             with contextlib.suppress(AgentError):
                 await tau.request("abort", {}, timeout_s=ABORT_GRACE_S)

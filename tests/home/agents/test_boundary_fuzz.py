@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from home.agents.admission import Admission
 from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
 from shared.event import Event
@@ -105,8 +106,7 @@ def _counted(node: AgentNode) -> int:
 async def test_every_inbound_message_is_queued_or_counted_and_the_next_good_one_queued(
     node: AgentNode, batch: list[bytes]
 ) -> None:
-    node._queue = type(node._queue)(lambda t: t.binding.device)
-    node._seen.clear()
+    node._admission = Admission()
     before = node.stats.received
     for raw in batch:
         with INBOX.timed(raw):

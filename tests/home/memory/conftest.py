@@ -168,7 +168,7 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
 
 async def session_entries(node: AgentNode, custom_type: str) -> list[dict[str, Any]]:
     """The τ session's custom entries of one type, read over τ's RPC (get_tree, get_entry)."""
-    tau = node._tau  # the test reads the session the node owns; nothing else needs this
+    tau = node._tau.current  # the test reads the session the node owns; nothing else needs this
     assert tau is not None
     tree = await tau.request("get_tree", {})
     found = []
