@@ -9,6 +9,8 @@ directory ``home up`` provisions), and ack on the verb's ack subject with
 Errors::
 
     EffectorError
-    ├── JmftsError        JMFTS refused a request or could not be reached (status 0)
     └── CredentialError   no usable token for the agent that published the verb
+
+JMFTS's own refusals and outages arrive as :class:`home.jmfts.errors.JmftsError` (from
+the one client, :mod:`home.jmfts.client`) and are acked as failures like these.
 """

@@ -1,4 +1,8 @@
-"""JMFTS's exceptions, one tree; each carries the HTTP status it maps to.
+"""JMFTS's exceptions, one tree for the server and its client.
+
+The server raises them and answers with each class's ``status_code``; the client
+(:mod:`home.jmfts.client`) raises the same classes for the answers it gets, with the
+request's ``method``, ``path``, the ``status`` that came back and the server's ``detail``.
 
 JmftsError
 ├── InvalidInput        a request names something malformed (400/422)
@@ -6,6 +10,8 @@ JmftsError
 ├── Forbidden           visible to the principal but not writable by it (403)
 ├── NotFound            absent, or not granted to the principal: the two are one answer (404)
 ├── Conflict            collides with state: a workspace edit, a taken name (409)
+├── Unreachable         the client got no answer: connection refused, timeout (status 0)
+├── MalformedAnswer     the client got an answer that is not what the API promises
 ├── StoreMismatch       the data dir was built with another embedder model or dimension
 └── EmbedderError       the embedder cannot be loaded or run (missing ONNX graph, bad checksum)
 """
@@ -14,9 +20,28 @@ from __future__ import annotations
 
 
 class JmftsError(Exception):
-    """Base of every error raised by :mod:`home.jmfts`."""
+    """Base of every error raised by :mod:`home.jmfts`.
+
+    ``status`` is the HTTP status the error stands for: the one a client received
+    (0 when none came), else the class's ``status_code``.
+    """
 
     status_code = 500
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        status: int | None = None,
+        detail: object = None,
+    ) -> None:
+        super().__init__(message)
+        self.method = method
+        self.path = path
+        self.status = self.status_code if status is None else status
+        self.detail = message if detail is None else detail
 
 
 class InvalidInput(JmftsError):
@@ -49,9 +74,44 @@ class Conflict(JmftsError):
     status_code = 409
 
 
+class Unreachable(JmftsError):
+    """No answer from the server: the connection was refused, dropped or timed out."""
+
+    status_code = 503
+
+
+class MalformedAnswer(JmftsError):
+    """The server answered, but not with JSON of the promised shape."""
+
+    status_code = 502
+
+
 class StoreMismatch(JmftsError):
     """The stored vectors were made by a different embedder (model or dimension)."""
 
 
 class EmbedderError(JmftsError):
     """The embedder's graph or tokenizer is missing, corrupt or failing."""
+
+
+_REFUSALS: tuple[type[JmftsError], ...] = (
+    InvalidInput,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    Conflict,
+)
+_BY_STATUS: dict[int, type[JmftsError]] = {cls.status_code: cls for cls in _REFUSALS}
+_BY_STATUS[422] = InvalidInput
+
+
+def refusal(method: str, path: str, status: int, detail: object) -> JmftsError:
+    """The error for a request the server answered with ``status`` (>= 400)."""
+    cls = _BY_STATUS.get(status, JmftsError)
+    return cls(
+        f"JMFTS {method} {path} -> {status}: {detail}",
+        method=method,
+        path=path,
+        status=status,
+        detail=detail,
+    )

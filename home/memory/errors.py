@@ -11,23 +11,6 @@ class MemoryConfigError(MemoryReflexError):
     """A reflex config key is missing, mistyped or out of range."""
 
 
-class MemoryStoreError(MemoryReflexError):
-    """JMFTS could not be reached, or answered a request with an error."""
-
-    def __init__(self, method: str, path: str, status: int, detail: object) -> None:
-        self.method = method
-        self.path = path
-        self.status = status
-        self.detail = detail
-        where = "unreachable" if status == 0 else f"-> {status}"
-        super().__init__(f"JMFTS {method} {path} {where}: {detail}")
-
-    @property
-    def not_found(self) -> bool:
-        """404: absent, or not granted to this principal (JMFTS does not say which)."""
-        return self.status == 404
-
-
 class LedgerError(MemoryReflexError):
     """The search ledger or the review book cannot be read or written."""
 
