@@ -228,7 +228,7 @@ class JmftsClient:
         if text.isdigit():
             return await self.get(int(text))
         for root, rest in await self._starts(split_path(path)):
-            found = await self._walk(root, rest, create=False)
+            found = await self._descend(root, rest)
             if found is not None:
                 return found
         raise refusal("GET", path, 404, "no document at this path visible to this principal")
@@ -238,16 +238,16 @@ class JmftsClient:
         parts = split_path(path)
         starts = await self._starts(parts)
         if starts:
-            root, rest = starts[0]
+            node, rest = starts[0]
         else:
-            root = await self.create(
+            node = await self.create(
                 title=parts[0], content=None, parent_id=None, usetype=_container_usetype(parts[0])
             )
             rest = parts[1:]
-        found = await self._walk(root, rest, create=True)
-        if found is None:  # a walk that creates always ends on a document
-            raise NotFound(f"no document at {path!r}")
-        return found
+        for title in rest:
+            found = await self._child(node, title)
+            node = found or await self.create(title=title, content=None, parent_id=node.id)
+        return node
 
     async def put(self, path: str, text: str, *, usetype: str | None = None) -> Document:
         """Write ``text`` at ``path``, creating parents; the written document.
@@ -287,15 +287,12 @@ class JmftsClient:
             if root.titled_path == "/".join(parts[: depth + 1])
         ]
 
-    async def _walk(self, node: Document, titles: list[str], *, create: bool) -> Document | None:
+    async def _descend(self, node: Document, titles: list[str]) -> Document | None:
         for title in titles:
-            found = await self.children(node.id, title=title)
-            if found:
-                node = max(found, key=lambda d: d.id)
-            elif create:
-                node = await self.create(title=title, content=None, parent_id=node.id)
-            else:
+            found = await self._child(node, title)
+            if found is None:
                 return None
+            node = found
         return node
 
     async def _child(self, parent: Document | None, title: str) -> Document | None:

@@ -8,9 +8,9 @@ JMFTS failures arrive as :class:`home.jmfts.errors.JmftsError`.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 from home.jmfts.client import DEFAULT_TIMEOUT_S, JmftsClient
@@ -53,22 +53,14 @@ class StoredMemory:
         )
 
 
-class MemoryStore:
+class MemoryStore(AbstractAsyncContextManager["MemoryStore"]):
     """The reflex's memories as one principal. ``async with MemoryStore(url, token=...)``."""
 
     def __init__(self, base_url: str, *, token: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.client = JmftsClient(base_url, token=token, timeout_s=timeout_s)
         self._resolved: dict[str, int] = {}
 
-    async def __aenter__(self) -> MemoryStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
