@@ -6,9 +6,12 @@ publishing agent's own principal (its bearer token, read from the token
 directory ``home up`` provisions), and ack on the verb's ack subject with
 ``ok: true`` and the document id, or ``ok: false`` and an ``error``.
 
-Errors::
+Errors, under :class:`shared.errors.TetherError` (umbrella in parentheses)::
 
     EffectorError
-    ├── JmftsError        JMFTS refused a request or could not be reached (status 0)
-    └── CredentialError   no usable token for the agent that published the verb
+    └── CredentialError   (ConfigurationError) no usable token for the agent that published
+                          the verb
+
+JMFTS's own refusals and outages arrive as :class:`home.jmfts.errors.JmftsError` (from
+the one client, :mod:`home.jmfts.client`) and are acked as failures like these.
 """

@@ -27,7 +27,8 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 from home.effectors.errors import CredentialError, EffectorError
-from home.effectors.jmfts_http import JmftsClient
+from home.jmfts.client import JmftsClient
+from home.jmfts.errors import JmftsError
 from home.memory.provenance import Provenance
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event
@@ -171,7 +172,7 @@ class Effector:
                 doc_id = await self.spec.write(client, origin, event.payload)
             payload.update(ok=True, doc_id=doc_id, error=None)
             self.stats.ok += 1
-        except EffectorError as exc:
+        except (EffectorError, JmftsError) as exc:
             payload.update(ok=False, error=str(exc))
             self.stats.failed += 1
             log.warning("%s: %s for %s failed: %s", self.spec.node, self.spec.verb, agent, exc)

@@ -10,7 +10,7 @@ from typing import Any
 
 from home.effectors.cli import make_app
 from home.effectors.effector import VerbEffector, note_text
-from home.effectors.jmfts_http import JmftsClient
+from home.jmfts.client import JmftsClient
 from home.memory.provenance import Provenance
 from shared.subjects import jmfts_write_ack_subject
 
@@ -23,7 +23,7 @@ async def write_record(client: JmftsClient, origin: Provenance, payload: dict[st
     text = note_text(payload)
     agent = origin.agent
     title = payload.get("title")
-    parent = await client.ensure_path([WORKSPACE_ROOT, agent])
+    parent = await client.ensure(f"{WORKSPACE_ROOT}/{agent}")
     doc = await client.create(
         title=title if isinstance(title, str) and title.strip() else text[:80],
         content=text,

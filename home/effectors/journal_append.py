@@ -10,7 +10,7 @@ from typing import Any
 
 from home.effectors.cli import make_app
 from home.effectors.effector import VerbEffector, note_text
-from home.effectors.jmfts_http import JmftsClient
+from home.jmfts.client import JmftsClient
 from home.memory.provenance import Provenance
 from shared.subjects import journal_append_ack_subject
 
@@ -22,7 +22,7 @@ async def append_note(client: JmftsClient, origin: Provenance, payload: dict[str
     """Write one note under ``journal/<agent>`` as the agent; return its document id."""
     text = note_text(payload)
     agent = origin.agent
-    parent = await client.ensure_path([JOURNAL_ROOT, agent])
+    parent = await client.ensure(f"{JOURNAL_ROOT}/{agent}")
     doc = await client.create(
         title=text[:80],
         content=text,

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from home.jmfts.client import MemoryClient
+from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import InvalidInput, JmftsError
 from home.jmfts.locate import locate_memory_server
 from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT
@@ -163,7 +163,9 @@ def setup(
 
 
 @contextmanager
-def _connected(data_dir: Path, url: str | None, token_file: Path | None) -> Iterator[MemoryClient]:
+def _connected(
+    data_dir: Path, url: str | None, token_file: Path | None
+) -> Iterator[SyncJmftsClient]:
     """A client of the home's memory server (or the one named); failures exit with a message."""
     try:
         server = locate_memory_server(data_dir, url, token_file)
@@ -171,7 +173,7 @@ def _connected(data_dir: Path, url: str | None, token_file: Path | None) -> Iter
         err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(ExitCode.FAILURE) from None
     try:
-        with MemoryClient.from_token_file(server.url, server.token_file) as client:
+        with SyncJmftsClient.from_token_file(server.url, server.token_file) as client:
             yield client
     except JmftsError as exc:
         raise _fail(exc) from exc
@@ -195,9 +197,9 @@ def put(
     with _connected(data_dir, url, token_file) as client:
         doc = client.put(path, text, usetype=usetype)
     if as_json:
-        _print_json(doc)
+        _print_json(doc.data)
     else:
-        console.print(f"wrote #{doc['id']} at {path}")
+        console.print(f"wrote #{doc.id} at {path}")
 
 
 @memory_app.command()
@@ -212,10 +214,10 @@ def get(
     with _connected(data_dir, url, token_file) as client:
         doc = client.resolve(path)
     if as_json:
-        _print_json(doc)
+        _print_json(doc.data)
     else:
-        console.print(f"[bold]#{doc['id']} {doc['title'] or ''}[/bold] ({doc['usetype'] or '-'})")
-        console.print(doc["content"] or "")
+        console.print(f"[bold]#{doc.id} {doc.title or ''}[/bold] ({doc.usetype or '-'})")
+        console.print(doc.content or "")
 
 
 @memory_app.command()
@@ -230,7 +232,7 @@ def tree(
     """Show the document tree (titles and ids)."""
     with _connected(data_dir, url, token_file) as client:
         tops = [client.resolve(path)] if path else client.roots()
-        subtrees = [client.subtree(d["id"], max_depth=depth) for d in tops]
+        subtrees = [client.subtree(d.id, max_depth=depth) for d in tops]
     if as_json:
         _print_json({"trees": subtrees})
         return
@@ -276,7 +278,7 @@ def search(
     if method not in ("vector", "fulltext", "hybrid"):
         raise _fail(InvalidInput(f"--method {method!r}: expected vector, fulltext or hybrid"))
     with _connected(data_dir, url, token_file) as client:
-        roots = [client.resolve(r)["id"] for r in root or []] or None
+        roots = [client.resolve(r).id for r in root or []] or None
         extra: dict[str, Any] = {"roots": roots, "usetype": usetype}
         if as_of is not None:
             extra["as_of"] = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).isoformat()
@@ -314,13 +316,13 @@ def grant(
         pid = client.principal_id(principal, create=True)
         result = client.request(
             "POST",
-            f"/access/documents/{doc['id']}/grants",
+            f"/access/documents/{doc.id}/grants",
             json={"principal_id": pid, "level": level},
         )
     if as_json:
         _print_json(result)
     else:
-        console.print(f"{principal} may now {level} {path} (#{doc['id']})")
+        console.print(f"{principal} may now {level} {path} (#{doc.id})")
 
 
 @memory_app.command()
@@ -364,7 +366,7 @@ def triples_add(
 ) -> None:
     """Record SUBJECT PREDICATE OBJECT, valid from now."""
     with _connected(data_dir, url, token_file) as client:
-        subject_id = client.resolve(subject)["id"]
+        subject_id = client.resolve(subject).id
         found = [p for p in client.request("GET", "/triples/predicates") if p["name"] == predicate]
         pred = (
             found[0]
@@ -373,7 +375,7 @@ def triples_add(
         )
         body: dict[str, Any] = {"subject_id": subject_id, "predicate_id": pred["id"]}
         if doc:
-            body["object_id"] = client.resolve(obj)["id"]
+            body["object_id"] = client.resolve(obj).id
         else:
             body["object_literal"] = obj
         result = client.request("POST", "/triples", json=body)
@@ -399,7 +401,7 @@ def triples_list(
     with _connected(data_dir, url, token_file) as client:
         params: dict[str, Any] = {"include_invalidated": not current}
         if subject:
-            params["entity_id"] = client.resolve(subject)["id"]
+            params["entity_id"] = client.resolve(subject).id
         if as_of:
             params["as_of"] = as_of
         rows = client.request("GET", "/triples/query", params=params)

@@ -1,13 +1,23 @@
-"""``MemoryClient``: the small synchronous HTTP client behind ``home memory``.
+"""The one JMFTS HTTP client: :class:`JmftsClient` (async) and :class:`SyncJmftsClient`.
 
-Speaks our JMFTS API and adds titled-path addressing (``workspace/notes/x``): a path is
-resolved segment by segment through roots and children, and ``put`` creates missing
-parents. Inside a workspace, ``put`` of an existing leaf appends a record that supersedes
-it (the server refuses in-place edits there with 409).
+Every request carries one principal's bearer token; what that principal was not granted
+answers 404 like what does not exist. Foreign exceptions stop at :meth:`JmftsClient.request`:
+no answer is :class:`~home.jmfts.errors.Unreachable`, an error status the
+:mod:`home.jmfts.errors` class for it, an answer that is not JSON
+:class:`~home.jmfts.errors.MalformedAnswer`.
+
+On top of the routes it adds titled-path addressing (``workspace/notes/x``). A principal
+granted only a subtree sees that subtree's top as one of its roots, matched by its titled
+path (an agent's ``journal/x`` and ``workspace/x`` are both roots titled ``x``), so a path
+may begin above what the principal can see. Below a root, each title picks the newest
+child of that title: in a workspace several records share one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -16,24 +26,47 @@ import httpx
 
 from home.jmfts.errors import (
     Conflict,
-    Forbidden,
     InvalidInput,
     JmftsError,
+    MalformedAnswer,
     NotFound,
-    Unauthorized,
+    Unreachable,
+    refusal,
 )
 from home.jmfts.models import WORKSPACE_USETYPE
 
-_BY_STATUS: dict[int, type[JmftsError]] = {
-    400: InvalidInput,
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    422: InvalidInput,
-}
+DEFAULT_TIMEOUT_S = 10.0
+#: The CLI and provisioning wait longer: a first write may load the embedder.
+PATIENT_TIMEOUT_S = 60.0
+NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
-Doc = dict[str, Any]
+
+@dataclass(frozen=True)
+class Document:
+    """A JMFTS ``DocumentResponse``: the fields callers read, and the answer as sent."""
+
+    id: int
+    parent_id: int | None
+    title: str | None
+    content: str | None
+    usetype: str | None
+    titled_path: str | None = None
+    data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Document:
+        """Parse one document object; a malformed one is a MalformedAnswer, not a KeyError."""
+        if not isinstance(data, dict) or not isinstance(data.get("id"), int):
+            raise MalformedAnswer(f"JMFTS answered with something not a document: {data!r:.200}")
+        return cls(
+            id=data["id"],
+            parent_id=data.get("parent_id"),
+            title=data.get("title"),
+            content=data.get("content"),
+            usetype=data.get("usetype"),
+            titled_path=data.get("titled_path"),
+            data=data,
+        )
 
 
 def split_path(path: str) -> list[str]:
@@ -44,31 +77,289 @@ def split_path(path: str) -> list[str]:
     return parts
 
 
-class MemoryClient:
-    """Synchronous client for a running JMFTS server."""
+def read_token_file(token_file: Path) -> str:
+    """The bearer token stored in ``token_file``."""
+    try:
+        return token_file.read_text().strip()
+    except OSError as exc:
+        raise InvalidInput(f"{token_file}: cannot read the token file ({exc})") from exc
 
-    def __init__(self, url: str, token: str, *, timeout: float = 60.0) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=url.rstrip("/"),
+
+class JmftsClient:
+    """JMFTS over HTTP as one principal. ``async with JmftsClient(url, token=...)``."""
+
+    def __init__(self, base_url: str, *, token: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
             headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout,
+            timeout=timeout_s,
+            # A request's headers and body go out at once, not behind a delayed ACK.
+            transport=httpx.AsyncHTTPTransport(socket_options=NODELAY),
         )
 
     @classmethod
-    def from_token_file(cls, url: str, token_file: Path) -> MemoryClient:
-        """A client using the token stored in ``token_file`` (the admin's by default)."""
-        try:
-            token = token_file.read_text().strip()
-        except OSError as exc:
-            raise InvalidInput(f"{token_file}: cannot read the token file ({exc})") from exc
-        return cls(url, token)
+    def from_token_file(
+        cls, base_url: str, token_file: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> JmftsClient:
+        """A client using the token stored in ``token_file``."""
+        return cls(base_url, token=read_token_file(token_file), timeout_s=timeout_s)
 
-    def close(self) -> None:
+    async def __aenter__(self) -> JmftsClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
         """Close the connection pool."""
-        self._http.close()
+        await self._http.aclose()
 
-    def __enter__(self) -> MemoryClient:
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One request; its JSON answer, or None when the answer is empty."""
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            detail = str(exc) or repr(exc)
+            raise Unreachable(
+                f"JMFTS {method} {self.base_url}{path}: unreachable (cannot reach it: {detail})",
+                method=method,
+                path=path,
+                status=0,
+                detail=detail,
+            ) from exc
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+                detail = body.get("detail", body) if isinstance(body, dict) else body
+            except ValueError:
+                detail = response.text
+            raise refusal(method, path, response.status_code, detail)
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise MalformedAnswer(
+                f"JMFTS {method} {path} -> {response.status_code}: answer is not JSON",
+                method=method,
+                path=path,
+                status=response.status_code,
+                detail="answer is not JSON",
+            ) from exc
+
+    # -- documents -----------------------------------------------------------------------
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /``: the server's health document."""
+        result = await self.request("GET", "/")
+        return result if isinstance(result, dict) else {}
+
+    async def get(self, doc_id: int) -> Document:
+        """``GET /documents/{id}``."""
+        return Document.from_json(await self.request("GET", f"/documents/{doc_id}"))
+
+    async def roots(self) -> list[Document]:
+        """``GET /documents/roots``: every root this principal can see."""
+        return [Document.from_json(d) for d in await self.request("GET", "/documents/roots")]
+
+    async def children(self, doc_id: int, *, title: str | None = None) -> list[Document]:
+        """``GET /documents/{id}/children``: immediate children, optionally by exact title."""
+        params: dict[str, Any] = {"depth": 1, "limit": 100}
+        if title is not None:
+            params["title"] = title
+        found = await self.request("GET", f"/documents/{doc_id}/children", params=params)
+        return [Document.from_json(d) for d in found]
+
+    async def create(
+        self,
+        *,
+        title: str | None,
+        content: str | None,
+        parent_id: int | None,
+        usetype: str | None = None,
+        structured_content: dict[str, Any] | None = None,
+        supersedes: int | None = None,
+        event_time: str | None = None,
+    ) -> Document:
+        """``POST /documents``. Embedded at write, so the document is findable when this returns."""
+        body: dict[str, Any] = {
+            "title": title,
+            "content": content,
+            "parent_id": parent_id,
+            "usetype": usetype,
+        }
+        extra = {
+            "structured_content": structured_content,
+            "supersedes": supersedes,
+            "event_time": event_time,
+        }
+        body.update({k: v for k, v in extra.items() if v is not None})
+        return Document.from_json(await self.request("POST", "/documents", json=body))
+
+    async def update(self, doc_id: int, changes: dict[str, Any]) -> Document:
+        """``PATCH /documents/{id}`` (refused with 409 inside a workspace)."""
+        return Document.from_json(await self.request("PATCH", f"/documents/{doc_id}", json=changes))
+
+    async def subtree(self, doc_id: int, max_depth: int | None = None) -> dict[str, Any]:
+        """``GET /documents/{id}/subtree``."""
+        params = {"max_depth": max_depth} if max_depth is not None else None
+        return dict(await self.request("GET", f"/documents/{doc_id}/subtree", params=params))
+
+    async def search(self, query: str, method: str, limit: int, **filters: Any) -> dict[str, Any]:
+        """``POST /search/{method}``; filters left None are not sent."""
+        body = {
+            "query": query,
+            "limit": limit,
+            **{k: v for k, v in filters.items() if v is not None},
+        }
+        return dict(await self.request("POST", f"/search/{method}", json=body))
+
+    # -- titled paths --------------------------------------------------------------------
+
+    async def resolve(self, path: str) -> Document:
+        """The document at a titled path, or an id given as ``#12`` / ``12``."""
+        text = path.strip().lstrip("#")
+        if text.isdigit():
+            return await self.get(int(text))
+        for root, rest in await self._starts(split_path(path)):
+            found = await self._descend(root, rest)
+            if found is not None:
+                return found
+        raise refusal("GET", path, 404, "no document at this path visible to this principal")
+
+    async def ensure(self, path: str) -> Document:
+        """The document at a titled path, created (with its parents, empty) if absent."""
+        parts = split_path(path)
+        starts = await self._starts(parts)
+        if starts:
+            node, rest = starts[0]
+        else:
+            node = await self.create(
+                title=parts[0], content=None, parent_id=None, usetype=_container_usetype(parts[0])
+            )
+            rest = parts[1:]
+        for title in rest:
+            found = await self._child(node, title)
+            node = found or await self.create(title=title, content=None, parent_id=node.id)
+        return node
+
+    async def put(self, path: str, text: str, *, usetype: str | None = None) -> Document:
+        """Write ``text`` at ``path``, creating parents; the written document.
+
+        An existing leaf is updated, or, inside a workspace (which refuses edits with
+        409), superseded by a new record.
+        """
+        parts = split_path(path)
+        parent = await self.ensure("/".join(parts[:-1])) if len(parts) > 1 else None
+        leaf = parts[-1]
+        existing = await self._child(parent, leaf)
+        parent_id = parent.id if parent is not None else None
+        if existing is None:
+            return await self.create(title=leaf, content=text, parent_id=parent_id, usetype=usetype)
+        changes: dict[str, Any] = {"content": text}
+        if usetype is not None:
+            changes["usetype"] = usetype
+        try:
+            return await self.update(existing.id, changes)
+        except Conflict:
+            return await self.create(
+                title=leaf,
+                content=text,
+                parent_id=parent_id,
+                usetype=usetype,
+                supersedes=existing.id,
+            )
+
+    async def _starts(self, parts: list[str]) -> list[tuple[Document, list[str]]]:
+        """The visible roots a path begins at, deepest then newest first, each with the titles
+        below it."""
+        roots = sorted(await self.roots(), key=lambda d: -d.id)
+        return [
+            (root, parts[depth + 1 :])
+            for depth in reversed(range(len(parts)))
+            for root in roots
+            if root.titled_path == "/".join(parts[: depth + 1])
+        ]
+
+    async def _descend(self, node: Document, titles: list[str]) -> Document | None:
+        for title in titles:
+            found = await self._child(node, title)
+            if found is None:
+                return None
+            node = found
+        return node
+
+    async def _child(self, parent: Document | None, title: str) -> Document | None:
+        if parent is None:
+            found = [d for d in await self.roots() if d.title == title]
+        else:
+            found = await self.children(parent.id, title=title)
+        return max(found, key=lambda d: d.id) if found else None
+
+    # -- access --------------------------------------------------------------------------
+
+    async def principal_id(self, name: str, *, create: bool) -> int:
+        """The id of the principal called ``name`` (created when asked)."""
+        for principal in await self.request("GET", "/access/principals"):
+            if principal["name"] == name:
+                return int(principal["id"])
+        if not create:
+            raise NotFound(f"no principal named {name!r}")
+        return await self.create_principal(name)
+
+    async def create_principal(self, name: str) -> int:
+        """``POST /access/principals``: a new principal's id (409 if the name is taken)."""
+        return int((await self.request("POST", "/access/principals", json={"name": name}))["id"])
+
+    async def grant(self, path: str, principal_id: int, level: str) -> dict[str, Any]:
+        """Grant ``level`` (read or write) on the subtree at ``path``, creating it if absent."""
+        doc = await self.ensure(path)
+        return dict(
+            await self.request(
+                "POST",
+                f"/access/documents/{doc.id}/grants",
+                json={"principal_id": principal_id, "level": level},
+            )
+        )
+
+    async def mint_token(self, principal_id: int, label: str | None = None) -> str:
+        """A fresh bearer token for the principal (the server keeps only its hash)."""
+        result = await self.request(
+            "POST", f"/access/principals/{principal_id}/tokens", json={"label": label}
+        )
+        return str(result["token"])
+
+    async def whoami_ok(self) -> bool:
+        """True if this client's token still authenticates."""
+        try:
+            await self.request("GET", "/documents/roots")
+        except JmftsError:
+            return False
+        return True
+
+
+class SyncJmftsClient:
+    """:class:`JmftsClient` for code without an event loop (the CLI): each call runs to its end.
+
+    ``with SyncJmftsClient(url, token) as client``; must not be used inside a running loop.
+    """
+
+    def __init__(self, base_url: str, token: str, *, timeout_s: float = PATIENT_TIMEOUT_S) -> None:
+        self._runner = asyncio.Runner()
+        self._client = JmftsClient(base_url, token=token, timeout_s=timeout_s)
+
+    @classmethod
+    def from_token_file(cls, base_url: str, token_file: Path) -> SyncJmftsClient:
+        """A client using the token stored in ``token_file`` (the admin's by default)."""
+        return cls(base_url, read_token_file(token_file))
+
+    def __enter__(self) -> SyncJmftsClient:
         return self
 
     def __exit__(
@@ -76,152 +367,42 @@ class MemoryClient:
     ) -> None:
         self.close()
 
+    def close(self) -> None:
+        """Close the connection pool and the event loop."""
+        try:
+            self._runner.run(self._client.aclose())
+        finally:
+            self._runner.close()
+
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """One request; non-2xx raises the matching :mod:`home.jmfts.errors` class."""
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise JmftsError(f"{method} {path}: cannot reach JMFTS ({exc})") from exc
-        if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail", response.text)
-            except ValueError:
-                detail = response.text
-            cls = _BY_STATUS.get(response.status_code, JmftsError)
-            raise cls(f"{method} {path} -> {response.status_code}: {detail}")
-        return response.json() if response.content else None
+        """See :meth:`JmftsClient.request`."""
+        return self._runner.run(self._client.request(method, path, **kwargs))
 
-    # -- paths ----------------------------------------------------------------------
+    def roots(self) -> list[Document]:
+        """See :meth:`JmftsClient.roots`."""
+        return self._runner.run(self._client.roots())
 
-    def _child(self, parent: Doc | None, title: str) -> Doc | None:
-        if parent is None:
-            found = [d for d in self.request("GET", "/documents/roots") if d["title"] == title]
-        else:
-            found = self.request(
-                "GET", f"/documents/{parent['id']}/children", params={"title": title}
-            )
-        # In a workspace several records share a title: the newest is the current one.
-        return max(found, key=lambda d: d["id"]) if found else None
+    def resolve(self, path: str) -> Document:
+        """See :meth:`JmftsClient.resolve`."""
+        return self._runner.run(self._client.resolve(path))
 
-    def resolve(self, path: str) -> Doc:
-        """The document at a titled path, or an id given as ``#12`` / ``12``."""
-        text = path.strip().lstrip("#")
-        if text.isdigit():
-            return dict(self.request("GET", f"/documents/{int(text)}"))
-        doc: Doc | None = None
-        for part in split_path(path):
-            doc = self._child(doc, part)
-            if doc is None:
-                raise NotFound(f"no document at {path!r} (missing segment {part!r})")
-        if doc is None:  # split_path never returns an empty list
-            raise InvalidInput(f"path {path!r} names no document")
-        return doc
+    def put(self, path: str, text: str, *, usetype: str | None = None) -> Document:
+        """See :meth:`JmftsClient.put`."""
+        return self._runner.run(self._client.put(path, text, usetype=usetype))
 
-    def put(self, path: str, text: str, *, usetype: str | None = None) -> Doc:
-        """Write ``text`` at ``path``, creating parents; returns the written document."""
-        parts = split_path(path)
-        parent: Doc | None = None
-        for part in parts[:-1]:
-            found = self._child(parent, part)
-            if found is None:
-                found = self._create(parent, part, None, _container_usetype(parent, part))
-            parent = found
-        leaf = parts[-1]
-        existing = self._child(parent, leaf)
-        if existing is None:
-            return self._create(parent, leaf, text, usetype)
-        try:
-            body: Doc = {"content": text}
-            if usetype is not None:
-                body["usetype"] = usetype
-            return dict(self.request("PATCH", f"/documents/{existing['id']}", json=body))
-        except Conflict:
-            return self._create(parent, leaf, text, usetype, supersedes=existing["id"])
+    def subtree(self, doc_id: int, max_depth: int | None = None) -> dict[str, Any]:
+        """See :meth:`JmftsClient.subtree`."""
+        return self._runner.run(self._client.subtree(doc_id, max_depth))
 
-    def ensure(self, path: str) -> Doc:
-        """The document at ``path``, creating it and its parents as empty containers if absent."""
-        parent: Doc | None = None
-        for part in split_path(path):
-            found = self._child(parent, part)
-            if found is None:
-                found = self._create(parent, part, None, _container_usetype(parent, part))
-            parent = found
-        if parent is None:  # split_path never returns an empty list
-            raise InvalidInput(f"path {path!r} names no document")
-        return parent
-
-    def grant(self, path: str, principal_id: int, level: str) -> Doc:
-        """Grant ``level`` (read or write) on the subtree at ``path``, creating it if absent."""
-        doc = self.ensure(path)
-        return dict(
-            self.request(
-                "POST",
-                f"/access/documents/{doc['id']}/grants",
-                json={"principal_id": principal_id, "level": level},
-            )
-        )
-
-    def mint_token(self, principal_id: int, label: str | None = None) -> str:
-        """A fresh bearer token for the principal (the server keeps only its hash)."""
-        result = self.request(
-            "POST", f"/access/principals/{principal_id}/tokens", json={"label": label}
-        )
-        return str(result["token"])
-
-    def whoami_ok(self) -> bool:
-        """True if this client's token still authenticates."""
-        try:
-            self.request("GET", "/documents/roots")
-        except JmftsError:
-            return False
-        return True
-
-    def _create(
-        self,
-        parent: Doc | None,
-        title: str,
-        content: str | None,
-        usetype: str | None,
-        *,
-        supersedes: int | None = None,
-    ) -> Doc:
-        body: Doc = {"title": title, "content": content, "usetype": usetype}
-        if parent is not None:
-            body["parent_id"] = parent["id"]
-        if supersedes is not None:
-            body["supersedes"] = supersedes
-        return dict(self.request("POST", "/documents", json=body))
-
-    # -- other verbs -----------------------------------------------------------------
-
-    def subtree(self, doc_id: int, max_depth: int | None = None) -> Doc:
-        """``GET /documents/{id}/subtree``."""
-        params = {"max_depth": max_depth} if max_depth is not None else None
-        return dict(self.request("GET", f"/documents/{doc_id}/subtree", params=params))
-
-    def roots(self) -> list[Doc]:
-        """``GET /documents/roots``."""
-        return list(self.request("GET", "/documents/roots"))
-
-    def search(self, query: str, method: str, limit: int, **filters: Any) -> Doc:
-        """``POST /search/{method}``."""
-        body = {
-            "query": query,
-            "limit": limit,
-            **{k: v for k, v in filters.items() if v is not None},
-        }
-        return dict(self.request("POST", f"/search/{method}", json=body))
+    def search(self, query: str, method: str, limit: int, **filters: Any) -> dict[str, Any]:
+        """See :meth:`JmftsClient.search`."""
+        return self._runner.run(self._client.search(query, method, limit, **filters))
 
     def principal_id(self, name: str, *, create: bool) -> int:
-        """The id of the principal called ``name`` (created when asked)."""
-        for principal in self.request("GET", "/access/principals"):
-            if principal["name"] == name:
-                return int(principal["id"])
-        if not create:
-            raise NotFound(f"no principal named {name!r}")
-        return int(self.request("POST", "/access/principals", json={"name": name})["id"])
+        """See :meth:`JmftsClient.principal_id`."""
+        return self._runner.run(self._client.principal_id(name, create=create))
 
 
-def _container_usetype(parent: Doc | None, title: str) -> str | None:
+def _container_usetype(root_title: str) -> str | None:
     # The `workspace/` root makes its subtree append-only (docs/architecture.md "Workspace").
-    return WORKSPACE_USETYPE if parent is None and title == "workspace" else None
+    return WORKSPACE_USETYPE if root_title == "workspace" else None

@@ -9,12 +9,11 @@ store's: an agent's token reaches only what it was granted.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from home.jmfts.client import MemoryClient
+from home.jmfts.client import PATIENT_TIMEOUT_S, JmftsClient
 from home.jmfts.config import JmftsConfig
 from home.jmfts.errors import JmftsError
 from home.jmfts.locate import COMPONENT_NAME
@@ -38,26 +37,35 @@ def write_token(path: Path, token: str) -> None:
         fh.write(token)
 
 
-def provision_principal(
-    admin: MemoryClient, name: str, grants: Iterable[tuple[str, str]], token_file: Path | None
+async def provision_principal(
+    admin: JmftsClient, name: str, grants: Iterable[tuple[str, str]], token_file: Path | None
 ) -> str:
     """Ensure principal ``name`` with ``(path, level)`` grants; return a working token.
 
     A token file that still authenticates is kept; otherwise a new token is minted
     (and written to ``token_file`` when given).
     """
-    principal = admin.principal_id(name, create=True)
+    principal = await admin.principal_id(name, create=True)
     for path, level in grants:
-        admin.grant(path, principal, level)
-    if token_file is not None and token_file.is_file():
-        existing = token_file.read_text().strip()
-        with MemoryClient(admin.url, existing) as probe:
-            if probe.whoami_ok():
+        await admin.grant(path, principal, level)
+    existing = _stored_token(token_file)
+    if existing is not None:
+        async with JmftsClient(
+            admin.base_url, token=existing, timeout_s=PATIENT_TIMEOUT_S
+        ) as probe:
+            if await probe.whoami_ok():
                 return existing
-    token = admin.mint_token(principal, label=f"{name} (home up)")
+    token = await admin.mint_token(principal, label=f"{name} (home up)")
     if token_file is not None:
         write_token(token_file, token)
     return token
+
+
+def _stored_token(token_file: Path | None) -> str | None:
+    """The token kept in ``token_file``, or None when there is no such file."""
+    if token_file is None or not token_file.is_file():
+        return None
+    return token_file.read_text().strip()
 
 
 class JmftsComponent:
@@ -76,18 +84,20 @@ class JmftsComponent:
         """Serve, then give every agent its principal, grants and token."""
         try:
             await self._server.start()
-            await asyncio.to_thread(self._provision)
+            await self._provision()
         except (JmftsError, OSError) as exc:
             await self._server.stop()
             raise ComponentError(f"jmfts: did not start: {exc}") from exc
 
-    def _provision(self) -> None:
+    async def _provision(self) -> None:
         token_file = self._server.admin_token_file
         if token_file is None:
             raise ComponentError("jmfts: the server wrote no admin token")
-        with MemoryClient.from_token_file(self._server.url, token_file) as admin:
+        async with JmftsClient.from_token_file(
+            self._server.url, token_file, timeout_s=PATIENT_TIMEOUT_S
+        ) as admin:
             for agent in self._agents:
-                provision_principal(
+                await provision_principal(
                     admin,
                     f"agent.{agent}",
                     [(path, "write") for path in agent_subtrees(agent)],

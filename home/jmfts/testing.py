@@ -14,18 +14,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from home.jmfts.client import PATIENT_TIMEOUT_S, JmftsClient
 from home.jmfts.config import JmftsConfig
 from home.jmfts.errors import JmftsError
-from home.jmfts.models import WORKSPACE_USETYPE
 from home.jmfts.server import JmftsServer
 
 
 class RunningJmfts:
-    """A started server and an admin HTTP client to provision it."""
+    """A started server and an admin client to provision it."""
 
-    def __init__(self, server: JmftsServer, admin: httpx.AsyncClient) -> None:
+    def __init__(self, server: JmftsServer, admin: JmftsClient) -> None:
         self.server = server
         self.url = server.url
         self._admin = admin
@@ -36,69 +34,37 @@ class RunningJmfts:
         return _token(self.server)
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = await self._admin.request(method, path, **kwargs)
-        response.raise_for_status()
-        return response.json() if response.content else None
+        return await self._admin.request(method, path, **kwargs)
 
     async def ensure_path(self, path: str) -> int:
         """The id of the document at a titled path, containers created as needed."""
-        parent: int | None = None
-        for i, title in enumerate(p for p in path.split("/") if p):
-            if parent is None:
-                found = [
-                    d for d in await self._call("GET", "/documents/roots") if d["title"] == title
-                ]
-            else:
-                found = await self._call(
-                    "GET", f"/documents/{parent}/children", params={"title": title}
-                )
-            if found:
-                parent = int(max(d["id"] for d in found))
-                continue
-            usetype = WORKSPACE_USETYPE if i == 0 and title == "workspace" else None
-            doc = await self._call(
-                "POST",
-                "/documents",
-                json={"title": title, "content": None, "parent_id": parent, "usetype": usetype},
-            )
-            parent = int(doc["id"])
-        if parent is None:
-            raise ValueError(f"path {path!r} names no document")
-        return parent
+        return (await self._admin.ensure(path)).id
 
     async def write(self, path: str, text: str, *, event_time: datetime | None = None) -> int:
         """Write one document under the container at ``path`` as the owner; its id."""
         parent = await self.ensure_path(path)
-        body: dict[str, Any] = {"title": None, "content": text, "parent_id": parent}
-        if event_time is not None:
-            body["event_time"] = event_time.isoformat()
-        return int((await self._call("POST", "/documents", json=body))["id"])
+        doc = await self._admin.create(
+            title=None,
+            content=text,
+            parent_id=parent,
+            event_time=event_time.isoformat() if event_time is not None else None,
+        )
+        return doc.id
 
     async def grant(self, name: str, path: str, level: str = "read") -> None:
         """Grant the principal called ``name`` ``level`` on the subtree at ``path``."""
-        principals = await self._call("GET", "/access/principals")
-        pid = next(int(p["id"]) for p in principals if p["name"] == name)
-        doc = await self.ensure_path(path)
-        await self._call(
-            "POST", f"/access/documents/{doc}/grants", json={"principal_id": pid, "level": level}
-        )
+        pid = await self._admin.principal_id(name, create=False)
+        await self._admin.grant(path, pid, level)
 
     async def principal(
         self, name: str, grants: list[str], *, read: list[str] | tuple[str, ...] = ()
     ) -> str:
         """A new principal with write on ``grants`` and read on ``read``; its token."""
-        created = await self._call("POST", "/access/principals", json={"name": name})
-        pid = int(created["id"])
+        pid = await self._admin.create_principal(name)
         for level, paths in (("write", grants), ("read", read)):
             for path in paths:
-                doc = await self.ensure_path(path)
-                await self._call(
-                    "POST",
-                    f"/access/documents/{doc}/grants",
-                    json={"principal_id": pid, "level": level},
-                )
-        minted = await self._call("POST", f"/access/principals/{pid}/tokens", json={"label": name})
-        return str(minted["token"])
+                await self._admin.grant(path, pid, level)
+        return await self._admin.mint_token(pid, label=name)
 
 
 @asynccontextmanager
@@ -106,11 +72,7 @@ async def running_jmfts(data_dir: Path) -> AsyncIterator[RunningJmfts]:
     """Start a JMFTS server on a free loopback port under ``data_dir``; stop it on exit."""
     async with (
         JmftsServer(JmftsConfig(data_dir=data_dir, port=0)) as server,
-        httpx.AsyncClient(
-            base_url=server.url,
-            headers={"Authorization": f"Bearer {_token(server)}"},
-            timeout=60.0,
-        ) as admin,
+        JmftsClient(server.url, token=_token(server), timeout_s=PATIENT_TIMEOUT_S) as admin,
     ):
         yield RunningJmfts(server, admin)
 

@@ -1,20 +1,23 @@
 """The memory reflex's machinery: recall before every turn, memorize off the turn.
 
 τ loads :mod:`home.tau_ext.memory_reflex` by path; that file is glue, and the work is
-here, in modules that do one thing each: configuration (:mod:`.config`), the JMFTS
-client the reflex searches and deposits with (:mod:`.store`), the pure recall gate and
-rendering (:mod:`.recall`), FSRS review decay (:mod:`.fsrs`), the evaluator's prompt,
-parsing and deduplication (:mod:`.evaluator`), the keep gate that decides whether an
+here, in modules that do one thing each: configuration (:mod:`.config`), the memories
+the reflex searches and deposits over the JMFTS client (:mod:`.store`), the pure recall
+gate and rendering (:mod:`.recall`), FSRS review decay (:mod:`.fsrs`), the evaluator's
+prompt, parsing and deduplication (:mod:`.evaluator`), the keep gate that decides whether an
 utterance holds anything worth keeping (:mod:`.keep_gate`), the typed records and the
 on-disk ledger (:mod:`.records`), and threshold calibration and the judge, with their
 CLI (:mod:`.calibrate`, :mod:`.cli`).
 
-Errors raised here::
+Errors raised here, under :class:`shared.errors.TetherError`::
 
     MemoryReflexError
-    ├── MemoryConfigError   a config key is missing, mistyped or out of range (named)
-    ├── MemoryStoreError    JMFTS unreachable, or it refused a request (status, detail)
+    ├── MemoryConfigError   (ConfigurationError) a config key is missing, mistyped or out
+    │                       of range (named)
     ├── LedgerError         the search ledger or review book cannot be read or written
     ├── KeepGateError       the keep gate's examples unreadable, or its embedder failed
     └── RestatementError    the model asked for a fact answered none (``home memory judge``)
+
+JMFTS unreachable, or refusing a request, is :class:`home.jmfts.errors.JmftsError` (with
+its ``status`` and ``detail``), raised by the one client under :mod:`.store`.
 """

@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
+from shared.errors import ConfigurationError, TetherError
 
-class MemoryReflexError(Exception):
+
+class MemoryReflexError(TetherError):
     """Base of every error raised by :mod:`home.memory`."""
 
 
-class MemoryConfigError(MemoryReflexError):
+class MemoryConfigError(MemoryReflexError, ConfigurationError):
     """A reflex config key is missing, mistyped or out of range."""
-
-
-class MemoryStoreError(MemoryReflexError):
-    """JMFTS could not be reached, or answered a request with an error."""
-
-    def __init__(self, method: str, path: str, status: int, detail: object) -> None:
-        self.method = method
-        self.path = path
-        self.status = status
-        self.detail = detail
-        where = "unreachable" if status == 0 else f"-> {status}"
-        super().__init__(f"JMFTS {method} {path} {where}: {detail}")
-
-    @property
-    def not_found(self) -> bool:
-        """404: absent, or not granted to this principal (JMFTS does not say which)."""
-        return self.status == 404
 
 
 class LedgerError(MemoryReflexError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from home.jmfts.client import MemoryClient
+from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import InvalidInput
 from home.jmfts.models import RETRACTION_USETYPE
 
@@ -29,7 +29,7 @@ class Forgotten:
         return {"id": self.id, "action": self.action, "retraction_id": self.retraction_id}
 
 
-def forget(client: MemoryClient, doc_id: int, reason: str = "forgotten by hand") -> Forgotten:
+def forget(client: SyncJmftsClient, doc_id: int, reason: str = "forgotten by hand") -> Forgotten:
     """Retract (workspace) or delete (elsewhere) document ``doc_id``; JMFTS errors propagate."""
     doc = client.request("GET", f"/documents/{doc_id}")
     body = {

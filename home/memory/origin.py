@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from home.jmfts.client import MemoryClient
+from home.jmfts.client import SyncJmftsClient
 from home.memory.provenance import Provenance
 
 
@@ -55,7 +55,7 @@ class MemoryOrigin:
         return out
 
 
-def memory_origin(client: MemoryClient, doc_id: int) -> MemoryOrigin:
+def memory_origin(client: SyncJmftsClient, doc_id: int) -> MemoryOrigin:
     """Read document ``doc_id`` and its audit thread; JMFTS errors propagate."""
     doc = client.request("GET", f"/documents/{doc_id}")
     return MemoryOrigin(

@@ -12,9 +12,9 @@ import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from home.jmfts.errors import JmftsError
 from home.memory.config import ReflexConfig, RootSpec
 from home.memory.correction import read_slot
-from home.memory.errors import MemoryStoreError
 from home.memory.evaluator import decide
 from home.memory.fsrs import ReviewBook
 from home.memory.provenance import Provenance
@@ -71,7 +71,7 @@ class Recaller:
         hits: list[tuple[str, StoredMemory]] = []
         errors: list[str] = []
         for root, result in zip(self.config.roots, results, strict=True):
-            if isinstance(result, MemoryStoreError):
+            if isinstance(result, JmftsError):
                 errors.append(f"{root.path}: {result}")
             elif isinstance(result, TimeoutError):
                 errors.append(f"{root.path}: no answer within {self.config.search_timeout_s:g}s")

@@ -1,26 +1,21 @@
-"""The reflex's JMFTS client: resolve a root, vector-search it, deposit and supersede.
+"""The reflex's memories in JMFTS: resolve a root, vector-search it, deposit and supersede.
 
-Everything goes through ``/search/vector`` (a real cosine score, which a gate can
-trust) and ``/documents``, with the agent's own bearer token: what the agent was not
-granted answers 404, so it is absent here too. Foreign exceptions stop at this
-boundary as :class:`MemoryStoreError`.
+A thin layer over the one client (:class:`home.jmfts.client.JmftsClient`) as the agent's
+own principal: what the agent was not granted answers 404, so it is absent here too.
+Searches go through ``/search/vector`` (a real cosine score, which a gate can trust).
+JMFTS failures arrive as :class:`home.jmfts.errors.JmftsError`.
 """
 
 from __future__ import annotations
 
-import socket
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
-import httpx
-
-from home.memory.errors import MemoryStoreError
+from home.jmfts.client import DEFAULT_TIMEOUT_S, JmftsClient
+from home.jmfts.errors import JmftsError, MalformedAnswer
 from home.memory.provenance import Provenance
-
-DEFAULT_TIMEOUT_S = 10.0
-NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 @dataclass(frozen=True)
@@ -39,9 +34,9 @@ class StoredMemory:
     def from_document(
         cls, doc: Any, *, score: float = 0.0, age: str = "", path: str = ""
     ) -> StoredMemory:
-        """Parse a JMFTS ``DocumentResponse``; a malformed one is a MemoryStoreError."""
+        """Parse a JMFTS ``DocumentResponse``; a malformed one is a MalformedAnswer."""
         if not isinstance(doc, dict) or not isinstance(doc.get("id"), int):
-            raise MemoryStoreError("GET", "<document>", 0, f"not a document: {doc!r:.200}")
+            raise MalformedAnswer(f"JMFTS answered with something not a document: {doc!r:.200}")
         stamp = doc.get("event_time") or doc.get("created_at")
         written = datetime.fromisoformat(stamp) if isinstance(stamp, str) else datetime.now(UTC)
         if written.tzinfo is None:
@@ -58,105 +53,35 @@ class StoredMemory:
         )
 
 
-class MemoryStore:
-    """JMFTS as one principal. ``async with MemoryStore(url, token=...)``."""
+class MemoryStore(AbstractAsyncContextManager["MemoryStore"]):
+    """The reflex's memories as one principal. ``async with MemoryStore(url, token=...)``."""
 
     def __init__(self, base_url: str, *, token: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout_s,
-            # A request's headers and body go out at once, not behind a delayed ACK.
-            transport=httpx.AsyncHTTPTransport(socket_options=NODELAY),
-        )
+        self.client = JmftsClient(base_url, token=token, timeout_s=timeout_s)
         self._resolved: dict[str, int] = {}
 
-    async def __aenter__(self) -> MemoryStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
-
-    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            response = await self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise MemoryStoreError(method, path, 0, str(exc) or repr(exc)) from exc
-        if response.status_code >= 400:
-            try:
-                body = response.json()
-                detail = body.get("detail", body) if isinstance(body, dict) else body
-            except ValueError:
-                detail = response.text
-            raise MemoryStoreError(method, path, response.status_code, detail)
-        try:
-            return response.json() if response.content else None
-        except ValueError as exc:
-            raise MemoryStoreError(method, path, response.status_code, "not JSON") from exc
-
-    # -- roots -------------------------------------------------------------------------
+        """Close the client's connection pool."""
+        await self.client.aclose()
 
     async def resolve(self, path: str) -> int:
-        """The id of the document at a titled path (``workspace/x``) or ``#id``.
+        """The id of the document at a titled path (``workspace/x``) or ``#id``, remembered.
 
-        A principal sees its grant roots as its roots, so a path may begin above what
-        it can see: the longest tail of the path that starts at a visible root wins.
-        A root is matched by its titled path (an agent's ``journal/x`` and
-        ``workspace/x`` are both roots titled ``x``). Absent or not granted is a 404
-        :class:`MemoryStoreError`.
+        Absent or not granted is a 404 :class:`~home.jmfts.errors.NotFound`.
         """
         cached = self._resolved.get(path)
-        if cached is not None:
-            return cached
-        text = path.strip().lstrip("#")
-        if text.isdigit():
-            doc = await self._request("GET", f"/documents/{int(text)}")
-            self._resolved[path] = int(doc["id"])
-            return self._resolved[path]
-        parts = [p for p in text.split("/") if p]
-        if not parts:
-            raise MemoryStoreError("GET", path, 400, "the path names no document")
-        roots = await self._request("GET", "/documents/roots")
-        for start in range(len(parts)):
-            for root in roots:
-                if root.get("titled_path") != "/".join(parts[: start + 1]):
-                    continue
-                found = await self._walk(int(root["id"]), parts[start + 1 :])
-                if found is not None:
-                    self._resolved[path] = found
-                    return found
-        raise MemoryStoreError("GET", path, 404, "no such document visible to this principal")
-
-    async def _walk(self, node: int, titles: list[str]) -> int | None:
-        for title in titles:
-            found = await self._request(
-                "GET", f"/documents/{node}/children", params={"title": title, "limit": 100}
-            )
-            if not found:
-                return None
-            node = max(int(d["id"]) for d in found)
-        return node
-
-    # -- search ------------------------------------------------------------------------
+        if cached is None:
+            cached = self._resolved[path] = (await self.client.resolve(path)).id
+        return cached
 
     async def vector_search(self, query: str, root_id: int, limit: int) -> list[StoredMemory]:
         """Top ``limit`` documents under ``root_id`` by cosine score, ungated (threshold 0)."""
-        body = {"query": query, "limit": limit, "roots": [root_id], "threshold": 0.0}
-        answer = await self._request("POST", "/search/vector", json=body)
-        if not isinstance(answer, dict) or answer.get("score_kind") != "cosine":
-            raise MemoryStoreError(
-                "POST", "/search/vector", 200, f"not cosine scores: {answer!r:.200}"
-            )
+        answer = await self.client.search(query, "vector", limit, roots=[root_id], threshold=0.0)
+        if answer.get("score_kind") != "cosine":
+            raise MalformedAnswer(f"JMFTS POST /search/vector: not cosine scores: {answer!r:.200}")
         hits = []
         for item in answer.get("results", []):
             if item.get("id") == root_id:
@@ -170,8 +95,6 @@ class MemoryStore:
                 )
             )
         return hits
-
-    # -- writes ------------------------------------------------------------------------
 
     async def deposit(
         self,
@@ -187,17 +110,21 @@ class MemoryStore:
         elsewhere the old document is updated in place. ``origin`` is written into the
         record (its audit thread).
         """
-        body: dict[str, Any] = {"title": None, "content": text, "parent_id": parent_id}
-        if origin is not None:
-            body["structured_content"] = origin.structured_content()
-        if supersedes is None:
-            return StoredMemory.from_document(await self._request("POST", "/documents", json=body))
+        structured = origin.structured_content() if origin is not None else None
         try:
-            doc = await self._request("POST", "/documents", json={**body, "supersedes": supersedes})
-        except MemoryStoreError as exc:
-            if exc.status != 400:
+            doc = await self.client.create(
+                title=None,
+                content=text,
+                parent_id=parent_id,
+                structured_content=structured,
+                supersedes=supersedes,
+            )
+        except JmftsError as exc:
+            if supersedes is None or exc.status != 400:
                 raise
             # Outside a workspace there is no supersession: update the memory in place.
-            patch = {k: v for k, v in body.items() if k in ("content", "structured_content")}
-            doc = await self._request("PATCH", f"/documents/{supersedes}", json=patch)
-        return StoredMemory.from_document(doc)
+            changes: dict[str, Any] = {"content": text}
+            if structured is not None:
+                changes["structured_content"] = structured
+            doc = await self.client.update(supersedes, changes)
+        return StoredMemory.from_document(doc.data)

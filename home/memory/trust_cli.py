@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from home.jmfts.cli import AsJson, TokenFile, Url
-from home.jmfts.client import MemoryClient
+from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import JmftsError
 from home.jmfts.locate import locate_memory_server
 from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, DEFAULT_THRESHOLD, LEDGER_DIRNAME
@@ -48,11 +48,11 @@ def _failed(exc: Exception) -> typer.Exit:
 
 
 @contextmanager
-def _client(data_dir: Path, url: str | None, token_file: Path | None) -> Iterator[MemoryClient]:
+def _client(data_dir: Path, url: str | None, token_file: Path | None) -> Iterator[SyncJmftsClient]:
     """A client of the home's memory server (or the one named); failures exit 1, named."""
     try:
         server = locate_memory_server(data_dir, url, token_file)
-        with MemoryClient.from_token_file(server.url, server.token_file) as client:
+        with SyncJmftsClient.from_token_file(server.url, server.token_file) as client:
             yield client
     except (HomeNotRunning, JmftsError) as exc:
         raise _failed(exc) from exc
@@ -100,10 +100,10 @@ def show(
         console.print(line, highlight=False, soft_wrap=True)
 
 
-def _current(client: MemoryClient, root: str) -> list[tuple[int, str, datetime]]:
+def _current(client: SyncJmftsClient, root: str) -> list[tuple[int, str, datetime]]:
     """The current (not superseded, not retracted) memories under ``root``."""
     doc = client.resolve(root)
-    view = client.request("GET", f"/workspace/{doc['id']}")["current"]
+    view = client.request("GET", f"/workspace/{doc.id}")["current"]
     out = []
     for item in view:
         stamp = item.get("event_time") or item.get("created_at")

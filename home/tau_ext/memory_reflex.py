@@ -46,6 +46,7 @@ from typing import Any
 from tau_llm import grammar as tau_grammar
 from tau_llm.constraints import DecodeConstraints
 
+from home.jmfts.errors import JmftsError
 from home.memory.config import ReflexConfig, parse_config
 from home.memory.errors import MemoryReflexError
 from home.memory.evaluator import (
@@ -435,7 +436,7 @@ class MemoryReflex:
             else:
                 deposits = await self.depositor.deposit(facts, origin)
                 record = replace(base, status="deposited", deposits=deposits)
-        except MemoryReflexError as exc:
+        except (MemoryReflexError, JmftsError) as exc:
             record = replace(base, error=str(exc))
         except asyncio.CancelledError:
             raise

@@ -420,7 +420,7 @@ async def hybrid_top(url: str, token: str, root_id: int, query: str) -> tuple[li
 
 async def server_latency_ms(store: MemoryStore, query: str, root_id: int) -> float:
     """JMFTS's own compute time for the same vector search (its ``latency_ms``)."""
-    answer = await store._request(  # the reflex's client, one level down: the raw answer
+    answer = await store.client.request(  # the reflex's client, one level down: the raw answer
         "POST",
         "/search/vector",
         json={"query": query, "limit": K, "roots": [root_id], "threshold": 0.0},

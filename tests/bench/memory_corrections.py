@@ -117,7 +117,7 @@ class Arm:
 
 async def _current(store: MemoryStore, root_id: int) -> dict[str, int]:
     """The root's current memories (the workspace view), normalized text -> id."""
-    view = await store._request("GET", f"/workspace/{root_id}")  # the reflex's client, raw
+    view = await store.client.request("GET", f"/workspace/{root_id}")  # the reflex's client, raw
     return {normalized(d["content"] or ""): int(d["id"]) for d in view["current"]}
 
 
@@ -157,7 +157,7 @@ async def measure_corrections(url: str, admin_token: str, work: Path) -> list[Re
         workspace = await store.resolve("workspace")
         for slug, kind in (("now", Depositor), ("peer", NearDuplicateDepositor)):
             title = f"bench_corrections_{slug}"
-            await store._request(
+            await store.client.request(
                 "POST", "/documents", json={"title": title, "parent_id": workspace}
             )
             config = parse_config({

@@ -8,8 +8,8 @@ from pathlib import Path
 from home.agents.agent_node import AgentNode
 from home.agents.launch import ModelEndpoint
 from home.effectors.effector import Effector
-from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
+from home.jmfts.client import JmftsClient
 from home.jmfts.testing import RunningJmfts
 from shared.schema.catalog import NodeCatalog
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide

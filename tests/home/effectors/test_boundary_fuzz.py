@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from home.effectors.effector import Effector, note_text
-from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
+from home.jmfts.client import JmftsClient
 from home.memory.provenance import Provenance
 from shared.event import Event
 from tests.support import json_strategy

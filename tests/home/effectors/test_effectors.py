@@ -21,8 +21,8 @@ import pytest
 
 from home.effectors import jmfts_write
 from home.effectors.effector import Effector
-from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
+from home.jmfts.client import JmftsClient
 from home.jmfts.testing import RunningJmfts
 from shared.event import Event, new_binding_id
 from shared.subjects import journal_append_ack_subject, verb_subject

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from home.jmfts.errors import JmftsError
 from home.jmfts.testing import RunningJmfts
 from home.memory.config import parse_config
-from home.memory.errors import MemoryStoreError
 from home.memory.fsrs import ReviewBook
 from home.memory.reflex import Depositor, Recaller
 from home.memory.store import MemoryStore
@@ -93,7 +93,7 @@ async def test_read_is_not_write_and_absent_is_absent_on_every_path(
             if agent == A:
                 continue
             # Neither a read grant nor no grant lets an agent deposit into A's memory.
-            with pytest.raises(MemoryStoreError) as refused:
+            with pytest.raises(JmftsError) as refused:
                 await Depositor(cfg, store).deposit(["The user's passport expires in April."])
             assert refused.value.status in (403, 404)
 
