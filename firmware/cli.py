@@ -16,14 +16,14 @@ from rich.table import Table
 from bridge.errors import PairError
 from bridge.pair import PairResult
 from firmware.boottest import DEFAULT_TIMEOUT, boot_test
-from firmware.build import BuildRequest, build, check_half
+from firmware.build import BuildRequest, BuildResult, build, check_half
 from firmware.errors import BuildError, FirmwareError, FlashRefused, HostToolError, ManifestError
 from firmware.flash import FlashOptions, check_compressed, flash, image_manifest, verify
 from firmware.host import cache_dir, source_date_epoch
 from firmware.pairing import QEMU_DEFAULT_HOME, HomeAddress, pair_board
 from firmware.profiles import PROFILES, get_profile
-from firmware.report import RichReporter, SilentReporter
-from firmware.service import load_service_config
+from firmware.report import RichReporter, SilentReporter, StageTime
+from firmware.service import ServiceConfig, load_service_config
 from firmware.target import DEFAULT_MAX_BYTES
 from shared.errors import ContractError
 from shared.exit_codes import ExitCode
@@ -160,43 +160,15 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
 
     Example: firmware build --device tui --profile qemu --out out/
     """
-    if not DEVICE_NAME.match(device):
-        raise _fail(f"--device {device!r}: one token of [a-z0-9_-]", ExitCode.USAGE)
-    if profile not in PROFILES:
-        raise _fail(f"--profile {profile!r}: one of {', '.join(sorted(PROFILES))}", ExitCode.USAGE)
-    if vosk_model is not None and not vosk_model.is_dir():
-        raise _fail(f"--vosk-model {vosk_model}: not a folder", ExitCode.USAGE)
-    root = _repo_root()
-    try:
-        address = HomeAddress.parse(home) if home is not None else None
-    except PairError as exc:
-        raise _fail(str(exc), ExitCode.USAGE) from None
-    if ssh_key is not None and not ssh_key.exists():
-        raise _fail(f"--ssh-key {ssh_key}: no such file", ExitCode.USAGE)
-    try:
-        service = load_service_config(service_config)
-    except ContractError as exc:
-        raise _fail(str(exc), ExitCode.USAGE) from None
+    root, address, service = _checked_options(
+        device, profile, vosk_model=vosk_model, home=home, ssh_key=ssh_key, config=service_config
+    )
     paired = None
-    if half is None and key is None and _paired_half(device, out) is None:
-        paired = _pair(device, home or (QEMU_DEFAULT_HOME if profile == "qemu" else None), out)
+    if half is None and key is None:
+        paired = _pair_unpaired(device, profile, home, out, quiet=as_json)
         if paired is not None:
             half, key = paired.edge_half, paired.client_key
-            if not as_json:
-                err.print(
-                    f"paired {device!r} for home at {paired_home(paired)}: the board carries "
-                    f"{paired.edge_half}; give home {paired.home_half} and "
-                    f"{paired.host_key} (e.g. into HOME_DATA/bridge/)",
-                    highlight=False,
-                )
-    half = half or _paired_half(device, out) or _default_half(device, out, root)
-    if half is not None and not half.exists():
-        raise _fail(f"--half {half}: no such file", ExitCode.USAGE)
-    if key is None and half is not None:
-        candidate = half.parent / "secrets" / f"{device}.edge.key"
-        key = candidate if candidate.exists() else None
-    elif key is not None and not key.exists():
-        raise _fail(f"--key {key}: no such file", ExitCode.USAGE)
+    half, key = _half_and_key(device, out, root, half, key)
     try:
         if half is not None:
             check_half(half, device)
@@ -223,7 +195,79 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
             f"[yellow]warning[/yellow]: no board key for {device!r}: the board cannot "
             "authenticate to home (run `bridge pair` first)"
         )
-    reporter = SilentReporter() if as_json else RichReporter(err)
+    result, times = _run_build(request, quiet=as_json)
+    if as_json:
+        print(json.dumps(_build_json(result, paired, times), indent=2))
+    else:
+        _print_build(result, f"firmware build {device} ({profile})", times)
+
+
+def _checked_options(
+    device: str,
+    profile: str,
+    *,
+    vosk_model: Path | None,
+    home: str | None,
+    ssh_key: Path | None,
+    config: Path | None,
+) -> tuple[Path, HomeAddress | None, ServiceConfig]:
+    """The source tree, the parsed ``--home`` and the service config; a bad option exits 2."""
+    if not DEVICE_NAME.match(device):
+        raise _fail(f"--device {device!r}: one token of [a-z0-9_-]", ExitCode.USAGE)
+    if profile not in PROFILES:
+        raise _fail(f"--profile {profile!r}: one of {', '.join(sorted(PROFILES))}", ExitCode.USAGE)
+    if vosk_model is not None and not vosk_model.is_dir():
+        raise _fail(f"--vosk-model {vosk_model}: not a folder", ExitCode.USAGE)
+    root = _repo_root()
+    try:
+        address = HomeAddress.parse(home) if home is not None else None
+    except PairError as exc:
+        raise _fail(str(exc), ExitCode.USAGE) from None
+    if ssh_key is not None and not ssh_key.exists():
+        raise _fail(f"--ssh-key {ssh_key}: no such file", ExitCode.USAGE)
+    try:
+        service = load_service_config(config)
+    except ContractError as exc:
+        raise _fail(str(exc), ExitCode.USAGE) from None
+    return root, address, service
+
+
+def _pair_unpaired(
+    device: str, profile: str, home: str | None, out: Path, *, quiet: bool
+) -> PairResult | None:
+    """Pair DEVICE when no earlier pairing is found under OUT (or out/) and a home is known."""
+    if _paired_half(device, out) is not None:
+        return None
+    paired = _pair(device, home or (QEMU_DEFAULT_HOME if profile == "qemu" else None), out)
+    if paired is not None and not quiet:
+        err.print(
+            f"paired {device!r} for home at {paired_home(paired)}: the board carries "
+            f"{paired.edge_half}; give home {paired.home_half} and "
+            f"{paired.host_key} (e.g. into HOME_DATA/bridge/)",
+            highlight=False,
+        )
+    return paired
+
+
+def _half_and_key(
+    device: str, out: Path, root: Path, half: Path | None, key: Path | None
+) -> tuple[Path | None, Path | None]:
+    """The bridge half and board key the image carries: as given, else found; a given
+    file that does not exist exits 2."""
+    half = half or _paired_half(device, out) or _default_half(device, out, root)
+    if half is not None and not half.exists():
+        raise _fail(f"--half {half}: no such file", ExitCode.USAGE)
+    if key is None and half is not None:
+        candidate = half.parent / "secrets" / f"{device}.edge.key"
+        key = candidate if candidate.exists() else None
+    elif key is not None and not key.exists():
+        raise _fail(f"--key {key}: no such file", ExitCode.USAGE)
+    return half, key
+
+
+def _run_build(request: BuildRequest, *, quiet: bool) -> tuple[BuildResult, list[StageTime]]:
+    """Build the image, with progress on stderr unless ``quiet``; a failed stage exits 1."""
+    reporter = SilentReporter() if quiet else RichReporter(err)
     try:
         if isinstance(reporter, RichReporter):
             with reporter:
@@ -232,38 +276,43 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
             result = build(request, reporter)
     except (BuildError, HostToolError, ContractError) as exc:
         raise _fail(str(exc), ExitCode.FAILURE) from None
-    stages = [
-        {"stage": t.stage, "seconds": round(t.seconds, 1), "note": t.note} for t in reporter.times
-    ]
-    if as_json:
-        print(
-            json.dumps(
-                {
-                    "image": str(result.image),
-                    "manifest": str(result.manifest_path),
-                    "sha256": result.manifest.image.sha256,
-                    "rootfs_cached": result.rootfs_cached,
-                    "home": result.manifest.edge.home,
-                    "paired": None
-                    if paired is None
-                    else {
-                        "edge_half": str(paired.edge_half),
-                        "home_half": str(paired.home_half),
-                        "client_key": str(paired.client_key),
-                        "host_key": str(paired.host_key),
-                    },
-                    "stages": stages,
-                },
-                indent=2,
-            )
-        )
-        return
-    table = Table(title=f"firmware build {device} ({profile})")
+    return result, reporter.times
+
+
+def _stage_rows(times: list[StageTime]) -> list[dict[str, object]]:
+    return [{"stage": t.stage, "seconds": round(t.seconds, 1), "note": t.note} for t in times]
+
+
+def _build_json(
+    result: BuildResult, paired: PairResult | None, times: list[StageTime]
+) -> dict[str, object]:
+    """The ``--json`` answer of a build."""
+    return {
+        "image": str(result.image),
+        "manifest": str(result.manifest_path),
+        "sha256": result.manifest.image.sha256,
+        "rootfs_cached": result.rootfs_cached,
+        "home": result.manifest.edge.home,
+        "paired": None
+        if paired is None
+        else {
+            "edge_half": str(paired.edge_half),
+            "home_half": str(paired.home_half),
+            "client_key": str(paired.client_key),
+            "host_key": str(paired.host_key),
+        },
+        "stages": _stage_rows(times),
+    }
+
+
+def _print_build(result: BuildResult, title: str, times: list[StageTime]) -> None:
+    """The stage table and the image's size, hash and manifest, on stdout."""
+    table = Table(title=title)
     for column in ("stage", "seconds", "result"):
         table.add_column(column)
-    for row in stages:
+    for row in _stage_rows(times):
         table.add_row(str(row["stage"]), f"{row['seconds']:.1f}", str(row["note"]))
-    table.add_row("total", f"{sum(t.seconds for t in reporter.times):.1f}", "")
+    table.add_row("total", f"{sum(t.seconds for t in times):.1f}", "")
     Console(soft_wrap=True).print(table)
     manifest = result.manifest
     Console(soft_wrap=True).print(

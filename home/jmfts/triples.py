@@ -337,23 +337,13 @@ class TripleStore:
     def _detail(self, row: sqlite3.Row) -> TripleDetailResponse:
         subject = self._store.row(row["subject_id"])
         obj = self._store.row(row["object_id"]) if row["object_id"] is not None else None
-        base = triple_response(row)
         if subject is None:  # unreachable while ON DELETE CASCADE holds; never a 500
             raise NotFound(f"triple {row['id']} lost its subject")
+        # The same fields as a TripleResponse, with the three ids expanded to what they name.
+        flat = triple_response(row).model_dump(exclude={"subject_id", "predicate_id", "object_id"})
         return TripleDetailResponse(
-            id=base.id,
+            **flat,
             subject=document_response(subject),
             predicate=predicate_response(self._predicate(row["predicate_id"])),
             object=document_response(obj) if obj is not None else None,
-            object_literal=base.object_literal,
-            object_datatype=base.object_datatype,
-            source_document_id=base.source_document_id,
-            created_at=base.created_at,
-            valid_from=base.valid_from,
-            valid_until=base.valid_until,
-            recorded_at=base.recorded_at,
-            fact_type=base.fact_type,
-            invalidated_at=base.invalidated_at,
-            invalidated_by=base.invalidated_by,
-            invalidation_reason=base.invalidation_reason,
         )

@@ -153,7 +153,7 @@ def test_an_unexpected_failure_is_a_counted_500_and_the_next_request_served(
     def broken(*_: object) -> None:
         raise RuntimeError("a bug in the store")
 
-    monkeypatch.setattr("home.jmfts.app.workspace_view", broken)
+    monkeypatch.setattr("home.jmfts.routes.workspace.workspace_view", broken)
     first = admin.post("/documents", json={"title": "ws", "usetype": "workspace"}).json()["id"]
     internal = app.state.answers["internal"]
     response = admin.get(f"/workspace/{first}")
