@@ -16,6 +16,7 @@ from pathlib import Path
 from firmware import disk, layout, staging
 from firmware.errors import BuildError
 from firmware.host import ensure_binfmt_arm64, require_tools
+from firmware.layout import DiskLayout
 from firmware.manifest import (
     DebianRecord,
     EdgeRecord,
@@ -28,7 +29,7 @@ from firmware.profiles import Profile
 from firmware.report import Reporter
 from firmware.rootfs import RootfsSpec, ensure_rootfs
 from firmware.stream import compress_file
-from firmware.wheelhouse import build_wheelhouse
+from firmware.wheelhouse import Wheelhouse, build_wheelhouse
 from shared.schema import BridgeHalf, load_bridge_half
 from shared.schema.bridge_half import parse_bridge_half
 from shared.yaml_source import parse_yaml
@@ -126,62 +127,21 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
         disk_id = layout.disk_id_for(request.device)
         tree = work / "tree"
         with reporter.stage("stage"):
-            reporter.note("extracting the base system")
-            staging.extract_rootfs(base.tarball, tree)
-            reporter.note("installing the venv (arm64, emulated)")
-            staging.install_venv(
-                tree, wheels.path, [wheels.own_wheel.name.split("-")[0], *extra], request.epoch
-            )
-            files = staging.BoardFiles(
-                device=request.device,
-                profile=profile,
-                exec_start=request.exec_start,
-                bridge_half=request.bridge_half,
-                board_key=request.board_key,
-                vosk_model=request.vosk_model,
-                voice=request.voice,
-                ssh_key=request.ssh_key,
+            config, content, entries = _stage_tree(
+                request,
+                tree=tree,
+                boot=work / "boot",
+                base_tarball=base.tarball,
+                wheels=wheels,
+                extra=extra,
+                disk_id=disk_id,
                 half_text=half_text,
+                reporter=reporter,
             )
-            config = staging.write_board_files(tree, files, disk_id)
-            staging.boot_files(tree, work / "boot", profile, disk_id)
-            if request.epoch is not None:
-                staging.pin_mtimes(tree, request.epoch)
-                staging.pin_mtimes(work / "boot", request.epoch)
-            content, entries = staging.tree_size(tree)
-            reporter.finish(f"{content / 2**20:.0f} MiB in {entries} entries")
         plan = layout.plan_layout(disk_id, layout.root_size_for(content))
-        with reporter.stage("boot-fs"):
-            disk.make_fat(
-                work / "boot.img",
-                plan.boot,
-                work / "boot",
-                volume_id=layout.fat_volume_id_for(request.device),
-                label=BOOT_LABEL,
-                epoch=request.epoch,
-            )
-            reporter.finish(f"FAT32 {plan.boot.size // 2**20} MiB")
-        with reporter.stage("root-fs"):
-            inodes = entries + entries // 4 + 4096
-            disk.make_ext4(
-                work / "root.img",
-                plan.root,
-                tree,
-                fs_uuid=layout.fs_uuid_for(request.device, "root"),
-                label=ROOT_LABEL,
-                inodes=inodes,
-                epoch=request.epoch,
-            )
-            # Each intermediate goes as soon as it is consumed: pages deleted while
-            # still dirty are never written back, which saves most of the disk I/O.
-            shutil.rmtree(tree)
-            reporter.finish(f"ext4 {plan.root.size // 2**20} MiB")
-        raw = work / "disk.img"
-        with reporter.stage("assemble"):
-            disk.assemble(raw, plan, work / "boot.img", work / "root.img")
-            (work / "boot.img").unlink()
-            (work / "root.img").unlink()
-            reporter.finish(f"MBR, {plan.size // 2**20} MiB")
+        raw = _write_disk(
+            request, work=work, tree=tree, plan=plan, entries=entries, reporter=reporter
+        )
         name = f"{request.device}-{wheels.version}"
         image = request.out / f"{name}.img.zst"
         with reporter.stage("compress", total=plan.size):
@@ -200,26 +160,7 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
         image=FileDigest(f"{name}.img", digests.raw_size, digests.raw_sha256),
         compressed=FileDigest(image.name, digests.compressed_size, digests.compressed_sha256),
         disk_id=f"{disk_id:08x}",
-        partitions=[
-            PartitionRecord(
-                plan.boot.number,
-                plan.boot.start,
-                plan.boot.size,
-                plan.boot.type_code,
-                "vfat",
-                BOOT_LABEL,
-                plan.partuuid(1),
-            ),
-            PartitionRecord(
-                plan.root.number,
-                plan.root.start,
-                plan.root.size,
-                plan.root.type_code,
-                "ext4",
-                ROOT_LABEL,
-                plan.partuuid(2),
-            ),
-        ],
+        partitions=_partition_records(plan),
         debian=DebianRecord(
             spec.suite,
             spec.arch,
@@ -246,3 +187,114 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
         manifest.write(manifest_path)
         reporter.finish(manifest_path.name)
     return BuildResult(image, manifest_path, manifest, not base.built)
+
+
+def _stage_tree(
+    request: BuildRequest,
+    *,
+    tree: Path,
+    boot: Path,
+    base_tarball: Path,
+    wheels: Wheelhouse,
+    extra: list[str],
+    disk_id: int,
+    half_text: str | None,
+    reporter: Reporter,
+) -> tuple[str, int, int]:
+    """Lay out the root ``tree`` (base system, venv, board files) and the ``boot`` files.
+
+    Returns the edge config text and the tree's size in bytes and entries.
+    """
+    reporter.note("extracting the base system")
+    staging.extract_rootfs(base_tarball, tree)
+    reporter.note("installing the venv (arm64, emulated)")
+    staging.install_venv(
+        tree, wheels.path, [wheels.own_wheel.name.split("-")[0], *extra], request.epoch
+    )
+    files = staging.BoardFiles(
+        device=request.device,
+        profile=request.profile,
+        exec_start=request.exec_start,
+        bridge_half=request.bridge_half,
+        board_key=request.board_key,
+        vosk_model=request.vosk_model,
+        voice=request.voice,
+        ssh_key=request.ssh_key,
+        half_text=half_text,
+    )
+    config = staging.write_board_files(tree, files, disk_id)
+    staging.boot_files(tree, boot, request.profile, disk_id)
+    if request.epoch is not None:
+        staging.pin_mtimes(tree, request.epoch)
+        staging.pin_mtimes(boot, request.epoch)
+    content, entries = staging.tree_size(tree)
+    reporter.finish(f"{content / 2**20:.0f} MiB in {entries} entries")
+    return config, content, entries
+
+
+def _write_disk(
+    request: BuildRequest,
+    *,
+    work: Path,
+    tree: Path,
+    plan: DiskLayout,
+    entries: int,
+    reporter: Reporter,
+) -> Path:
+    """Make both filesystems from ``work`` and assemble them into ``work/disk.img``."""
+    with reporter.stage("boot-fs"):
+        disk.make_fat(
+            work / "boot.img",
+            plan.boot,
+            work / "boot",
+            volume_id=layout.fat_volume_id_for(request.device),
+            label=BOOT_LABEL,
+            epoch=request.epoch,
+        )
+        reporter.finish(f"FAT32 {plan.boot.size // 2**20} MiB")
+    with reporter.stage("root-fs"):
+        inodes = entries + entries // 4 + 4096
+        disk.make_ext4(
+            work / "root.img",
+            plan.root,
+            tree,
+            fs_uuid=layout.fs_uuid_for(request.device, "root"),
+            label=ROOT_LABEL,
+            inodes=inodes,
+            epoch=request.epoch,
+        )
+        # Each intermediate goes as soon as it is consumed: pages deleted while
+        # still dirty are never written back, which saves most of the disk I/O.
+        shutil.rmtree(tree)
+        reporter.finish(f"ext4 {plan.root.size // 2**20} MiB")
+    raw = work / "disk.img"
+    with reporter.stage("assemble"):
+        disk.assemble(raw, plan, work / "boot.img", work / "root.img")
+        (work / "boot.img").unlink()
+        (work / "root.img").unlink()
+        reporter.finish(f"MBR, {plan.size // 2**20} MiB")
+    return raw
+
+
+def _partition_records(plan: DiskLayout) -> list[PartitionRecord]:
+    """The manifest's record of the two partitions."""
+    return [
+        PartitionRecord(
+            plan.boot.number,
+            plan.boot.start,
+            plan.boot.size,
+            plan.boot.type_code,
+            "vfat",
+            BOOT_LABEL,
+            plan.partuuid(1),
+        ),
+        PartitionRecord(
+            plan.root.number,
+            plan.root.start,
+            plan.root.size,
+            plan.root.type_code,
+            "ext4",
+            ROOT_LABEL,
+            plan.partuuid(2),
+        ),
+    ]

@@ -321,18 +321,7 @@ def _check_node(value: Any, key: str | None, path: str, limits: EnvelopeLimits) 
             path or "<event>", "audio never travels in an event (key names sound data)"
         )
     if isinstance(value, str):
-        # UTF-8 needs at most 4 bytes a character: short strings cannot be over the limit.
-        if len(value) * 4 > limits.max_string_bytes:
-            size = len(value.encode("utf-8", errors="surrogatepass"))
-            if size > limits.max_string_bytes:
-                raise NotTextOnly(
-                    path or "<event>",
-                    f"string of {size} bytes is over the limit of {limits.max_string_bytes}",
-                )
-        if _looks_like_blob(value):
-            raise NotTextOnly(
-                path or "<event>", "looks like a base64-encoded binary blob, not text"
-            )
+        _check_string(value, path, limits)
     elif isinstance(value, dict):
         for k, v in value.items():
             k_str = str(k)
@@ -352,6 +341,19 @@ def _check_node(value: Any, key: str | None, path: str, limits: EnvelopeLimits) 
             _check_node(item, None, f"{path}[{i}]", limits)
     elif isinstance(value, bytes | bytearray | memoryview):
         raise NotTextOnly(path or "<event>", "raw bytes are not text")
+
+
+def _check_string(value: str, path: str, limits: EnvelopeLimits) -> None:
+    # UTF-8 needs at most 4 bytes a character: short strings cannot be over the limit.
+    if len(value) * 4 > limits.max_string_bytes:
+        size = len(value.encode("utf-8", errors="surrogatepass"))
+        if size > limits.max_string_bytes:
+            raise NotTextOnly(
+                path or "<event>",
+                f"string of {size} bytes is over the limit of {limits.max_string_bytes}",
+            )
+    if _looks_like_blob(value):
+        raise NotTextOnly(path or "<event>", "looks like a base64-encoded binary blob, not text")
 
 
 def _looks_like_blob(text: str) -> bool:

@@ -185,7 +185,7 @@ SUBJECT_KINDS = (
 )
 
 
-def parse_subject(subject: str) -> SubjectInfo:
+def parse_subject(subject: str) -> SubjectInfo:  # noqa: PLR0911  (one return a rail: the table)
     """Say which rail a concrete subject is and what it names.
 
     Raises :class:`SubjectError` for a malformed subject or one that names no

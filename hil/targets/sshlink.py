@@ -131,25 +131,8 @@ class SshLink:
         await asyncio.to_thread(self._close)
 
     def _connect(self) -> None:
-        if self.pin.known_hosts is None and self.pin.host_key is None:
-            raise SshError(
-                f"no host key pinned for {self.address}: give --known-hosts FILE or "
-                "--host-key 'TYPE BASE64' (hil never trusts a key on first use)"
-            )
-        if self.key is None and not self.use_agent:
-            raise SshError("no login key: give --key PATH (or --use-agent for your agent's keys)")
-        if self.key is not None and not self.key.is_file():
-            raise SshError(f"the login key {self.key} does not exist")
-        client = paramiko.SSHClient()
-        if self.pin.known_hosts is not None:
-            try:
-                client.load_host_keys(str(self.pin.known_hosts))
-            except OSError as exc:
-                raise SshError(f"cannot read {self.pin.known_hosts}: {exc}") from exc
-        if self.pin.host_key is not None:
-            key = parse_public_key(self.pin.host_key)
-            client.get_host_keys().add(self.address.known_hosts_name, key.get_name(), key)
-        client.set_missing_host_key_policy(_RefuseUnknown())
+        self._require_pin_and_key()
+        client = self._pinned_client()
         try:
             client.connect(
                 self.address.host,
@@ -182,6 +165,32 @@ class SshLink:
             client.close()
             raise SshError(f"cannot connect to {self.address}: {exc}") from None
         self._client = client
+
+    def _require_pin_and_key(self) -> None:
+        """Refuse to connect without a pinned host key and a login key."""
+        if self.pin.known_hosts is None and self.pin.host_key is None:
+            raise SshError(
+                f"no host key pinned for {self.address}: give --known-hosts FILE or "
+                "--host-key 'TYPE BASE64' (hil never trusts a key on first use)"
+            )
+        if self.key is None and not self.use_agent:
+            raise SshError("no login key: give --key PATH (or --use-agent for your agent's keys)")
+        if self.key is not None and not self.key.is_file():
+            raise SshError(f"the login key {self.key} does not exist")
+
+    def _pinned_client(self) -> paramiko.SSHClient:
+        """A client that trusts only the pinned host key(s) and refuses any other."""
+        client = paramiko.SSHClient()
+        if self.pin.known_hosts is not None:
+            try:
+                client.load_host_keys(str(self.pin.known_hosts))
+            except OSError as exc:
+                raise SshError(f"cannot read {self.pin.known_hosts}: {exc}") from exc
+        if self.pin.host_key is not None:
+            key = parse_public_key(self.pin.host_key)
+            client.get_host_keys().add(self.address.known_hosts_name, key.get_name(), key)
+        client.set_missing_host_key_policy(_RefuseUnknown())
+        return client
 
     def _close(self) -> None:
         if self._sftp is not None:

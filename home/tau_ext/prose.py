@@ -55,20 +55,18 @@ def assistant_prose(message: dict[str, Any]) -> Prose:
 
 def unspeakable_reason(text: str) -> str | None:
     """Why ``text`` cannot be read aloud as it stands, or None when it can."""
-    if "```" in text:
-        return "it contains a code block"
-    if len(_TABLE_ROW.findall(text)) >= 2:
-        return "it contains a table"
-    if len(_LIST_ITEM.findall(text)) >= 3:
-        return "it is a list"
-    if _URL.search(text):
-        return "it contains a link"
-    if len(text) > MAX_SPOKEN_CHARS:
-        return f"it is {len(text)} characters long (at most {MAX_SPOKEN_CHARS} are spoken)"
-    letters = sum(c.isalpha() for c in text)
-    if letters < len(text) / 2:
-        return "it is mostly symbols, not words"
-    return None
+    checks = (
+        ("```" in text, "it contains a code block"),
+        (len(_TABLE_ROW.findall(text)) >= 2, "it contains a table"),
+        (len(_LIST_ITEM.findall(text)) >= 3, "it is a list"),
+        (_URL.search(text) is not None, "it contains a link"),
+        (
+            len(text) > MAX_SPOKEN_CHARS,
+            f"it is {len(text)} characters long (at most {MAX_SPOKEN_CHARS} are spoken)",
+        ),
+        (sum(c.isalpha() for c in text) < len(text) / 2, "it is mostly symbols, not words"),
+    )
+    return next((reason for found, reason in checks if found), None)
 
 
 def rewrite_request(reason: str) -> str:
