@@ -162,12 +162,8 @@ class BridgeCore:
                 case Transmit():
                     if self._link is not None:
                         self._link.wake.set()
-                case RefuseEvent(_, where, message):
-                    log.warning("%s refused %s: %s", self.label, where, message)
-                case DropExpired(event_id, where):
-                    log.info("%s dropped expired %s %s", self.label, event_id, where)
-                case ExpireOutbox(count, what):
-                    log.info("%s: %d %s", self.label, count, what)
+                case RefuseEvent() | DropExpired() | ExpireOutbox() as noted:
+                    self._log_noted(noted)
                 case RefuseHello(reason, findings):
                     # One line, however many findings: the peer decides how many there are.
                     log.error(
@@ -180,6 +176,16 @@ class BridgeCore:
                         with contextlib.suppress(LinkError):
                             await link.write([Refuse(reason, findings)])
                     raise HelloRefused(reason, findings)
+
+    def _log_noted(self, noted: RefuseEvent | DropExpired | ExpireOutbox) -> None:
+        """Log what the session decided without anything to carry out."""
+        match noted:
+            case RefuseEvent(_, where, message):
+                log.warning("%s refused %s: %s", self.label, where, message)
+            case DropExpired(event_id, where):
+                log.info("%s dropped expired %s %s", self.label, event_id, where)
+            case ExpireOutbox(count, what):
+                log.info("%s: %d %s", self.label, count, what)
 
     # --- local side -------------------------------------------------------------
 

@@ -428,6 +428,24 @@ async def server_latency_ms(store: MemoryStore, query: str, root_id: int) -> flo
     return float(answer["latency_ms"])
 
 
+async def time_reflex(
+    recaller: Recaller, store: MemoryStore, questions: list[str], root_id: int
+) -> tuple[list[float], list[float]]:
+    """Each question through the reflex ``LATENCY_ROUNDS`` times: its latency and the server's."""
+    latencies: list[float] = []
+    server_ms: list[float] = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task("timing the reflex", total=LATENCY_ROUNDS * len(questions))
+        for _ in range(LATENCY_ROUNDS):
+            for question in questions:
+                started = time.perf_counter()
+                await recaller.recall(question)
+                latencies.append((time.perf_counter() - started) * 1000)
+                server_ms.append(await server_latency_ms(store, question, root_id))
+                progress.advance(task)
+    return latencies, server_ms
+
+
 async def measure(work: Path) -> list[Result]:
     """Build the corpus, run every question through the reflex and the peer."""
     rng = random.Random(SEED)
@@ -470,18 +488,8 @@ async def measure(work: Path) -> list[Result]:
                 gate_fp += bool(shown)
                 hybrid_fake.append((await hybrid_top(server.url, token, root_id, question))[1])
 
-            latencies: list[float] = []
-            server_ms: list[float] = []
             questions = [p.question for p in planted] + FABRICATED
-            with Progress(transient=True) as progress:
-                task = progress.add_task("timing the reflex", total=LATENCY_ROUNDS * len(questions))
-                for _ in range(LATENCY_ROUNDS):
-                    for question in questions:
-                        started = time.perf_counter()
-                        await recaller.recall(question)
-                        latencies.append((time.perf_counter() - started) * 1000)
-                        server_ms.append(await server_latency_ms(store, question, root_id))
-                        progress.advance(task)
+            latencies, server_ms = await time_reflex(recaller, store, questions, root_id)
         results = await measure_corrections(server.url, server.admin_token, work)  # same server
     finally:
         server.stop()
