@@ -17,9 +17,9 @@ from typing import Self
 from edge.audio.base import Pcm
 from edge.bus import Bus
 from edge.tts import PiperSynthesizer, Speaker
-from shared.bridge_status import BridgeStatus
 from shared.errors import ContractError
 from shared.event import Event
+from shared.messages.bridge import BridgeStatus
 from shared.subjects import BRIDGE_STATUS_PATTERN, edge_notice_subject, sensation_turn_subject
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from nats.errors import Error as NatsError
 
 from bridge.errors import FrameError, HelloRefused, LinkError, Refused
 from bridge.node.counters import BridgeCounters
-from bridge.node.status import LINK_DOWN, LINK_REFUSED, LINK_UP, status_event, status_subject
+from bridge.node.status import status_event, status_subject
 from bridge.protocol import (
     Ack,
     Deduper,
@@ -46,6 +46,7 @@ from bridge.protocol import (
     check_hello,
 )
 from bridge.transport.streams import ByteReader, ByteWriter
+from shared.messages.bridge import LINK_DOWN, LINK_REFUSED, LINK_UP
 from shared.schema.bridge_half import BridgeHalf
 
 log = logging.getLogger("tether.bridge")
@@ -136,8 +137,8 @@ class BridgeCore:
             detail=detail,
             counters=self.counters.snapshot(),
             sequence_number=self._status_seq,
+            changed=changed,
         )
-        event.payload["changed"] = changed
         try:
             await self._nc.publish(status_subject(self.half.bridge), event.to_json())
         except NatsError as exc:

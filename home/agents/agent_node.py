@@ -64,6 +64,7 @@ from home.tau_ext.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
 from home.tau_ext.prose import rewrite_request
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, utc_now
+from shared.messages.voice import REPLY_EVENT_TYPE, Reply
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeSpec
 from shared.subjects import (
@@ -492,8 +493,11 @@ class AgentNode:
                     self.speech_ack_timeout_s, self._speech_unheard, turn.binding.binding_id
                 )
             return
-        payload = event.payload
-        if payload.get("kind") != "refusal" or event.binding_id is None:
+        try:
+            reply = Reply.from_event(event)
+        except ContractError:
+            return
+        if reply.kind != "refusal" or event.binding_id is None:
             return
         # The refusal travels over NATS and agent_end over stdio; either may arrive first,
         # so the turn is looked up by binding rather than assumed to be the current one.
@@ -502,7 +506,7 @@ class AgentNode:
             return
         self._reprompted.add(event.binding_id)
         self.stats.reprompts += 1
-        reason = str(payload.get("reason") or "it could not be spoken")
+        reason = reply.reason or "it could not be spoken"
         self._enqueue(
             PendingTurn(
                 text=rewrite_request(reason),
@@ -767,8 +771,8 @@ class AgentNode:
             return
         self._out_seq += 1
         event = Event.new(
-            "reply",
-            {"agent": self.agent, "text": text.strip(), "spoken": False, "kind": "answer"},
+            REPLY_EVENT_TYPE,
+            Reply(text.strip(), spoken=False, kind="answer", agent=self.agent).to_payload(),
             source=self.spec.name,
             sequence_number=self._out_seq,
             binding_id=turn.binding.binding_id,
@@ -783,8 +787,8 @@ class AgentNode:
             return
         self._out_seq += 1
         event = Event.new(
-            "reply",
-            {"agent": self.agent, "text": "", "spoken": False, "kind": kind, "reason": reason},
+            REPLY_EVENT_TYPE,
+            Reply("", spoken=False, kind=kind, reason=reason, agent=self.agent).to_payload(),
             source=self.spec.name,
             sequence_number=self._out_seq,
             binding_id=turn.binding.binding_id,

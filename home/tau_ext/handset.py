@@ -26,6 +26,7 @@ from tau_agent_core.tools.base import ToolError
 from home.tau_ext.bus_link import BusLink
 from home.tau_ext.errors import ExtensionError
 from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
+from shared.messages.voice import REPLY_EVENT_TYPE, SPEAK_EVENT_TYPE, Reply, Speak
 from shared.subjects import (
     check_name,
     deviceless_speak_subject,
@@ -87,8 +88,9 @@ def register(api: Any) -> None:
             if binding.device is not None
             else deviceless_speak_subject(agent)
         )
-        event = link.envelope("speak", {"text": text, "agent": agent, "device": binding.device},
-                              binding)  # fmt: skip
+        event = link.envelope(
+            SPEAK_EVENT_TYPE, Speak(text, agent, binding.device).to_payload(), binding
+        )
         await link.publish_and_await_ack(
             subject,
             event,
@@ -97,12 +99,13 @@ def register(api: Any) -> None:
             signal=signal,
         )
 
-    async def publish_reply(payload: dict[str, Any]) -> None:
+    async def publish_reply(text: str, kind: str, reason: str | None = None) -> None:
         binding = link.binding()
         if binding.device is None:
             log.warning("handset: no device for binding %s; reply not published", binding)
             return
-        event = link.envelope("reply", {"agent": agent, **payload}, binding)
+        reply = Reply(text, spoken=False, kind=kind, reason=reason, agent=agent)
+        event = link.envelope(REPLY_EVENT_TYPE, reply.to_payload(), binding)
         await link.publish(reply_subject(agent, binding.device), event)
 
     async def execute_speak(
@@ -123,7 +126,7 @@ def register(api: Any) -> None:
                 continue
             prose = assistant_prose(message)
             if prose.kind is ProseKind.STATUS:
-                await publish_reply({"text": prose.text, "spoken": False, "kind": "status"})
+                await publish_reply(prose.text, "status")
             elif prose.kind is ProseKind.ANSWER:
                 reason = unspeakable_reason(prose.text)
                 if reason is None:
@@ -131,14 +134,9 @@ def register(api: Any) -> None:
                         await speak_and_wait(prose.text)
                     except ExtensionError as exc:
                         # No tool result to carry it: the failure goes on the bus instead.
-                        await publish_reply(
-                            {"text": prose.text, "spoken": False, "kind": "failed",
-                             "reason": str(exc)}
-                        )  # fmt: skip
+                        await publish_reply(prose.text, "failed", str(exc))
                 else:
-                    await publish_reply(
-                        {"text": prose.text, "spoken": False, "kind": "refusal", "reason": reason}
-                    )
+                    await publish_reply(prose.text, "refusal", reason)
 
     async def on_session_start(event: dict[str, Any], ctx: Any) -> None:
         await link.connect()
