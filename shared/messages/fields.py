@@ -87,3 +87,11 @@ def array(payload: dict[str, Any], key: str) -> list[Any]:
     if not isinstance(value, list):
         raise EnvelopeError(payload_key(key), f"must be an array, got {value!r:.60}")
     return value
+
+
+def words_and_rest(payload: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The words any message carries (its ``text``, on every rail that has words, if it
+    is a string) and the rest of its payload, for one-line summaries of any event."""
+    text = payload.get("text")
+    rest = {k: v for k, v in payload.items() if k != "text"}
+    return (text if isinstance(text, str) else None), rest

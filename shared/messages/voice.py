@@ -27,6 +27,7 @@ PARTIAL_EVENT_TYPE = "sensation.partial"
 SPEAK_EVENT_TYPE = "speak"
 REPLY_EVENT_TYPE = "reply"
 SPEECH_COMPLETED_EVENT_TYPE = "speech.completed"
+NOTICE_EVENT_TYPE = "edge.notice"
 
 
 @dataclass(frozen=True)
@@ -296,6 +297,28 @@ class SpeechCompleted:
             error=fields.opt_string(p, "error"),
             duration_s=0.0 if duration_s is None else duration_s,
         )
+
+
+@dataclass(frozen=True)
+class Notice:
+    """The board said its unreachable-home notice aloud: ``events.edge.<device>.notice``.
+
+    Published on the board's own NATS for monitors and HIL runs; ``turn_binding_id``
+    is the turn it answered in home's place.
+    """
+
+    text: str
+    turn_binding_id: str | None
+
+    def to_payload(self) -> dict[str, Any]:
+        """The notice's payload."""
+        return {"text": self.text, "turn_binding_id": self.turn_binding_id}
+
+    @classmethod
+    def from_event(cls, event: Event) -> Notice:
+        """Parse a notice event; ``EnvelopeError`` names the malformed key."""
+        p = event.payload
+        return cls(fields.string(p, "text"), fields.opt_string(p, "turn_binding_id"))
 
 
 def _instant(payload: dict[str, Any], key: str) -> datetime:

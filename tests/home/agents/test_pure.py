@@ -26,10 +26,10 @@ from home.agents.protocol import (
 from home.agents.restart import RestartTracker
 from home.agents.turn_queue import DeviceQueues
 from home.tau_ext.binding import TurnBinding, read_binding, write_binding
-from home.tau_ext.bus_link import ack_failure
 from home.tau_ext.errors import BindingFileError
 from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
 from shared.event import Event
+from shared.messages.verbs import ack_failure
 from shared.schema.catalog import ExtensionSpec, NodeCatalog, RestartPolicy
 from tests.support.home_fixtures import REPO_ROOT
 
