@@ -24,8 +24,8 @@ import vosk
 from edge.bus import Bus
 from edge.endpoint.segmenter import SegmentEvent, UtteranceAudio, UtteranceEnd, UtteranceStart
 from edge.errors import ModelError
-from edge.wire import Partial, Turn, WordTiming
 from shared.event import new_binding_id
+from shared.messages.voice import Partial, Turn, WordTiming
 
 log = logging.getLogger(__name__)
 

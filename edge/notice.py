@@ -17,9 +17,10 @@ from typing import Self
 from edge.audio.base import Pcm
 from edge.bus import Bus
 from edge.tts import PiperSynthesizer, Speaker
-from shared.bridge_status import BridgeStatus
 from shared.errors import ContractError
 from shared.event import Event
+from shared.messages.bridge import BridgeStatus
+from shared.messages.voice import NOTICE_EVENT_TYPE, Notice
 from shared.subjects import BRIDGE_STATUS_PATTERN, edge_notice_subject, sensation_turn_subject
 
 log = logging.getLogger(__name__)
@@ -101,8 +102,8 @@ class NoticeNode:
         self.speaker.say_local(self._pcm, self.text)
         # Say locally that the notice was spoken, for monitors and HIL runs on the board.
         notice = Event.new(
-            "edge.notice",
-            {"text": self.text, "turn_binding_id": event.binding_id},
+            NOTICE_EVENT_TYPE,
+            Notice(self.text, event.binding_id).to_payload(),
             source=f"edge.audio.{self.device}",
             sequence_number=self.notices_played,
             binding_id=event.binding_id,

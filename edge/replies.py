@@ -12,7 +12,9 @@ from types import TracebackType
 from typing import Self
 
 from edge.bus import Bus
+from shared.errors import EnvelopeError
 from shared.event import Event
+from shared.messages.voice import Reply
 from shared.subjects import device_rail_pattern
 
 log = logging.getLogger(__name__)
@@ -40,12 +42,15 @@ class ReplyLog:
 
     async def _on_reply(self, subject: str, event: Event) -> None:
         self.replies += 1
-        text = event.payload.get("text")
-        reason = event.payload.get("reason")
+        try:
+            reply = Reply.from_event(event)
+        except EnvelopeError as exc:
+            log.warning("reply on %s [%s] unreadable: %s", subject, event.binding_id or "-", exc)
+            return
         log.warning(
             "reply (not spoken%s) on %s [%s]: %s",
-            f": {reason}" if isinstance(reason, str) else "",
+            f": {reply.reason}" if reply.reason is not None else "",
             subject,
             event.binding_id or "-",
-            text if isinstance(text, str) else f"<no text: {sorted(event.payload)}>",
+            reply.text,
         )

@@ -6,7 +6,7 @@ after its local nodes have subscribed and before capture starts (see
 before the bridge can carry it. While open, :class:`bridge.node.edge.EdgeBridgeNode`
 runs against the edge's loopback NATS: it forwards the half's exports home,
 publishes the imports it receives, and publishes a
-:class:`shared.bridge_status.BridgeStatus` on
+:class:`shared.messages.bridge.BridgeStatus` on
 :func:`shared.subjects.bridge_status_subject` while home is unreachable (the
 edge speaks its notice from that).
 

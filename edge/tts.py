@@ -29,9 +29,10 @@ from edge.bus import Bus
 from edge.echo_gate import EchoGate
 from edge.errors import EdgeError, ModelError, SynthesisFailed
 from edge.models import PiperVoiceFiles
-from edge.wire import SpeakRequest, SpeechCompleted
+from edge.wire import SpeakRequest
 from shared.errors import ContractError
 from shared.event import Event
+from shared.messages.voice import SpeechCompleted
 from shared.subjects import speak_pattern
 
 log = logging.getLogger(__name__)

@@ -13,6 +13,9 @@ from datetime import UTC, datetime
 from hil.model import Measurement
 from hil.runner import Case, CaseFailed, Suite, UnknownSuite
 from hil.targets.base import Seen, TargetContext
+from shared.errors import EnvelopeError
+from shared.event import Event
+from shared.messages.voice import SpeechCompleted, Turn
 from shared.subjects import sensation_turn_subject
 
 MIN_DISK_MB = 200.0
@@ -116,7 +119,11 @@ async def one_turn(ctx: TargetContext, phrase: str, sample: int) -> list[Measure
         )  # fmt: skip
         if ack is None:
             raise CaseFailed(f"the board never acked playing the answer to {phrase!r}")
-        if ack.event.payload.get("ok") is not True:
+        try:
+            played_ok = SpeechCompleted.from_event(ack.event).ok
+        except EnvelopeError as exc:
+            raise CaseFailed(f"the board's playback ack is malformed: {exc}") from exc
+        if not played_ok:
             raise CaseFailed(f"the board failed to play the answer: {ack.event.payload}")
         measurements.append(
             Measurement("playback_ms", (ack.at - spoken.at) * 1000, "ms", "playback", sample)
@@ -151,13 +158,21 @@ async def _turn_with_text(
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         for seen in ctx.home.matching(subject, since=since):
-            text = seen.event.payload.get("text")
+            text = _turn_text(seen.event)
             if text == phrase or (not exact and isinstance(text, str) and text.strip()):
                 return seen
         await ctx.home.wait(subject, since=time.monotonic(), within_s=0.5)
-    heard = [s.event.payload.get("text") for s in ctx.home.matching(subject, since=since)]
+    heard = [_turn_text(s.event) for s in ctx.home.matching(subject, since=since)]
     wanted = f"a turn {phrase!r}" if exact else f"a turn (any text; {phrase!r} was spoken)"
     raise CaseFailed(f"expected {wanted} on home within {within_s:g} s; heard {heard}")
+
+
+def _turn_text(event: Event) -> str | None:
+    """The words of a turn, or None for an event that is no well-formed turn."""
+    try:
+        return Turn.from_event(event).text
+    except EnvelopeError:
+        return None
 
 
 def turn_cases(ctx_phrases: tuple[str, ...]) -> tuple[Case[TargetContext], ...]:

@@ -38,9 +38,10 @@ from bridge.node.session import (
     SendFrame,
     Transmit,
 )
-from bridge.node.status import LINK_DOWN, LINK_REFUSED, LINK_UP, status_event, status_subject
+from bridge.node.status import status_event, status_subject
 from bridge.protocol import Outbox, Refuse
 from bridge.transport.streams import ByteReader, ByteWriter
+from shared.messages.bridge import LINK_DOWN, LINK_REFUSED, LINK_UP
 from shared.schema.bridge_half import BridgeHalf
 
 log = logging.getLogger("tether.bridge")
@@ -132,8 +133,8 @@ class BridgeCore:
             detail=detail,
             counters=self.counters.snapshot(),
             sequence_number=self._status_seq,
+            changed=changed,
         )
-        event.payload["changed"] = changed
         try:
             await self._nc.publish(status_subject(self.half.bridge), event.to_json())
         except NatsError as exc:

@@ -19,9 +19,9 @@ from nats.errors import Error as NatsError
 
 from bridge.errors import BridgeError, HelloRefused, LinkError, TransportRefused
 from bridge.node.core import BridgeCore
-from bridge.node.status import LINK_DOWN, LINK_REFUSED
 from bridge.transport.backoff import Backoff
 from bridge.transport.client import open_bridge_channel
+from shared.messages.bridge import LINK_DOWN, LINK_REFUSED
 from shared.schema.bridge_half import BridgeHalf
 
 log = logging.getLogger("tether.bridge.edge")

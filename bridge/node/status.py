@@ -1,8 +1,8 @@
 """The local ``bridge.status`` event: link state and counters, on each side's own NATS.
 
-The payload is a superset of :class:`shared.bridge_status.BridgeStatus` (``bridge``,
-``reachable``, ``reason``), which is what the edge reads; the rest (a sentence to say,
-the state, the counters) is for people and monitors.
+The message is :class:`shared.messages.bridge.BridgeStatus`: ``bridge``, ``reachable``
+and ``reason`` are what the edge reads; the rest (a sentence to say, the state, the
+counters) is for people and monitors.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from shared.event import Event
+from shared.messages.bridge import LINK_REFUSED, LINK_UP, BridgeStatus
 from shared.subjects import BRIDGE_STATUS_EVENT_TYPE, bridge_status_subject
 
 STATUS_EVENT_TYPE = BRIDGE_STATUS_EVENT_TYPE
-LINK_UP, LINK_DOWN, LINK_REFUSED = "up", "down", "refused"
 
 
 def status_subject(bridge: str) -> str:
@@ -40,22 +40,19 @@ def status_event(
     detail: str,
     counters: dict[str, Any],
     sequence_number: int,
+    changed: bool | None = None,
 ) -> Event:
     """A ``bridge.status`` event; ``payload.text`` says it in words."""
-    return Event.new(
-        STATUS_EVENT_TYPE,
-        {
-            "text": status_text(side, state, detail),
-            # bridge/reachable/reason: shared.bridge_status.BridgeStatus, what the edge reads
-            "bridge": bridge,
-            "reachable": state == LINK_UP,
-            "reason": None if state == LINK_UP else (detail or state),
-            "state": state,
-            "side": side,
-            "device": device,
-            "detail": detail,
-            "counters": counters,
-        },
-        source=f"bridge.{bridge}.{side}",
-        sequence_number=sequence_number,
+    status = BridgeStatus(
+        bridge=bridge,
+        reachable=state == LINK_UP,
+        reason=None if state == LINK_UP else (detail or state),
+        state=state,
+        detail=detail,
+        side=side,
+        device=device,
+        text=status_text(side, state, detail),
+        counters=counters,
+        changed=changed,
     )
+    return status.to_event(source=f"bridge.{bridge}.{side}", sequence_number=sequence_number)

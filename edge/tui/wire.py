@@ -1,23 +1,23 @@
 """The TUI's messages as types, each with its to-event or from-event half.
 
 Pure: no I/O. Outgoing, the typed line (:class:`TypedTurn`) and the speaker's ack
-(:func:`speech_ack`) are the board's own :class:`edge.wire.Turn` and
-:class:`edge.wire.SpeechCompleted`, so home's schema cannot tell the keyboard from
-the microphone. Incoming, every
+(:func:`speech_ack`) are the board's own :class:`shared.messages.voice.Turn` and
+:class:`shared.messages.voice.SpeechCompleted`, so home's schema cannot tell the keyboard
+from the microphone. Incoming, every
 agent rail for the device is parsed into one of :data:`Incoming`'s types by
 :func:`parse_incoming`, which raises ``EnvelopeError`` naming the bad key.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from edge.wire import SpeechCompleted, Turn
 from shared.errors import EnvelopeError
 from shared.event import Event
+from shared.messages.memory import memory_summary
+from shared.messages.voice import Reply, Speak, SpeechCompleted, Turn
 from shared.subjects import (
     DEVICE_RAILS,
     check_name,
@@ -27,8 +27,6 @@ from shared.subjects import (
 
 # What closed the "utterance": the board says vad or push_to_talk; the keyboard says so.
 KEYBOARD_ENDPOINT = "keyboard"
-# A memory report's summary is a one-line annotation, never a wall of JSON.
-_SUMMARY_CHARS = 160
 
 
 def device_rail_patterns(device: str) -> tuple[str, ...]:
@@ -128,25 +126,20 @@ def parse_incoming(subject: str, event: Event) -> Incoming:
     info = parse_subject(subject)
     if info.agent is None or info.device is None:
         raise EnvelopeError("<subject>", f"{subject!r} is not an agent rail for a device")
-    payload = event.payload
     if info.kind == "speak":
-        return AgentSpeech(
-            info.agent, info.device, event.binding_id, _text(payload), event.event_id
-        )
+        speak = Speak.from_event(event)
+        return AgentSpeech(info.agent, info.device, event.binding_id, speak.text, event.event_id)
     if info.kind == "reply":
-        spoken = payload.get("spoken", True)
-        reason = payload.get("reason")
-        if not isinstance(spoken, bool):
-            raise EnvelopeError("payload.spoken", f"must be true or false, got {spoken!r:.60}")
-        if reason is not None and not isinstance(reason, str):
-            raise EnvelopeError("payload.reason", f"must be a string or null, got {reason!r:.60}")
+        reply = Reply.from_event(event)
+        if not reply.text.strip():
+            raise EnvelopeError("payload.text", f"must be non-empty text, got {reply.text!r:.60}")
         return AgentReply(
             info.agent,
             info.device,
             event.binding_id,
-            _text(payload),
-            spoken,
-            reason,
+            reply.text,
+            reply.spoken,
+            reply.reason,
             event.event_id,
         )
     if info.kind in ("recall", "memorize"):
@@ -156,44 +149,8 @@ def parse_incoming(subject: str, event: Event) -> Incoming:
             info.agent,
             info.device,
             event.binding_id,
-            memory_summary(kind, payload),
-            payload,
+            memory_summary(kind, event.payload),
+            event.payload,
             event.event_id,
         )
     raise EnvelopeError("<subject>", f"{subject!r} is a {info.kind} subject, not a device rail")
-
-
-def memory_summary(kind: str, payload: dict[str, Any]) -> str:
-    """One short line saying what a recall or memorize report says."""
-    text = payload.get("text")
-    if isinstance(text, str) and text.strip():
-        return _clip(text.strip())
-    parts: list[str] = []
-    query = payload.get("query")
-    if isinstance(query, str) and query:
-        parts.append(f"query {query!r}")
-    hits = payload.get("hits", payload.get("scores", payload.get("items")))
-    passed = payload.get("passed")
-    if isinstance(passed, int) and isinstance(hits, list):
-        parts.append(f"{passed} of {len(hits)} passed")
-    elif isinstance(passed, int):
-        parts.append(f"{passed} passed")
-    elif isinstance(hits, list):
-        parts.append(f"{len(hits)} item(s)")
-    if parts:
-        return _clip(f"{kind}: " + ", ".join(parts))
-    return _clip(f"{kind}: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
-
-
-def _text(payload: dict[str, Any]) -> str:
-    text = payload.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise EnvelopeError("payload.text", f"must be non-empty text, got {text!r:.60}")
-    return text
-
-
-def _clip(text: str) -> str:
-    one_line = " ".join(text.split())
-    if len(one_line) <= _SUMMARY_CHARS:
-        return one_line
-    return one_line[: _SUMMARY_CHARS - 1] + "…"

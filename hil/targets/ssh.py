@@ -38,9 +38,9 @@ from hil.targets.home_side import HomeSide
 from hil.targets.profile import BoardProfile
 from hil.targets.proxy import CuttableRelay
 from hil.targets.sshlink import HostKeyPin, SshError, SshLink
-from shared.bridge_status import BridgeStatus
 from shared.errors import ContractError, SchemaError
 from shared.event import Event
+from shared.messages.bridge import BridgeStatus
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema import load_bridge_half
 from shared.schema.bridge_half import parse_bridge_half

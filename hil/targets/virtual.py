@@ -35,9 +35,9 @@ from hil.runner import HilError
 from hil.speech import SpeechLibrary
 from hil.targets.base import Headroom, HomeWatch, ResourceSample
 from hil.targets.proxy import CuttableRelay
-from shared.bridge_status import BridgeStatus
 from shared.errors import ContractError
 from shared.event import Event
+from shared.messages.bridge import BridgeStatus
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema import load_bridge_half
 from shared.subjects import bridge_status_subject, edge_notice_subject

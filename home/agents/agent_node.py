@@ -75,6 +75,7 @@ from home.tau_ext.binding import write_binding
 from home.tau_ext.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, utc_now
+from shared.messages.voice import REPLY_EVENT_TYPE, Reply
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeSpec
 from shared.subjects import (
@@ -440,10 +441,13 @@ class AgentNode:
                     self.speech_ack_timeout_s, self._speech_unheard, watched
                 )
             return
-        payload = event.payload
-        if payload.get("kind") != "refusal" or event.binding_id is None:
+        try:
+            reply = Reply.from_event(event)
+        except ContractError:
             return
-        reason = str(payload.get("reason") or "it could not be spoken")
+        if reply.kind != "refusal" or event.binding_id is None:
+            return
+        reason = reply.reason or "it could not be spoken"
         ruling = self._admission.refused(event.binding_id, reason, time.monotonic())
         if ruling is not None:
             self.stats.reprompts += 1
@@ -672,8 +676,8 @@ class AgentNode:
             return
         self._out_seq += 1
         event = Event.new(
-            "reply",
-            {"agent": self.agent, "text": text.strip(), "spoken": False, "kind": "answer"},
+            REPLY_EVENT_TYPE,
+            Reply(text.strip(), spoken=False, kind="answer", agent=self.agent).to_payload(),
             source=self.spec.name,
             sequence_number=self._out_seq,
             binding_id=turn.binding.binding_id,
@@ -688,8 +692,8 @@ class AgentNode:
             return
         self._out_seq += 1
         event = Event.new(
-            "reply",
-            {"agent": self.agent, "text": "", "spoken": False, "kind": kind, "reason": reason},
+            REPLY_EVENT_TYPE,
+            Reply("", spoken=False, kind=kind, reason=reason, agent=self.agent).to_payload(),
             source=self.spec.name,
             sequence_number=self._out_seq,
             binding_id=turn.binding.binding_id,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from home.agents.errors import InboundError
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id
+from shared.messages.voice import Utterance
 from shared.subjects import NAME_TOKEN, device_of
 
 # Keys under which a router may record the subject an event arrived on.
@@ -35,25 +36,22 @@ def parse_inbound(raw: bytes, limits: EnvelopeLimits | None = None) -> Inbound:
         event = Event.from_json(raw, limits or EnvelopeLimits())
     except ContractError as exc:
         raise InboundError(f"inbound event refused: {exc}") from exc
-    text = event.payload.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise InboundError(
-            f"inbound event {event.event_id}: payload.text must be a non-empty string, "
-            f"got {text!r:.80}"
-        )
+    try:
+        utterance = Utterance.from_event(event)
+    except ContractError as exc:
+        raise InboundError(f"inbound event {event.event_id}: {exc}") from exc
     return Inbound(
         event=event,
-        text=text.strip(),
+        text=utterance.text,
         binding_id=event.binding_id or new_binding_id(),
-        device=device_for(event),
+        device=device_for(event, utterance),
     )
 
 
-def device_for(event: Event) -> str | None:
+def device_for(event: Event, utterance: Utterance) -> str | None:
     """The device a sensation came from, or None when nothing names one."""
-    device = event.payload.get("device")
-    if isinstance(device, str) and NAME_TOKEN.fullmatch(device):
-        return device
+    if utterance.device is not None:
+        return utterance.device
     for holder in (event.extra, event.audit):
         for key in _SUBJECT_KEYS:
             subject = holder.get(key)

@@ -30,8 +30,9 @@ from home.effectors.errors import CredentialError, EffectorError
 from home.jmfts.client import JmftsClient
 from home.jmfts.errors import JmftsError
 from home.memory.provenance import Provenance
-from shared.errors import ContractError
+from shared.errors import ContractError, EnvelopeError
 from shared.event import EnvelopeLimits, Event
+from shared.messages.verbs import VerbAck, VerbRequest
 from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import check_name, parse_subject
 
@@ -159,7 +160,6 @@ class Effector:
         task.add_done_callback(self._tasks.discard)
 
     async def _perform(self, agent: str, event: Event, binding_id: str) -> None:
-        payload: dict[str, Any] = {"agent": agent, "verb": self.spec.verb}
         try:
             token = read_token(self.token_dir, agent)
             async with JmftsClient(self.jmfts_url, token=token) as client:
@@ -170,21 +170,22 @@ class Effector:
                     produced_by_schema=event.produced_by_schema or event.routed_by_schema,
                 )
                 doc_id = await self.spec.write(client, origin, event.payload)
-            payload.update(ok=True, doc_id=doc_id, error=None)
+            answer = VerbAck(agent, self.spec.verb, ok=True, doc_id=doc_id)
             self.stats.ok += 1
         except (EffectorError, JmftsError) as exc:
-            payload.update(ok=False, error=str(exc))
+            answer = VerbAck(agent, self.spec.verb, ok=False, error=str(exc))
             self.stats.failed += 1
             log.warning("%s: %s for %s failed: %s", self.spec.node, self.spec.verb, agent, exc)
         except Exception as exc:
-            payload.update(ok=False, error=f"internal error in {self.spec.node}: {exc!r}")
+            error = f"internal error in {self.spec.node}: {exc!r}"
+            answer = VerbAck(agent, self.spec.verb, ok=False, error=error)
             self.stats.failed += 1
             self._internal_error(f"{self.spec.verb} for {agent}", exc)
         self._seq += 1
         try:
             ack = Event.new(
-                f"{self.spec.verb}.ack",
-                payload,
+                answer.event_type,
+                answer.to_payload(),
                 source=self.spec.node,
                 sequence_number=self._seq,
                 binding_id=binding_id,
@@ -197,9 +198,14 @@ class Effector:
             self._internal_error(f"the ack of {binding_id}", exc)
 
 
+def verb_request(payload: dict[str, Any]) -> VerbRequest:
+    """A verb payload as its message, refused (as an effector error) when malformed."""
+    try:
+        return VerbRequest.from_payload(payload)
+    except EnvelopeError as exc:
+        raise EffectorError(str(exc)) from exc
+
+
 def note_text(payload: dict[str, Any]) -> str:
     """The ``text`` of a verb payload, refused (as an effector error) when missing."""
-    text = payload.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise EffectorError(f"payload.text must be a non-empty string, got {text!r:.80}")
-    return text.strip()
+    return verb_request(payload).text.strip()

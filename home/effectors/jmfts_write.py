@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from home.effectors.cli import make_app
-from home.effectors.effector import VerbEffector, note_text
+from home.effectors.effector import VerbEffector, verb_request
 from home.jmfts.client import JmftsClient
 from home.memory.provenance import Provenance
 from shared.subjects import jmfts_write_ack_subject
@@ -20,12 +20,12 @@ USETYPE = "record"
 
 async def write_record(client: JmftsClient, origin: Provenance, payload: dict[str, Any]) -> int:
     """Write one record under ``workspace/<agent>`` as the agent; return its document id."""
-    text = note_text(payload)
+    request = verb_request(payload)
+    text = request.text.strip()
     agent = origin.agent
-    title = payload.get("title")
     parent = await client.ensure(f"{WORKSPACE_ROOT}/{agent}")
     doc = await client.create(
-        title=title if isinstance(title, str) and title.strip() else text[:80],
+        title=request.title or text[:80],
         content=text,
         parent_id=parent.id,
         usetype=USETYPE,

@@ -1,8 +1,9 @@
 """What the reflex records: typed search, use and evaluation records, and the ledger.
 
 The same record goes three ways: into the τ session as a custom entry, onto the bus as
-the payload of a past-tense report (``out.recall.<device>``, ``out.memorize.<device>``)
-and into the ledger, a JSON-lines file :mod:`home.memory.calibrate` reads back.
+a past-tense report (``out.recall.<device>``, ``out.memorize.<device>``, the types of
+:mod:`shared.messages.memory`) and into the ledger, a JSON-lines file
+:mod:`home.memory.calibrate` reads back.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from home.memory.errors import LedgerError
 RECALL_ENTRY = "memory_recall"
 USE_ENTRY = "memory_use"
 MEMORIZE_ENTRY = "memory_memorize"
-RECALL_EVENT = "memory.recall"
-MEMORIZE_EVENT = "memory.memorize"
 
 EvaluationStatus = Literal["started", "deposited", "nothing", "evaluator_busy", "failed"]
 DepositAction = Literal["created", "corrected", "superseded", "unchanged"]
@@ -134,37 +133,6 @@ class EvaluationRecord:
     def document_ids(self) -> list[int]:
         """Every document this evaluation wrote or found already stored."""
         return [d.id for d in self.deposits]
-
-
-@dataclass(frozen=True)
-class TurnMemory:
-    """One memory a turn produced, as its memorize report tells it."""
-
-    id: int
-    action: str
-    fact: str
-    supersedes: int | None
-
-
-def memories_in_report(payload: dict[str, Any]) -> list[TurnMemory]:
-    """The memories a memorize report's deposits name (``unchanged`` ones left out)."""
-    facts = payload.get("queries")
-    facts = facts if isinstance(facts, list) else []
-    found = []
-    for i, deposit in enumerate(payload.get("deposits") or []):
-        if not isinstance(deposit, dict) or not isinstance(deposit.get("id"), int):
-            continue
-        action = str(deposit.get("action", ""))
-        if action == "unchanged":
-            continue
-        fact = facts[i] if i < len(facts) and isinstance(facts[i], str) else ""
-        supersedes = deposit.get("supersedes")
-        found.append(
-            TurnMemory(
-                deposit["id"], action, fact, supersedes if isinstance(supersedes, int) else None
-            )
-        )
-    return found
 
 
 class Ledger:

@@ -22,6 +22,7 @@ from nats.js.errors import NotFoundError
 from home.substrate.config import EventLogConfig
 from shared.errors import ContractError
 from shared.event import Event
+from shared.messages.fields import words_and_rest
 
 EVENTS_SUBJECT = "events.>"
 # With nothing pending, a replay (not a follow) ends after this long without a message.
@@ -154,8 +155,7 @@ def event_summary(logged: LoggedEvent) -> str:
     if logged.event is None:
         return f"unparseable: {logged.error}"
     event = logged.event
-    text = event.payload.get("text")
-    said = f" {json.dumps(text, ensure_ascii=False)[:80]}" if isinstance(text, str) else ""
-    extra = {k: v for k, v in event.payload.items() if k != "text"}
+    text, extra = words_and_rest(event.payload)
+    said = f" {json.dumps(text, ensure_ascii=False)[:80]}" if text is not None else ""
     rest = f" {json.dumps(extra, ensure_ascii=False)[:80]}" if extra else ""
     return f"{event.event_type} from {event.source}{said}{rest}"

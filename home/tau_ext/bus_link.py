@@ -24,20 +24,9 @@ from home.tau_ext.binding import TurnBinding, read_binding
 from home.tau_ext.errors import AckError, ExtensionError
 from shared.errors import EnvelopeError
 from shared.event import EnvelopeLimits, Event
+from shared.messages.verbs import ack_failure
 
 _ACK_POLL_S = 0.1
-
-
-def ack_failure(payload: dict[str, Any]) -> str | None:
-    """Why an ack payload reports failure, or None for success (docs/architecture.md "Acks")."""
-    if payload.get("ok") is False:
-        return f"ok=false: {payload.get('error') or 'no reason given'}"
-    if payload.get("error") is not None:
-        return f"error: {payload['error']}"
-    status = payload.get("status")
-    if status is not None and status != "ok":
-        return f"status={status!r}"
-    return None
 
 
 class BusLink:

@@ -26,6 +26,7 @@ from tau_agent_core.tools.base import ToolError
 from home.tau_ext.bus_link import BusLink
 from home.tau_ext.errors import ExtensionError
 from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
+from shared.messages.voice import REPLY_EVENT_TYPE, SPEAK_EVENT_TYPE, Reply, Speak
 from shared.subjects import (
     check_name,
     deviceless_speak_subject,
@@ -68,92 +69,104 @@ SPOKEN_RESULT = "Spoken. Your turn is over: make no further tool calls and write
 log = logging.getLogger(__name__)
 
 
-def register(api: Any) -> None:
-    """Register ``speak`` and the prose-routing ``turn_end`` hook on τ's extension API."""
-    config = api.config
-    agent = check_name(str(config.get("agent", "")), "handset config 'agent'")
-    link = BusLink(
-        agent=agent,
-        nats_url=str(config.get("nats_url", "")),
-        binding_file=Path(str(config.get("binding_file", ""))),
-        source=f"agent.{agent}",
-    )
-    ack_timeout_s = float(config.get("ack_timeout_s", DEFAULT_ACK_TIMEOUT_S))
+class Handset:
+    """The handset's state for one τ session: its bus link, the agent, the ack timeout."""
 
-    async def speak_and_wait(text: str, signal: Any = None) -> None:
-        binding = link.binding()
-        subject = (
-            speak_subject(agent, binding.device)
-            if binding.device is not None
-            else deviceless_speak_subject(agent)
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.agent = check_name(str(config.get("agent", "")), "handset config 'agent'")
+        self.link = BusLink(
+            agent=self.agent,
+            nats_url=str(config.get("nats_url", "")),
+            binding_file=Path(str(config.get("binding_file", ""))),
+            source=f"agent.{self.agent}",
         )
-        event = link.envelope("speak", {"text": text, "agent": agent, "device": binding.device},
-                              binding)  # fmt: skip
-        await link.publish_and_await_ack(
+        self.ack_timeout_s = float(config.get("ack_timeout_s", DEFAULT_ACK_TIMEOUT_S))
+
+    async def speak_and_wait(self, text: str, signal: Any = None) -> None:
+        """Publish a speak event for the turn's device and wait for its speech ack."""
+        binding = self.link.binding()
+        subject = (
+            speak_subject(self.agent, binding.device)
+            if binding.device is not None
+            else deviceless_speak_subject(self.agent)
+        )
+        event = self.link.envelope(
+            SPEAK_EVENT_TYPE, Speak(text, self.agent, binding.device).to_payload(), binding
+        )
+        await self.link.publish_and_await_ack(
             subject,
             event,
             speech_completed_subject(binding.binding_id),
-            timeout_s=ack_timeout_s,
+            timeout_s=self.ack_timeout_s,
             signal=signal,
         )
 
-    async def publish_reply(payload: dict[str, Any]) -> None:
-        binding = link.binding()
+    async def publish_reply(self, text: str, kind: str, reason: str | None = None) -> None:
+        """Publish prose that was not spoken (status, refusal, failure) on the reply rail."""
+        binding = self.link.binding()
         if binding.device is None:
             log.warning("handset: no device for binding %s; reply not published", binding)
             return
-        event = link.envelope("reply", {"agent": agent, **payload}, binding)
-        await link.publish(reply_subject(agent, binding.device), event)
+        reply = Reply(text, spoken=False, kind=kind, reason=reason, agent=self.agent)
+        event = self.link.envelope(REPLY_EVENT_TYPE, reply.to_payload(), binding)
+        await self.link.publish(reply_subject(self.agent, binding.device), event)
 
     async def execute_speak(
-        tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any, ctx: Any
+        self, tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any, ctx: Any
     ) -> dict[str, Any]:
+        """The ``speak`` tool: say the text, wait for the ack, end the turn."""
         text = params.get("text")
         if not isinstance(text, str) or not text.strip():
             raise ToolError(f"speak: 'text' must be a non-empty string, got {text!r}")
         try:
-            await speak_and_wait(text.strip(), signal)
+            await self.speak_and_wait(text.strip(), signal)
         except ExtensionError as exc:
             raise ToolError(f"speak: {exc}") from exc
         return {"content": [{"type": "text", "text": SPOKEN_RESULT}], "terminate": True}
 
-    async def on_turn_end(event: dict[str, Any], ctx: Any) -> None:
+    async def route_answer(self, text: str) -> None:
+        """Speak prose the model answered with, or report why it cannot be spoken."""
+        reason = unspeakable_reason(text)
+        if reason is not None:
+            await self.publish_reply(text, "refusal", reason)
+            return
+        try:
+            await self.speak_and_wait(text)
+        except ExtensionError as exc:
+            # No tool result to carry it: the failure goes on the bus instead.
+            await self.publish_reply(text, "failed", str(exc))
+
+    async def on_turn_end(self, event: dict[str, Any], ctx: Any) -> None:
+        """Route the turn's assistant prose: status to the reply rail, answers to speech."""
         for message in event.get("messages") or []:
             if not isinstance(message, dict) or message.get("role") != "assistant":
                 continue
             prose = assistant_prose(message)
             if prose.kind is ProseKind.STATUS:
-                await publish_reply({"text": prose.text, "spoken": False, "kind": "status"})
+                await self.publish_reply(prose.text, "status")
             elif prose.kind is ProseKind.ANSWER:
-                reason = unspeakable_reason(prose.text)
-                if reason is None:
-                    try:
-                        await speak_and_wait(prose.text)
-                    except ExtensionError as exc:
-                        # No tool result to carry it: the failure goes on the bus instead.
-                        await publish_reply(
-                            {"text": prose.text, "spoken": False, "kind": "failed",
-                             "reason": str(exc)}
-                        )  # fmt: skip
-                else:
-                    await publish_reply(
-                        {"text": prose.text, "spoken": False, "kind": "refusal", "reason": reason}
-                    )
+                await self.route_answer(prose.text)
 
-    async def on_session_start(event: dict[str, Any], ctx: Any) -> None:
-        await link.connect()
+    async def on_session_start(self, event: dict[str, Any], ctx: Any) -> None:
+        """Connect the bus link."""
+        await self.link.connect()
 
-    async def on_session_shutdown(event: dict[str, Any], ctx: Any) -> None:
-        await link.close()
+    async def on_session_shutdown(self, event: dict[str, Any], ctx: Any) -> None:
+        """Close the bus link."""
+        await self.link.close()
 
-    api.on("session_start", on_session_start)
-    api.on("session_shutdown", on_session_shutdown)
-    api.on("turn_end", on_turn_end)
+
+def register(api: Any) -> None:
+    """Register ``speak`` and the prose-routing ``turn_end`` hook on τ's extension API."""
+    handset = Handset(api.config)
+    api.on("session_start", handset.on_session_start)
+    api.on("session_shutdown", handset.on_session_shutdown)
+    api.on("turn_end", handset.on_turn_end)
     api.register_tool(
         {
             "name": "speak",
             "description": SPEAK_DESCRIPTION,
             "parameters": SPEAK_SCHEMA,
-            "execute": execute_speak,
+            "execute": handset.execute_speak,
         }
     )

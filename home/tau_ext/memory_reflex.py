@@ -68,9 +68,7 @@ from home.memory.provenance import Provenance
 from home.memory.recall import ScoredHit, render_recall, used_by_reply
 from home.memory.records import (
     MEMORIZE_ENTRY,
-    MEMORIZE_EVENT,
     RECALL_ENTRY,
-    RECALL_EVENT,
     USE_ENTRY,
     EvaluationRecord,
     GateRecord,
@@ -84,6 +82,15 @@ from home.memory.store import MemoryStore
 from home.tau_ext.bus_link import BusLink
 from home.tau_ext.errors import ExtensionError
 from home.tau_ext.prose import assistant_prose
+from shared.messages.memory import (
+    MEMORIZE_EVENT,
+    RECALL_EVENT,
+    Deposit,
+    GateVerdict,
+    MemorizeReport,
+    RecallQuery,
+    RecallReport,
+)
 from shared.subjects import memorize_subject, recall_subject
 
 TOUCHES_BUS = True
@@ -191,7 +198,7 @@ class MemoryReflex:
         try:
             binding = self.link.binding()
             binding = replace(binding, binding_id=binding_id, device=device)
-            event = self.link.envelope(event_type, {"agent": self.config.agent, **payload}, binding)
+            event = self.link.envelope(event_type, payload, binding)
             await self.link.publish(subject_of(self.config.agent, device), event)
         except (ExtensionError, MemoryReflexError) as exc:
             log.warning("memory_reflex: %s not published: %s", event_type, exc)
@@ -217,7 +224,11 @@ class MemoryReflex:
         except MemoryReflexError as exc:  # the session entry stands; the turn goes on
             log.warning("memory_reflex: %s", exc)
         await self._report(
-            recall_subject, RECALL_EVENT, _recall_payload(record), device, binding_id
+            recall_subject,
+            RECALL_EVENT,
+            _recall_report(record, self.config.agent).to_payload(),
+            device,
+            binding_id,
         )
         if not shown and not record.errors:
             return None
@@ -324,7 +335,11 @@ class MemoryReflex:
         except MemoryReflexError as exc:  # off the turn: logged, and the report still goes out
             log.warning("memory_reflex: %s", exc)
         await self._report(
-            memorize_subject, MEMORIZE_EVENT, _memorize_payload(record), device, record.binding_id
+            memorize_subject,
+            MEMORIZE_EVENT,
+            _memorize_report(record, self.config.agent).to_payload(),
+            device,
+            record.binding_id,
         )
 
     def _evaluator_model(self, ctx: Any) -> Any:
@@ -446,39 +461,39 @@ class MemoryReflex:
         await self._record_evaluation(record, device)
 
 
-def _recall_payload(record: SearchRecord) -> dict[str, Any]:
-    return {
-        "search_id": record.search_id,
-        "queries": [{"root": root, "query": record.query} for root in record.roots],
-        "scores": record.scores,
-        "document_ids": [h.id for h in record.hits],
-        "injected_ids": record.injected_ids,
-        "passed": record.passed,
-        "threshold": record.threshold,
-        "latency_ms": record.latency_ms,
-        "errors": record.errors,
-        "failed_roots": record.failed_roots,
-    }
+def _recall_report(record: SearchRecord, agent: str) -> RecallReport:
+    return RecallReport(
+        search_id=record.search_id,
+        queries=tuple(RecallQuery(root, record.query) for root in record.roots),
+        scores=tuple(record.scores),
+        document_ids=tuple(h.id for h in record.hits),
+        injected_ids=tuple(record.injected_ids),
+        passed=record.passed,
+        threshold=record.threshold,
+        latency_ms=record.latency_ms,
+        errors=tuple(record.errors),
+        failed_roots=tuple(record.failed_roots),
+        agent=agent,
+    )
 
 
-def _memorize_payload(record: EvaluationRecord) -> dict[str, Any]:
-    return {
-        "evaluation_id": record.evaluation_id,
-        "status": record.status,
-        "memory_root": record.memory_root,
-        "queries": [d.fact for d in record.deposits],
-        "scores": [d.nearest_score for d in record.deposits],
-        "document_ids": record.document_ids,
-        "deposits": [
-            {"id": d.id, "action": d.action, "supersedes": d.supersedes} for d in record.deposits
-        ],
-        "skipped": record.skipped,
-        "gate": [{"keep": g.keep, "score": g.score} for g in record.gated],
-        "busy_with": record.busy_with,
-        "answer": record.answer,
-        "error": record.error,
-        "elapsed_ms": record.elapsed_ms,
-    }
+def _memorize_report(record: EvaluationRecord, agent: str) -> MemorizeReport:
+    return MemorizeReport(
+        evaluation_id=record.evaluation_id,
+        status=record.status,
+        memory_root=record.memory_root,
+        queries=tuple(d.fact for d in record.deposits),
+        scores=tuple(d.nearest_score for d in record.deposits),
+        document_ids=tuple(record.document_ids),
+        deposits=tuple(Deposit(d.id, d.action, d.supersedes) for d in record.deposits),
+        skipped=record.skipped,
+        gate=tuple(GateVerdict(g.keep, g.score) for g in record.gated),
+        busy_with=record.busy_with,
+        answer=record.answer,
+        error=record.error,
+        elapsed_ms=record.elapsed_ms,
+        agent=agent,
+    )
 
 
 def _reply_text(messages: list[Any]) -> str:

@@ -25,6 +25,7 @@ from tau_agent_core.tools.base import ToolError
 
 from home.tau_ext.bus_link import BusLink
 from home.tau_ext.errors import ExtensionError
+from shared.messages.verbs import VerbRequest
 from shared.subjects import (
     check_name,
     jmfts_write_ack_subject,
@@ -118,14 +119,17 @@ def register(api: Any) -> None:
             text = params.get("text")
             if not isinstance(text, str) or not text.strip():
                 raise ToolError(f"{name}: 'text' must be a non-empty string, got {text!r}")
-            payload: dict[str, Any] = {"agent": agent, "text": text.strip()}
-            if isinstance(params.get("title"), str) and params["title"].strip():
-                payload["title"] = params["title"].strip()
+            title = params.get("title")
             try:
                 binding = link.binding()
                 # The device travels with the verb, so a delegated answer can find its way back.
-                payload["device"] = binding.device
-                event = link.envelope(name, payload, binding)
+                request = VerbRequest(
+                    text.strip(),
+                    agent=agent,
+                    title=title.strip() if isinstance(title, str) and title.strip() else None,
+                    device=binding.device,
+                )
+                event = link.envelope(name, request.to_payload(), binding)
                 if verb.ack_subject is None:
                     await link.publish(subject, event)
                 else:

@@ -28,8 +28,8 @@ from bridge.protocol import (
 )
 from bridge.transport import BRIDGE_SUBSYSTEM, Backoff, open_bridge_channel
 from bridge.transport.server import MAX_UNAUTHENTICATED_PER_PEER
-from shared.bridge_status import BridgeStatus
 from shared.event import Event
+from shared.messages.bridge import BridgeStatus
 from shared.schema import BridgeHalf, SubjectDecl, load_bridge_half
 from tests.bridge.servers import (
     Collector,

@@ -10,9 +10,9 @@ import pytest
 
 from edge.audio import WavSink
 from edge.runtime import EdgeRuntime, Models
-from edge.wire import Turn
-from shared.bridge_status import BridgeStatus
 from shared.event import Event, new_binding_id
+from shared.messages.bridge import BridgeStatus
+from shared.messages.voice import Turn
 from shared.subjects import edge_notice_subject, speak_subject
 from tests.edge.conftest import Collector, connect, file_config, wait_for
 

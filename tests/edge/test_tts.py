@@ -11,8 +11,8 @@ from nats.aio.msg import Msg
 from edge.audio import SoundDeviceSink, WavSink
 from edge.endpoint import ManualButton
 from edge.runtime import EdgeRuntime, Models
-from edge.wire import SpeechCompleted
 from shared.event import Event, new_binding_id
+from shared.messages.voice import SpeechCompleted
 from shared.subjects import reply_subject, speak_subject, speech_completed_subject
 from tests.edge.conftest import Collector, connect, file_config, wait_for
 

@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from edge.wire import SpeakRequest, SpeechCompleted, Turn, WordTiming
+from edge.wire import SpeakRequest
 from shared.errors import EnvelopeError
 from shared.event import EnvelopeLimits, Event, new_binding_id
+from shared.messages.voice import SpeechCompleted, Turn, WordTiming
 from shared.subjects import parse_subject, speak_subject
 
 

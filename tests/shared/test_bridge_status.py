@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.bridge_status import BridgeStatus
 from shared.errors import EnvelopeError, SubjectError
 from shared.event import Event
+from shared.messages.bridge import BridgeStatus
 from shared.subjects import (
     BRIDGE_STATUS_PATTERN,
     bridge_status_subject,

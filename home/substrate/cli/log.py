@@ -10,7 +10,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from home.memory.records import MEMORIZE_EVENT, memories_in_report
 from home.substrate.cli.common import (
     AsJson,
     console,
@@ -23,7 +22,10 @@ from home.substrate.config import (
 )
 from home.substrate.eventlog import EVENTS_SUBJECT, LoggedEvent, event_summary, read_log, trace
 from home.substrate.options import DataDir
+from shared.errors import EnvelopeError
+from shared.event import Event
 from shared.exit_codes import ExitCode
+from shared.messages.memory import MEMORIZE_EVENT, MemorizeReport, TurnMemory
 
 
 def events(
@@ -108,7 +110,7 @@ def _print_trace(binding_id: str, found: list[LoggedEvent]) -> None:
         memory
         for item in found
         if item.event is not None and item.event.event_type == MEMORIZE_EVENT
-        for memory in memories_in_report(item.event.payload)
+        for memory in _memories(item.event)
     ]
     if memories:
         made = Table(title=f"memories turn {binding_id} produced (home memory show ID)")
@@ -118,3 +120,11 @@ def _print_trace(binding_id: str, found: list[LoggedEvent]) -> None:
             replaced = "" if memory.supersedes is None else f"#{memory.supersedes}"
             made.add_row(f"#{memory.id}", memory.action, replaced, escape(memory.fact))
         console.print(made)
+
+
+def _memories(event: Event) -> list[TurnMemory]:
+    """The memories one memorize report names; a malformed report names none."""
+    try:
+        return MemorizeReport.from_event(event).memories()
+    except EnvelopeError:
+        return []

@@ -15,12 +15,12 @@ from edge.tui.wire import (
     MemoryReport,
     TypedTurn,
     device_rail_patterns,
-    memory_summary,
     parse_incoming,
     speech_ack,
 )
 from shared.errors import EnvelopeError, SubjectError
 from shared.event import Event, new_binding_id
+from shared.messages.memory import memory_summary
 from shared.subjects import matches
 
 BID = new_binding_id()

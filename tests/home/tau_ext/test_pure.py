@@ -1,4 +1,4 @@
-"""The τ extensions' pure parts: the binding file, effector acks, prose kinds and speakability."""
+"""The τ extensions' pure parts: the binding file, prose kinds and speakability."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from home.tau_ext.binding import TurnBinding, read_binding, write_binding
-from home.tau_ext.bus_link import ack_failure
 from home.tau_ext.errors import BindingFileError
 from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
 
@@ -33,21 +32,6 @@ def test_a_reprompt_is_marked_in_the_binding_file_and_an_older_file_is_no_reprom
     assert read_binding(path).reprompt
     path.write_text('{"binding_id": "b1", "device": "tui", "event_id": "e1", "turn": 1}')
     assert not read_binding(path).reprompt
-
-
-@pytest.mark.parametrize(
-    ("payload", "failed"),
-    [
-        ({"doc_id": 4}, False),
-        ({"ok": True}, False),
-        ({"ok": False, "error": "denied"}, True),
-        ({"error": "disk full"}, True),
-        ({"status": "ok"}, False),
-        ({"status": "refused"}, True),
-    ],
-)
-def test_ack_failure_reads_both_dialects(payload: dict[str, object], failed: bool) -> None:
-    assert (ack_failure(payload) is not None) == failed
 
 
 def test_prose_kind_follows_the_shape_of_the_turn() -> None:

@@ -1,0 +1,101 @@
+"""The verb rails: what an agent's verb asks (``events.workspace.<agent>.out.<verb>``) and
+the effector's ack (``events.journal.<verb>.<binding_id>``).
+
+A verb without an ack (``delegate``) is answered later as an ordinary event. What makes
+any ack a failure is :func:`ack_failure`; docs/architecture.md, "Acks".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared.event import Event
+from shared.messages import fields
+
+
+@dataclass(frozen=True)
+class VerbRequest:
+    """One verb call: the text, an optional title, and the device of the turn (for answers)."""
+
+    text: str
+    agent: str | None = None
+    title: str | None = None
+    device: str | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        """The verb's payload (``title`` only when set; ``device`` always, maybe null)."""
+        payload: dict[str, Any] = {} if self.agent is None else {"agent": self.agent}
+        payload["text"] = self.text
+        if self.title is not None:
+            payload["title"] = self.title
+        payload["device"] = self.device
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> VerbRequest:
+        """Parse a verb payload: non-empty ``text``; a title that is not text reads as none."""
+        title = payload.get("title")
+        return cls(
+            text=fields.text(payload),
+            agent=fields.opt_string(payload, "agent"),
+            title=title if isinstance(title, str) and title.strip() else None,
+            device=fields.opt_string(payload, "device"),
+        )
+
+    @classmethod
+    def from_event(cls, event: Event) -> VerbRequest:
+        """Parse a verb event; ``EnvelopeError`` names the malformed key."""
+        return cls.from_payload(event.payload)
+
+
+@dataclass(frozen=True)
+class VerbAck:
+    """An effector's answer to one verb: ``ok`` with the document written, or the error."""
+
+    agent: str
+    verb: str
+    ok: bool
+    doc_id: int | None = None
+    error: str | None = None
+
+    @property
+    def event_type(self) -> str:
+        """``<verb>.ack``."""
+        return f"{self.verb}.ack"
+
+    def to_payload(self) -> dict[str, Any]:
+        """The ack's payload (``doc_id`` only on success)."""
+        payload: dict[str, Any] = {"agent": self.agent, "verb": self.verb, "ok": self.ok}
+        if self.doc_id is not None:
+            payload["doc_id"] = self.doc_id
+        payload["error"] = self.error
+        return payload
+
+    @classmethod
+    def from_event(cls, event: Event) -> VerbAck:
+        """Parse an ack; ``EnvelopeError`` names the malformed key."""
+        p = event.payload
+        return cls(
+            agent=fields.string(p, "agent"),
+            verb=fields.string(p, "verb"),
+            ok=fields.flag(p, "ok"),
+            doc_id=fields.opt_int(p, "doc_id"),
+            error=fields.opt_string(p, "error"),
+        )
+
+
+def ack_failure(payload: dict[str, Any]) -> str | None:
+    """Why an ack reports failure, or None for success; any ack's dialect is read.
+
+    ``ok: false`` (verb acks, ``speech.completed``), a non-null ``error``, or a
+    ``status`` other than ``ok`` each mean failure.
+    """
+    if payload.get("ok") is False:
+        return f"ok=false: {payload.get('error') or 'no reason given'}"
+    if payload.get("error") is not None:
+        return f"error: {payload['error']}"
+    status = payload.get("status")
+    if status is not None and status != "ok":
+        return f"status={status!r}"
+    return None

@@ -1,0 +1,332 @@
+"""The voice rails: turn, partial, speak, reply and the speech-completed ack.
+
+One frozen dataclass per message, each with its to-event (or to-payload, where a
+sender's own link builds the envelope) and from-event pair; a malformed field is an
+``EnvelopeError`` naming it (``payload.text``). Subjects come from
+:mod:`shared.subjects`; the rails are drawn in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shared.errors import EnvelopeError
+from shared.event import Event
+from shared.messages import fields
+from shared.subjects import (
+    NAME_TOKEN,
+    sensation_partial_subject,
+    sensation_turn_subject,
+    speech_completed_subject,
+)
+
+TURN_EVENT_TYPE = "sensation.turn"
+PARTIAL_EVENT_TYPE = "sensation.partial"
+SPEAK_EVENT_TYPE = "speak"
+REPLY_EVENT_TYPE = "reply"
+SPEECH_COMPLETED_EVENT_TYPE = "speech.completed"
+NOTICE_EVENT_TYPE = "edge.notice"
+
+
+@dataclass(frozen=True)
+class WordTiming:
+    """One recognized word, its times in seconds from the utterance start, and confidence."""
+
+    word: str
+    start_s: float
+    end_s: float
+    confidence: float
+
+    def to_json(self) -> dict[str, Any]:
+        """As a JSON object for the turn payload."""
+        return {
+            "word": self.word,
+            "start_s": round(self.start_s, 3),
+            "end_s": round(self.end_s, 3),
+            "confidence": round(self.confidence, 4),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, index: int) -> WordTiming:
+        """One entry of ``payload.words``; errors name ``payload.words[<index>]``."""
+        where = f"words[{index}]"
+        if not isinstance(data, dict):
+            raise EnvelopeError(fields.payload_key(where), f"must be an object, got {data!r:.60}")
+        numbers = [
+            fields.opt_number(data, key, path=fields.payload_key(f"{where}.{key}"))
+            for key in ("start_s", "end_s", "confidence")
+        ]
+        start_s, end_s, confidence = (0.0 if n is None else n for n in numbers)
+        word = data.get("word")
+        if not isinstance(word, str):
+            raise EnvelopeError(
+                fields.payload_key(f"{where}.word"), f"must be a string, got {word!r:.60}"
+            )
+        return cls(word, start_s, end_s, confidence)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A finished utterance: ``events.sensation.<device>.turn``."""
+
+    device: str
+    binding_id: str
+    text: str
+    confidence: float
+    words: tuple[WordTiming, ...]
+    started_at: datetime
+    ended_at: datetime
+    endpoint: str  # what closed the utterance: vad, push_to_talk, end_of_input, ...
+
+    @property
+    def subject(self) -> str:
+        """Where the turn is published."""
+        return sensation_turn_subject(self.device)
+
+    def to_payload(self) -> dict[str, Any]:
+        """The turn's payload."""
+        return {
+            "text": self.text,
+            "device": self.device,
+            "confidence": round(self.confidence, 4),
+            "words": [w.to_json() for w in self.words],
+            "started_at": self.started_at.isoformat(),
+            "ended_at": self.ended_at.isoformat(),
+            "endpoint": self.endpoint,
+        }
+
+    def to_event(self, *, source: str, sequence_number: int, now: datetime | None = None) -> Event:
+        """The sensation event, carrying the freshly minted ``binding_id``.
+
+        ``now`` stamps the envelope (default: the clock at this call).
+        """
+        return Event.new(
+            TURN_EVENT_TYPE,
+            self.to_payload(),
+            source=source,
+            sequence_number=sequence_number,
+            binding_id=self.binding_id,
+            now=now,
+        )
+
+    @classmethod
+    def from_event(cls, event: Event) -> Turn:
+        """Parse a turn event; ``EnvelopeError`` names what is wrong."""
+        if event.binding_id is None:
+            raise EnvelopeError("binding_id", "a turn must carry its binding id")
+        p = event.payload
+        confidence = fields.opt_number(p, "confidence")
+        return cls(
+            device=fields.text(p, "device"),
+            binding_id=event.binding_id,
+            text=fields.string(p, "text"),
+            confidence=1.0 if confidence is None else confidence,
+            words=tuple(WordTiming.from_json(w, i) for i, w in enumerate(fields.array(p, "words"))),
+            started_at=_instant(p, "started_at"),
+            ended_at=_instant(p, "ended_at"),
+            endpoint=fields.string(p, "endpoint"),
+        )
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """Words routed to an agent: the text of a sensation and the device it names, if any.
+
+    Lenient on purpose: any sensation that carries text is prompted with, and a missing or
+    malformed ``device`` is left for the receiver to work out from the envelope.
+    """
+
+    text: str
+    device: str | None
+
+    @classmethod
+    def from_event(cls, event: Event) -> Utterance:
+        """The stripped text (non-empty, or ``EnvelopeError("payload.text")``) and device."""
+        device = event.payload.get("device")
+        return cls(
+            text=fields.text(event.payload).strip(),
+            device=device if isinstance(device, str) and NAME_TOKEN.fullmatch(device) else None,
+        )
+
+
+@dataclass(frozen=True)
+class Partial:
+    """An in-flight transcript: ``events.sensation.<device>.partial`` (stays on the board)."""
+
+    device: str
+    binding_id: str
+    text: str
+
+    @property
+    def subject(self) -> str:
+        """Where the partial is published."""
+        return sensation_partial_subject(self.device)
+
+    def to_event(self, *, source: str, sequence_number: int) -> Event:
+        """The partial event; it shares the binding id the final turn will carry."""
+        return Event.new(
+            PARTIAL_EVENT_TYPE,
+            {"text": self.text, "device": self.device},
+            source=source,
+            sequence_number=sequence_number,
+            binding_id=self.binding_id,
+            ttl_ms=5_000,
+        )
+
+    @classmethod
+    def from_event(cls, event: Event) -> Partial:
+        """Parse a partial event; ``EnvelopeError`` names what is wrong."""
+        if event.binding_id is None:
+            raise EnvelopeError("binding_id", "a partial must carry its binding id")
+        p = event.payload
+        return cls(fields.text(p, "device"), event.binding_id, fields.string(p, "text"))
+
+
+@dataclass(frozen=True)
+class Speak:
+    """Text an agent wants said: ``events.workspace.<agent>.out.speak.<device>``.
+
+    The envelope carries the turn's binding id; the subject names agent and device,
+    which the payload repeats (``device`` is null on the deviceless speak subject).
+    """
+
+    text: str
+    agent: str | None = None
+    device: str | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        """The speak payload."""
+        return {"text": self.text, "agent": self.agent, "device": self.device}
+
+    @classmethod
+    def from_event(cls, event: Event) -> Speak:
+        """Parse a speak event; the text must be non-empty (``payload.text``)."""
+        p = event.payload
+        return cls(
+            text=fields.text(p),
+            agent=fields.opt_string(p, "agent"),
+            device=fields.opt_string(p, "device"),
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Text on the reply rail (``events.workspace.<agent>.out.reply.<device>``): not spoken.
+
+    ``spoken`` is false for an answer the agent judged unspeakable, with ``reason``;
+    ``kind`` says which (``status``, ``answer``, ``refusal``, ``failed``, ``aborted``);
+    a status line from elsewhere may omit all three. A report of a turn that did not
+    finish carries empty ``text`` and the ``reason``.
+    """
+
+    text: str
+    spoken: bool = True
+    kind: str | None = None
+    reason: str | None = None
+    agent: str | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        """The reply payload (``kind`` and ``reason`` only when set)."""
+        payload: dict[str, Any] = {} if self.agent is None else {"agent": self.agent}
+        payload.update(text=self.text, spoken=self.spoken)
+        if self.kind is not None:
+            payload["kind"] = self.kind
+        if self.reason is not None:
+            payload["reason"] = self.reason
+        return payload
+
+    @classmethod
+    def from_event(cls, event: Event) -> Reply:
+        """Parse a reply event; ``EnvelopeError`` names the malformed key."""
+        p = event.payload
+        return cls(
+            text=fields.string(p, "text"),
+            spoken=fields.flag(p, "spoken", True),
+            kind=fields.opt_string(p, "kind"),
+            reason=fields.opt_string(p, "reason"),
+            agent=fields.opt_string(p, "agent"),
+        )
+
+
+@dataclass(frozen=True)
+class SpeechCompleted:
+    """The ack after playback: ``events.action.speech.completed.<binding_id>``."""
+
+    binding_id: str
+    device: str
+    ok: bool
+    interrupted: bool = False
+    error: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def subject(self) -> str:
+        """Where the ack is published (the speak verb waits on it)."""
+        return speech_completed_subject(self.binding_id)
+
+    def to_event(self, *, source: str, sequence_number: int) -> Event:
+        """The ``speech.completed`` event with the turn's binding id."""
+        return Event.new(
+            SPEECH_COMPLETED_EVENT_TYPE,
+            {
+                "ok": self.ok,
+                "interrupted": self.interrupted,
+                "error": self.error,
+                "device": self.device,
+                "duration_s": round(self.duration_s, 3),
+            },
+            source=source,
+            sequence_number=sequence_number,
+            binding_id=self.binding_id,
+        )
+
+    @classmethod
+    def from_event(cls, event: Event) -> SpeechCompleted:
+        """Parse an ack; ``EnvelopeError`` names what is wrong."""
+        p = event.payload
+        if event.binding_id is None:
+            raise EnvelopeError("binding_id", "a speech.completed ack must carry the binding id")
+        duration_s = fields.opt_number(p, "duration_s")
+        return cls(
+            binding_id=event.binding_id,
+            device=fields.string(p, "device", ""),
+            ok=fields.flag(p, "ok"),
+            interrupted=fields.flag(p, "interrupted", False),
+            error=fields.opt_string(p, "error"),
+            duration_s=0.0 if duration_s is None else duration_s,
+        )
+
+
+@dataclass(frozen=True)
+class Notice:
+    """The board said its unreachable-home notice aloud: ``events.edge.<device>.notice``.
+
+    Published on the board's own NATS for monitors and HIL runs; ``turn_binding_id``
+    is the turn it answered in home's place.
+    """
+
+    text: str
+    turn_binding_id: str | None
+
+    def to_payload(self) -> dict[str, Any]:
+        """The notice's payload."""
+        return {"text": self.text, "turn_binding_id": self.turn_binding_id}
+
+    @classmethod
+    def from_event(cls, event: Event) -> Notice:
+        """Parse a notice event; ``EnvelopeError`` names the malformed key."""
+        p = event.payload
+        return cls(fields.string(p, "text"), fields.opt_string(p, "turn_binding_id"))
+
+
+def _instant(payload: dict[str, Any], key: str) -> datetime:
+    raw = fields.string(payload, key)
+    try:
+        parsed = datetime.fromisoformat(raw)
+    except ValueError as exc:
+        raise EnvelopeError(fields.payload_key(key), f"must be ISO-8601, got {raw!r:.60}") from exc
+    if parsed.tzinfo is None:
+        raise EnvelopeError(fields.payload_key(key), f"must carry a timezone, got {raw!r:.60}")
+    return parsed
