@@ -30,7 +30,8 @@ from nats.errors import Error as NatsError
 from home.substrate.component import Health
 from home.substrate.config import inherited_environment
 from home.substrate.errors import ComponentError, LaunchError
-from home.substrate.process import spawn, terminate
+from home.substrate.process import spawn
+from shared.proc import terminate
 from shared.schema import NodeSpec
 
 HEALTH_REQUEST_TIMEOUT_S = 1.0
@@ -109,7 +110,7 @@ class ProcessHandle:
 
     async def stop(self) -> None:
         """Terminate the child."""
-        await terminate(self._proc)
+        await terminate(self._proc, group=True)
 
 
 class ServiceLauncher:
