@@ -21,8 +21,9 @@ from typing import Any
 
 from home.agents import protocol
 from home.agents.errors import TauExited, TauProtocolError, TauRpcError
-from home.agents.launch import ModelEndpoint, TauLaunch, write_tau_home
+from home.agents.launch import TauLaunch, write_tau_home
 from home.agents.protocol import Capabilities, RpcResponse, WireEvent
+from home.llm.endpoint import ModelEndpoint
 from shared.proc import terminate
 
 log = logging.getLogger(__name__)

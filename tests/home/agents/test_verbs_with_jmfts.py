@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from home.agents.agent_node import AgentNode
-from home.agents.launch import ModelEndpoint
 from home.effectors.effector import Effector
 from home.effectors.jmfts_http import JmftsClient
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
 from home.jmfts.testing import RunningJmfts
+from home.llm.endpoint import ModelEndpoint
 from shared.schema.catalog import NodeCatalog
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import Reply, ScriptedModel, content_text
