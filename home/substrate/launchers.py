@@ -5,7 +5,7 @@ A launcher turns a catalog :class:`~shared.schema.NodeSpec` into a running
 handle under the node's restart policy. :data:`LAUNCHERS` holds the kind the
 substrate runs by itself (``service``); ``home up`` hands the substrate a table
 that adds ``tau_agent``, ``tau_bus_agent`` and ``effector``
-(:func:`home.substrate.up.node_launchers`). A kind with no launcher is reported
+(:func:`home.up.node_launchers`). A kind with no launcher is reported
 as unavailable ("no launcher for kind X yet"), never faked.
 
 The ``service`` launcher runs ``config.command`` (a list of strings) as a

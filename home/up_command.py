@@ -35,7 +35,7 @@ from home.substrate.errors import (
 )
 from home.substrate.logs import configure_logging
 from home.substrate.options import DataDir
-from home.substrate.up import components_table, run_home
+from home.up import components_table, run_home
 
 
 def up(  # noqa: PLR0917 - Typer maps each option to a parameter
