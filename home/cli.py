@@ -1,5 +1,8 @@
-"""The ``home`` command: the root Typer app; ``home up`` is its own, each part of home registers
-its own group."""
+"""The ``home`` command: the root Typer app.
+
+``home up`` belongs to the root itself (:mod:`home.up_command`); each part of
+home registers its own commands or group.
+"""
 
 from __future__ import annotations
 

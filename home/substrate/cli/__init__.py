@@ -12,8 +12,10 @@ from home.substrate.cli.status import status
 
 
 def register(app: typer.Typer, *, trace_annexes: Sequence[TraceAnnex] = ()) -> None:
-    """Add the substrate's commands to the root ``home`` app; ``home trace`` ends with
-    ``trace_annexes``."""
+    """Add the substrate's commands to the root ``home`` app.
+
+    ``home trace`` prints, below its table, what each of ``trace_annexes`` makes of the turn.
+    """
     app.command("status")(status)
     app.add_typer(schema_app, name="schema")
     app.command("events")(events)
