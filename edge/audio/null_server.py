@@ -22,7 +22,7 @@ from pathlib import Path
 
 from edge.audio.device import rescan_devices
 from edge.errors import PulseError
-from edge.orphans import die_with_parent
+from shared.proc import die_with_parent, terminate_blocking
 
 READY_S = 30.0
 
@@ -87,12 +87,7 @@ def pulse_daemon(root: Path, sink: str = "tether_null") -> Iterator[Pulse]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate_blocking(proc, 10)
         if proc.stderr is not None:
             proc.stderr.close()
         rescan_devices()

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ from shared.errors import ContractError
 from shared.event import Event
 from shared.messages.bridge import BridgeStatus
 from shared.nats_confirm import confirm_subscriptions
+from shared.proc import free_port, terminate_blocking
 from shared.schema import load_bridge_half
 from shared.subjects import bridge_status_subject, edge_notice_subject
 
@@ -46,12 +46,6 @@ DEVICE = "board"
 START_TIMEOUT_S = 120.0
 LINK_TIMEOUT_S = 30.0
 DEFAULT_PHRASES = ("안녕하세요", "감사합니다")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _ignore(exc: Exception) -> None:
@@ -120,19 +114,14 @@ class VirtualBoard:
                 await self._edge_nc.close()
             self._edge_nc = None
         for proc in (self._edge, self._home):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    await asyncio.to_thread(proc.wait, 30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    await asyncio.to_thread(proc.wait)
+            if proc is not None:
+                await asyncio.to_thread(terminate_blocking, proc, 30)
         await self._stack.aclose()
         self._sync.close()
 
     async def _start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        home_port, relay_port, edge_nats = _free_port(), _free_port(), _free_port()
+        home_port, relay_port, edge_nats = free_port(), free_port(), free_port()
         bridge_dir = self.data_dir / "bridge"
         paired = await asyncio.to_thread(
             subprocess.run,

@@ -66,10 +66,11 @@ from home.agents.errors import (
 )
 from home.agents.inbound import parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
-from home.agents.launch import ModelEndpoint, RunContext, TauLaunch, build_launch
+from home.agents.launch import RunContext, TauLaunch, build_launch
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
 from home.agents.tau_process import TauProcess
 from home.agents.tau_supervisor import TauSupervisor
+from home.llm.endpoint import ModelEndpoint
 from home.substrate.launchers import node_health_subject
 from home.tau_ext.binding import write_binding
 from home.tau_ext.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S

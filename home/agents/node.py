@@ -27,8 +27,7 @@ from rich.console import Console
 import home
 from home.agents.agent_node import AgentNode
 from home.agents.errors import AgentError
-from home.agents.launch import ModelEndpoint
-from home.llm.endpoint import embedded_endpoint
+from home.llm.endpoint import ModelEndpoint, embedded_endpoint
 from home.llm.errors import LlmError
 from home.llm.server import LlamaServer, LlamaServerConfig
 from shared.errors import ContractError

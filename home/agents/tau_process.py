@@ -21,8 +21,10 @@ from typing import Any
 
 from home.agents import protocol
 from home.agents.errors import TauExited, TauProtocolError, TauRpcError
-from home.agents.launch import ModelEndpoint, TauLaunch, write_tau_home
+from home.agents.launch import TauLaunch, write_tau_home
 from home.agents.protocol import Capabilities, RpcResponse, WireEvent
+from home.llm.endpoint import ModelEndpoint
+from shared.proc import terminate
 
 log = logging.getLogger(__name__)
 
@@ -147,13 +149,7 @@ class TauProcess:
                 try:
                     await asyncio.wait_for(proc.wait(), _TERMINATE_GRACE_S)
                 except TimeoutError:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.terminate()
-                    try:
-                        await asyncio.wait_for(proc.wait(), _TERMINATE_GRACE_S)
-                    except TimeoutError:
-                        self.kill()
-                        await proc.wait()
+                    await terminate(proc, _TERMINATE_GRACE_S)
         finally:
             if self._reader is not None:
                 self._reader.cancel()

@@ -17,9 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from home.agents.errors import AgentError, RestartBudgetExhausted
-from home.agents.launch import ModelEndpoint, TauLaunch
+from home.agents.launch import TauLaunch
 from home.agents.restart import RestartTracker
 from home.agents.tau_process import EventCallback, TauProcess
+from home.llm.endpoint import ModelEndpoint
 from shared.schema.catalog import RestartPolicy
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from home.substrate.component import ComponentInfo, Health
 from home.substrate.control import ControlRequest
 from home.substrate.errors import ComponentError, ControlError
 from shared.errors import SchemaError, SubjectError
+from shared.proc import free_port
 from shared.schema import BridgeHalf, load_bridge_half
 from shared.schema.bridge_half import DEFAULT_PORT
 from shared.subjects import check_name
@@ -41,12 +41,6 @@ log = logging.getLogger("tether.home.bridge")
 def paired_home_halves(data_dir: Path) -> list[Path]:
     """The home halves ``bridge pair`` wrote into ``DATA_DIR/bridge``, sorted by name."""
     return sorted((data_dir / BRIDGE_DIR).glob("*.home.yaml"))
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class HomeBridgeComponent:
@@ -66,7 +60,7 @@ class HomeBridgeComponent:
         self._nats_url = nats_url
         self._host = host
         # Port 0 is fixed to a free port now, so halves paired later name the real one.
-        self._port = _free_port(host) if port == 0 else port
+        self._port = free_port(host) if port == 0 else port
         self._endpoint: HomeBridgeEndpoint | None = None
         self._lock = asyncio.Lock()
 

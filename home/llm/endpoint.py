@@ -20,9 +20,9 @@ fragments into a tool name that does not exist (``speakspeakspeak``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from home.agents.launch import ModelEndpoint
 from home.llm.model_file import EMBEDDED_MODEL_ID
 
 # Short answers: a spoken sentence or two, and a small context on a small machine.
@@ -30,6 +30,60 @@ from home.llm.model_file import EMBEDDED_MODEL_ID
 # so the constrained JSON always closes (seen at 96: a 340-character run cut off).
 EMBEDDED_MAX_TOKENS = 160
 EMBEDDED_CONTEXT = 4096
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """One OpenAI-compatible endpoint and how τ should talk to it."""
+
+    base_url: str
+    model: str = "default"
+    api_key: str = "none"
+    max_tokens: int = 256
+    context_window: int = 8192
+    temperature: float | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    stream: bool = True
+    # The decode-constraint dialect the server accepts ("gbnf" for llama.cpp), or None.
+    grammar: str | None = None
+
+    def tau_entry(self) -> dict[str, Any]:
+        """This endpoint as an entry of τ's ``config.json`` ``models`` map."""
+        entry: dict[str, Any] = {
+            "backend": "openai",
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key": self.api_key,
+            "max_tokens": self.max_tokens,
+            "context_window": self.context_window,
+            "stream": self.stream,
+            # Prompt caching asks nothing of an OpenAI-compatible local server.
+            "prompt_cache": False,
+        }
+        if self.temperature is not None:
+            entry["temperature"] = self.temperature
+        if self.extra_body:
+            entry["extra_body"] = dict(self.extra_body)
+        if self.grammar is not None:
+            entry["grammar"] = self.grammar
+        entry["compaction"] = self.compaction()
+        return entry
+
+    def compaction(self) -> dict[str, Any]:
+        """τ's auto-compaction sized to this window.
+
+        τ's defaults (a 16384-token reserve, 20000 kept) assume a large window: on a
+        4096- or 8192-token one its limits come out negative and auto-compaction
+        silently never runs, so a long-lived agent grows past its window and then
+        fails every turn (seen: 13k tokens sent to the 4k embedded model). A quarter
+        of the window is reserved for the summarizing call and a quarter kept verbatim.
+        """
+        quarter = self.context_window // 4
+        return {
+            "auto": True,
+            "reserve_tokens": max(quarter, 2 * self.max_tokens),
+            "keep_recent_tokens": quarter,
+        }
 
 
 def forced_tool_choice(tool: str) -> dict[str, Any]:

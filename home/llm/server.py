@@ -16,9 +16,7 @@ first stops that chat format from HTML-escaping every message in the prompt.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +26,7 @@ import httpx
 
 from home.llm.errors import LlmServerError
 from home.llm.model_file import EMBEDDED_MODEL_ID, packaged_gguf
-from home.substrate.process import die_with_parent
+from shared.proc import die_with_parent, free_port, terminate
 
 CHAT_FORMAT = "chatml-function-calling"
 _STOP_GRACE_S = 5.0
@@ -42,13 +40,6 @@ def default_threads() -> int:
     when the other core was busy.
     """
     return max(1, min(4, (os.cpu_count() or 2) - 1))
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free on ``host`` right now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -149,7 +140,7 @@ class LlamaServer:
                 stderr=log or asyncio.subprocess.DEVNULL,
                 start_new_session=True,
                 # Even a kill -9 of home up must leave no model server behind.
-                preexec_fn=die_with_parent(),
+                preexec_fn=die_with_parent,
             )
         finally:
             if log is not None:
@@ -203,13 +194,5 @@ class LlamaServer:
     async def stop(self) -> None:
         """Terminate the process, then kill it if it lingers."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), _STOP_GRACE_S)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        if proc is not None:
+            await terminate(proc, _STOP_GRACE_S)

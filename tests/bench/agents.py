@@ -26,8 +26,7 @@ import nats
 from nats.aio.msg import Msg
 
 from home.agents.agent_node import AgentNode
-from home.agents.launch import ModelEndpoint
-from home.llm.endpoint import embedded_endpoint
+from home.llm.endpoint import ModelEndpoint, embedded_endpoint
 from home.llm.server import LlamaServer, LlamaServerConfig, default_threads
 from shared.event import Event, new_binding_id
 from shared.schema.catalog import NodeSpec, load_node_catalog, parse_node_catalog

@@ -32,16 +32,10 @@ from rich.console import Console
 from rich.progress import Progress
 
 from shared.event import Event
+from shared.proc import free_port, terminate_blocking, wait_for_port, wait_for_port_blocking
 from tests.bench.report import Result, publish
 from tests.bridge.faulty_proxy import FaultyProxy
-from tests.bridge.servers import (
-    Paired,
-    await_port,
-    free_port,
-    make_pair,
-    nats_server,
-    wait_for_port,
-)
+from tests.bridge.servers import Paired, make_pair, nats_server
 
 UP = "events.sensation.board.turn"
 LATENCY_SECONDS = 2.0
@@ -68,12 +62,7 @@ def process(*args: str) -> Iterator[subprocess.Popen[bytes]]:
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate_blocking(proc, 10)
 
 
 @dataclass
@@ -98,7 +87,7 @@ async def ours(paired: Paired, via_proxy: bool) -> AsyncIterator[Path_]:
             "home", str(paired.result.home_half), str(paired.result.host_key), home_url, str(port)
         ) as home_proc,
     ):
-        wait_for_port(port, home_proc)
+        wait_for_port_blocking("127.0.0.1", port, timeout_s=10, exit_code=home_proc.poll)
         proxy = FaultyProxy(port) if via_proxy else None
         if proxy is not None:
             await proxy.start()
@@ -142,7 +131,7 @@ async def leaf(paired: Paired, tmp: Path, via_proxy: bool) -> AsyncIterator[Path
             str(hub_leaf),
         ) as sshd,
     ):
-        wait_for_port(ssh_port, sshd)
+        wait_for_port_blocking("127.0.0.1", ssh_port, timeout_s=10, exit_code=sshd.poll)
         proxy = FaultyProxy(ssh_port) if via_proxy else None
         if proxy is not None:
             await proxy.start()
@@ -154,7 +143,7 @@ async def leaf(paired: Paired, tmp: Path, via_proxy: bool) -> AsyncIterator[Path
             str(fwd_port),
             str(hub_leaf),
         ) as fwd:
-            await await_port(fwd_port, fwd)
+            await wait_for_port("127.0.0.1", fwd_port, timeout_s=20, exit_code=fwd.poll)
             with nats_server(leaf_conf) as leaf_url:
                 pub, sub = await nats.connect(leaf_url), await nats.connect(hub_url)
                 try:

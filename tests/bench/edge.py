@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -41,6 +40,7 @@ from edge.models import resolve_piper_voice, resolve_vosk_model
 from edge.runtime import EdgeRuntime, Models
 from edge.tts import PiperSynthesizer
 from shared.event import Event, new_binding_id
+from shared.proc import terminate_blocking
 from shared.subjects import sensation_turn_subject, speak_subject
 from tests.bench.report import Result, publish
 from tests.edge.conftest import speak_korean
@@ -292,12 +292,7 @@ def measure_process(
             "nats_rss_mb": sum(c.memory_info().rss for c in children) / 2**20,
         }
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate_blocking(proc, 30)
         sock.close()
 
 

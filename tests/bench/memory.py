@@ -58,6 +58,7 @@ from home.memory.fsrs import ReviewBook
 from home.memory.keep_gate import load_keep_gate
 from home.memory.reflex import Recaller
 from home.memory.store import MemoryStore
+from shared.proc import terminate_blocking
 from tests.bench.memory_corrections import measure_corrections
 from tests.bench.report import Result, publish
 from tests.support.keep_gate_set import LabelledSet, read_labelled_set, score_gate
@@ -356,12 +357,7 @@ class JmftsProcess:
 
     def stop(self) -> None:
         """Terminate, then kill if it lingers."""
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        terminate_blocking(self.process, 15)
         if self.process.stdout is not None:
             self.process.stdout.close()
 

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import dataclasses
 import random
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -21,29 +20,9 @@ from bridge.node import EdgeBridgeNode, HomeBridgeEndpoint
 from bridge.pair import PairResult, pair
 from bridge.transport import Backoff
 from shared.event import Event
+from shared.proc import free_port, nats_server_binary, terminate_blocking, wait_for_port_blocking
 from shared.schema import BridgeHalf, load_bridge_half
 from tests.bridge.faulty_proxy import FaultyProxy
-from tests.conftest import nats_server_binary
-
-
-def free_port() -> int:
-    """A port that was free a moment ago on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
-    """Block until something accepts on ``port``, or fail if ``proc`` died first."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server on port {port} did not start") from None
-            time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -55,15 +34,10 @@ def nats_server(config: Path | None = None, port: int | None = None) -> Iterator
         args += ["-c", str(config)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for_port(port, proc)
+        wait_for_port_blocking("127.0.0.1", port, timeout_s=10, exit_code=proc.poll)
         yield f"nats://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate_blocking(proc)
 
 
 def with_port(half: BridgeHalf, port: int) -> BridgeHalf:
@@ -177,18 +151,3 @@ class Collector:
     def events(self) -> list[Event]:
         """Envelopes received so far, in order."""
         return [Event.from_json(m.data) for m in self.msgs]
-
-
-async def await_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
-    """:func:`wait_for_port` without blocking the event loop (a proxy on it may be in the path)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            await writer.wait_closed()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server on port {port} did not start") from None
-            await asyncio.sleep(0.05)

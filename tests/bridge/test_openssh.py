@@ -15,7 +15,8 @@ import pytest
 
 from bridge.node import EdgeBridgeNode
 from bridge.transport import Backoff
-from tests.bridge.servers import Collector, Paired, free_port, wait_for_port, wait_until
+from shared.proc import free_port, terminate_blocking, wait_for_port_blocking
+from tests.bridge.servers import Collector, Paired, wait_until
 from tests.bridge.test_link import turn
 
 SSHD = Path("/usr/sbin/sshd")  # Debian package openssh-server (Makefile DEB_PACKAGES)
@@ -70,15 +71,10 @@ def sshd(paired: Paired, home_nats: str, tmp_path: Path) -> Iterator[int]:
         [str(SSHD), "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=log
     )
     try:
-        wait_for_port(port, proc)
+        wait_for_port_blocking("127.0.0.1", port, timeout_s=10, exit_code=proc.poll)
         yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate_blocking(proc)
         log.close()
 
 

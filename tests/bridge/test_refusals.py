@@ -30,11 +30,11 @@ from bridge.transport import BRIDGE_SUBSYSTEM, Backoff, open_bridge_channel
 from bridge.transport.server import MAX_UNAUTHENTICATED_PER_PEER
 from shared.event import Event
 from shared.messages.bridge import BridgeStatus
+from shared.proc import free_port
 from shared.schema import BridgeHalf, SubjectDecl, load_bridge_half
 from tests.bridge.servers import (
     Collector,
     Paired,
-    free_port,
     make_pair,
     running_bridge,
     wait_until,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from bridge.pair import pair
-from edge.natsd import free_port
 from shared.event import Event
+from shared.proc import free_port
 from shared.subjects import sensation_turn_subject, speak_subject
 from tests.edge.conftest import GRAMMAR, Collector, connect, wait_for
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from firmware.boottest import free_port
 from hil.runner import run_suites
 from hil.suites import build_suites
 from hil.targets.base import TargetContext
@@ -27,6 +26,7 @@ from hil.targets.qemu import QemuBoard
 from hil.targets.ssh import SshBoardOptions
 from hil.targets.sshlink import HostKeyPin
 from hil.targets.virtual import DEFAULT_PHRASES
+from shared.proc import free_port
 from tests.support.board_image import BuiltQemuImage
 from tests.support.home_up import running_home
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel

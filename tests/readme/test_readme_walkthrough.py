@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edge.natsd import free_port
+from shared.proc import free_port
 from tests.readme.walkthrough import SECTIONS, Block, blocks, failures, run
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 

@@ -14,7 +14,6 @@ board's home is unreachable, which is what a board that boots first sees.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from firmware.manifest import Manifest
 from firmware.profiles import get_profile
 from firmware.report import SilentReporter
 from firmware.service import load_service_config
+from shared.proc import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 EPOCH = 1_700_000_000
@@ -46,14 +46,6 @@ class BuiltQemuImage:
     ssh_user: str
     request: BuildRequest  # the build's inputs, to rebuild identically
     result: BuildResult
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now (home's future bridge port)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def build_qemu_image(work: Path, device: str = QEMU_DEVICE) -> BuiltQemuImage:

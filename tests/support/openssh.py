@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from firmware.boottest import free_port, ssh_banner
+from firmware.boottest import ssh_banner
+from shared.proc import free_port, terminate
 
 SSHD = "/usr/sbin/sshd"
 
@@ -76,10 +77,4 @@ async def openssh_server(root: Path) -> AsyncIterator[OpenSsh]:
                 await asyncio.sleep(0.1)
         yield OpenSsh(port, root / "client_ed25519", host_line, known, log)
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await terminate(proc, 10)

@@ -1,8 +1,13 @@
-"""``home events`` and ``home trace``: the event log."""
+"""``home events`` and ``home trace``: the event log.
+
+``home trace`` prints the turn's events, then what each :data:`TraceAnnex` the
+home registers makes of them (home.memory: the memories the turn produced).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Annotated
 
@@ -17,15 +22,10 @@ from home.substrate.cli.common import (
     run_client,
 )
 from home.substrate.client import HomeClient
-from home.substrate.config import (
-    EventLogConfig,
-)
+from home.substrate.config import EventLogConfig
 from home.substrate.eventlog import EVENTS_SUBJECT, LoggedEvent, event_summary, read_log, trace
 from home.substrate.options import DataDir
-from shared.errors import EnvelopeError
-from shared.event import Event
 from shared.exit_codes import ExitCode
-from shared.messages.memory import MEMORIZE_EVENT, MemorizeReport, TurnMemory
 
 
 def events(
@@ -64,28 +64,37 @@ def events(
     run_client(data_dir, work)
 
 
-def trace_command(
-    binding_id: Annotated[str, typer.Argument(help="The binding_id of one turn.")],
-    data_dir: DataDir,
-    as_json: AsJson = False,
-) -> None:
-    """One turn, in order, across every subject it touched, with the time between lines,
-    then the memories the turn produced (from its memorize reports).
-
-    Exit status 1 when the log holds no event of that binding_id.
-    """
-    found: list[LoggedEvent] = run_client(
-        data_dir, lambda home: trace(home.nc, EventLogConfig().stream, binding_id)
-    )
-    if as_json:
-        print(json.dumps([item.to_dict() for item in found], indent=2, ensure_ascii=False))
-    else:
-        _print_trace(binding_id, found)
-    if not found:
-        raise typer.Exit(ExitCode.FAILURE)
+TraceAnnex = Callable[[str, Sequence[LoggedEvent]], None]
+"""Prints, below the table of ``home trace``, what one part of home makes of a turn's events."""
 
 
-def _print_trace(binding_id: str, found: list[LoggedEvent]) -> None:
+def trace_command(annexes: Sequence[TraceAnnex] = ()) -> Callable[..., None]:
+    """The ``home trace`` command, ending its table with ``annexes``."""
+
+    def trace_turn(
+        binding_id: Annotated[str, typer.Argument(help="The binding_id of one turn.")],
+        data_dir: DataDir,
+        as_json: AsJson = False,
+    ) -> None:
+        """One turn, in order, across every subject it touched, with the time between lines,
+        then the memories the turn produced (from its memorize reports).
+
+        Exit status 1 when the log holds no event of that binding_id.
+        """
+        found: list[LoggedEvent] = run_client(
+            data_dir, lambda home: trace(home.nc, EventLogConfig().stream, binding_id)
+        )
+        if as_json:
+            print(json.dumps([item.to_dict() for item in found], indent=2, ensure_ascii=False))
+        else:
+            _print_trace(binding_id, found, annexes)
+        if not found:
+            raise typer.Exit(ExitCode.FAILURE)
+
+    return trace_turn
+
+
+def _print_trace(binding_id: str, found: list[LoggedEvent], annexes: Sequence[TraceAnnex]) -> None:
     if not found:
         err.print(f"no event of binding {binding_id} in the event log")
         return
@@ -106,25 +115,5 @@ def _print_trace(binding_id: str, found: list[LoggedEvent]) -> None:
         )
         previous = item.time
     console.print(table)
-    memories = [
-        memory
-        for item in found
-        if item.event is not None and item.event.event_type == MEMORIZE_EVENT
-        for memory in _memories(item.event)
-    ]
-    if memories:
-        made = Table(title=f"memories turn {binding_id} produced (home memory show ID)")
-        for column in ("id", "action", "replaces", "memory"):
-            made.add_column(column, overflow="fold")
-        for memory in memories:
-            replaced = "" if memory.supersedes is None else f"#{memory.supersedes}"
-            made.add_row(f"#{memory.id}", memory.action, replaced, escape(memory.fact))
-        console.print(made)
-
-
-def _memories(event: Event) -> list[TurnMemory]:
-    """The memories one memorize report names; a malformed report names none."""
-    try:
-        return MemorizeReport.from_event(event).memories()
-    except EnvelopeError:
-        return []
+    for annex in annexes:
+        annex(binding_id, found)

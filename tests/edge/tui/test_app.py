@@ -8,10 +8,11 @@ from contextlib import asynccontextmanager
 
 from textual.pilot import Pilot
 
-from edge.natsd import LocalNatsServer, free_port
+from edge.natsd import LocalNatsServer
 from edge.tui.app import TetherTui, raw_body
 from edge.tui.session import EdgeSession
 from shared.event import Event
+from shared.proc import free_port
 from shared.subjects import speech_completed_subject
 from tests.edge.tui.conftest import DEVICE, PlayedAgent, until
 

@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from edge.natsd import LocalNatsServer, free_port
+from edge.natsd import LocalNatsServer
+from shared.proc import free_port
 from shared.subjects import speech_completed_subject
 from tests.edge.tui.conftest import WAIT_S, PlayedAgent
 

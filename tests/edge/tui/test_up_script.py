@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from edge.natsd import free_port
+from shared.proc import free_port
 from tests.edge.tui.conftest import Tmux
 
 BIN = Path(sys.executable).parent

@@ -20,7 +20,7 @@ import nats
 
 from home.agents.agent_node import AgentNode
 from home.agents.errors import RestartBudgetExhausted
-from home.agents.launch import ModelEndpoint
+from home.llm.endpoint import ModelEndpoint
 from shared.event import Event, new_binding_id, utc_now
 from shared.schema.catalog import NodeCatalog, NodeSpec, RestartPolicy
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from home.agents.admission import Admission
 from home.agents.agent_node import AgentNode
-from home.agents.launch import ModelEndpoint
+from home.llm.endpoint import ModelEndpoint
 from shared.event import Event
 from shared.schema.catalog import NodeCatalog
 from tests.support import json_strategy

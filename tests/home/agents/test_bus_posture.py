@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from home.agents.agent_node import AgentNode
-from home.agents.launch import ModelEndpoint
 from home.agents.protocol import WireEvent
+from home.llm.endpoint import ModelEndpoint
 from shared.schema.catalog import NodeSpec, parse_node_catalog
 from shared.yaml_source import parse_yaml
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide

@@ -17,7 +17,7 @@ import pytest
 
 from home.agents import inbox
 from home.agents.agent_node import AgentNode
-from home.agents.launch import ModelEndpoint
+from home.llm.endpoint import ModelEndpoint
 from home.substrate.config import EventLogConfig
 from home.substrate.eventlog import ensure_stream
 from shared.event import Event

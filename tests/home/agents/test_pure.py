@@ -15,7 +15,7 @@ from home.agents.errors import (
     TauProtocolError,
 )
 from home.agents.inbound import parse_inbound
-from home.agents.launch import ModelEndpoint, RunContext, build_launch, read_extension
+from home.agents.launch import RunContext, build_launch, read_extension
 from home.agents.protocol import (
     RpcResponse,
     WireEvent,
@@ -25,6 +25,7 @@ from home.agents.protocol import (
 )
 from home.agents.restart import RestartTracker
 from home.agents.turn_queue import DeviceQueues
+from home.llm.endpoint import ModelEndpoint
 from shared.event import Event
 from shared.schema.catalog import ExtensionSpec, NodeCatalog, RestartPolicy
 from tests.support.home_fixtures import REPO_ROOT

@@ -9,8 +9,9 @@ from typing import Any, ClassVar, cast
 import pytest
 
 from home.agents.errors import AgentError, RestartBudgetExhausted
-from home.agents.launch import ModelEndpoint, TauLaunch
+from home.agents.launch import TauLaunch
 from home.agents.tau_supervisor import TauSupervisor
+from home.llm.endpoint import ModelEndpoint
 from shared.schema.catalog import RestartPolicy
 
 

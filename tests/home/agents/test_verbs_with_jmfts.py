@@ -6,11 +6,11 @@ import asyncio
 from pathlib import Path
 
 from home.agents.agent_node import AgentNode
-from home.agents.launch import ModelEndpoint
 from home.effectors.effector import Effector
 from home.effectors.journal_append import SPEC as JOURNAL_APPEND
 from home.jmfts.client import JmftsClient
 from home.jmfts.testing import RunningJmfts
+from home.llm.endpoint import ModelEndpoint
 from shared.schema.catalog import NodeCatalog
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 from tests.support.scripted_model import Reply, ScriptedModel, content_text

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,17 +18,12 @@ import nats
 import pytest
 
 from shared.event import Event
+from shared.proc import free_port
 from shared.subjects import sensation_turn_subject, speak_subject
 from tests.home.substrate.test_up_cli import HomeProcess
 
 pytestmark = pytest.mark.slow
 DEVICE = "tui"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cli(tool: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -42,7 +36,7 @@ def _cli(tool: str, *args: str, timeout: float = 60) -> subprocess.CompletedProc
 @pytest.fixture
 def paired_home(tmp_path: Path) -> Iterator[tuple[HomeProcess, int]]:
     home = HomeProcess(tmp_path)
-    port = _free_port()
+    port = free_port()
     paired = _cli(
         "bridge", "pair", "--device", DEVICE, "--home", f"127.0.0.1:{port}",
         "--out", str(home.data_dir / "bridge"),

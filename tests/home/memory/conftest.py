@@ -14,9 +14,8 @@ import nats
 import pytest
 
 from home.agents.agent_node import AgentNode
-from home.agents.launch import ModelEndpoint
 from home.jmfts.testing import RunningJmfts, running_jmfts
-from home.llm.endpoint import forced_tool_choice
+from home.llm.endpoint import ModelEndpoint, forced_tool_choice
 from home.memory.evaluator import EVALUATOR_MARKER
 from shared.schema.catalog import NodeCatalog, NodeSpec
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide

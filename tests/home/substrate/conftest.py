@@ -25,7 +25,7 @@ from home.substrate import control
 from home.substrate.client import HomeClient
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import STATE_FILE
-from home.substrate.up import run_home
+from home.up import run_home
 
 ECHO_NODE = Path(__file__).with_name("echo_node.py")
 WAIT_S = 15.0

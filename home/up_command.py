@@ -33,7 +33,7 @@ from home.substrate.errors import (
 )
 from home.substrate.logs import configure_logging
 from home.substrate.options import DataDir
-from home.substrate.up import components_table, run_home
+from home.up import components_table, run_home
 from shared.exit_codes import ExitCode
 
 

@@ -1,7 +1,10 @@
 """``home up``: lock the data directory, start the components, serve until a signal, stop.
 
-Components are started in registration order and stopped in reverse; the
-state file (``home.json``) exists exactly while everything is up.
+The composition root of home: the one module that wires every part of home
+(substrate, language model, JMFTS, agents, bridge) into one registry, so that
+none of those packages needs to know the others. Components are started in
+registration order and stopped in reverse; the state file (``home.json``)
+exists exactly while everything is up.
 """
 
 from __future__ import annotations
