@@ -54,7 +54,7 @@ class Bus:
 
     @property
     def client(self) -> Client:
-        """The raw NATS client (for the bridge seam); only inside ``async with``."""
+        """The raw NATS client (for the bridge plug-in); only inside ``async with``."""
         if self._nc is None:
             raise RuntimeError("Bus used outside its 'async with'")
         return self._nc

@@ -17,7 +17,7 @@ from rich.logging import RichHandler
 
 from edge.config import EdgeConfig, load_edge_config
 from edge.errors import CaptureFailed, EdgeError
-from edge.home_pairing import pair_with_home
+from edge.pair_through_home import pair_with_home
 from edge.runtime import EdgeRuntime, RunSummary, with_audio_files
 from edge.tui.cli import register as register_tui
 from shared.errors import SchemaError

@@ -6,7 +6,7 @@
     4. notice    the unreachable-home notice (synthesized once) and bridge status
        replies   the reply rail (text not to be spoken) into the log
     5. asr       Vosk node: segment events in, partials and turns out
-    6. bridge    the edge bridge node (:mod:`edge.seam`), only with ``bridge.half``
+    6. bridge    the edge bridge node (:mod:`edge.bridge_plugin`), only with ``bridge.half``
     7. capture   microphone -> echo gate -> endpointer -> asr; push-to-talk
     8. systemd   READY=1, then watchdog pings (no-op outside systemd)
 
@@ -36,6 +36,7 @@ from edge.audio import (
     WavSource,
 )
 from edge.audio.base import AudioSink, AudioSource
+from edge.bridge_plugin import EdgeBridgeFactory, check_bridge_files, open_edge_bridge
 from edge.bus import Bus
 from edge.capture import CaptureNode
 from edge.config import (
@@ -56,7 +57,6 @@ from edge.models import resolve_piper_voice, resolve_vosk_model
 from edge.natsd import LocalNatsServer
 from edge.notice import NoticeNode
 from edge.replies import ReplyLog
-from edge.seam import EdgeBridgeFactory, check_bridge_files, open_edge_bridge
 from edge.systemd import SystemdNotifier
 from edge.tts import PiperSynthesizer, Speaker
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from firmware import disk, layout, staging
 from firmware.errors import BuildError
+from firmware.home_address import HomeAddress, board_home, retarget_half
 from firmware.host import ensure_binfmt_arm64, require_tools
 from firmware.layout import DiskLayout
 from firmware.manifest import (
@@ -24,7 +25,6 @@ from firmware.manifest import (
     Manifest,
     PartitionRecord,
 )
-from firmware.pairing import HomeAddress, board_home, retarget_half
 from firmware.profiles import Profile
 from firmware.report import Reporter
 from firmware.rootfs import RootfsSpec, ensure_rootfs

@@ -19,8 +19,8 @@ from firmware.boottest import DEFAULT_TIMEOUT, boot_test
 from firmware.build import BuildRequest, BuildResult, build, check_half
 from firmware.errors import BuildError, FirmwareError, FlashRefused, HostToolError, ManifestError
 from firmware.flash import FlashOptions, check_compressed, flash, image_manifest, verify
+from firmware.home_address import QEMU_DEFAULT_HOME, HomeAddress, pair_board
 from firmware.host import cache_dir, source_date_epoch
-from firmware.pairing import QEMU_DEFAULT_HOME, HomeAddress, pair_board
 from firmware.profiles import PROFILES, get_profile
 from firmware.report import RichReporter, SilentReporter, StageTime
 from firmware.service import ServiceConfig, load_service_config

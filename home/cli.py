@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from home.agents.node import app as agent_app
+from home.agents.node_process import app as agent_app
 from home.jmfts.cli import jmfts_app, memory_app
 from home.llm.cli import app as llm_app
 from home.memory.cli import register as register_memory_commands

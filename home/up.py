@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from home.agents.launcher import TOKENS_DIR, EffectorLauncher, ModelChoice, TauAgentLauncher
+from home.agents.launchers import TOKENS_DIR, EffectorLauncher, ModelChoice, TauAgentLauncher
 from home.bridge import HomeBridgeComponent
 from home.jmfts.component import JmftsComponent
 from home.jmfts.locate import HOME_SUBDIR as JMFTS_HOME_SUBDIR
@@ -30,7 +30,7 @@ from home.substrate.datadir import DataDirLock, HomeState
 from home.substrate.errors import HomeConfigError
 from home.substrate.launchers import LAUNCHERS, Launcher
 from home.substrate.nats_server import NatsServer
-from home.substrate.substrate import Substrate
+from home.substrate.substrate_component import Substrate
 from shared.errors import SchemaError
 from shared.schema import load_node_catalog
 

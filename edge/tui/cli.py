@@ -4,7 +4,7 @@ Both talk to one NATS URL. ``--direct NATS_URL`` is a home's own NATS on this
 machine; without it they go the board's way, through the edge's own loopback
 nats-server and the edge bridge node (:func:`edge.tui.transport.through_bridge`),
 paired with the home found in ``--data-dir`` through its ``bridge.pair`` verb
-(:mod:`edge.home_pairing`): no `bridge pair` step and no restart of home.
+(:mod:`edge.pair_through_home`): no `bridge pair` step and no restart of home.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rich.console import Console
 from bridge.node.edge import EdgeBridgeNode
 from bridge.pair import PairingFiles
 from edge.errors import BridgeUnavailable
-from edge.home_pairing import HomeNotRunning, HomePairing, pair_through_home
+from edge.pair_through_home import HomeNotRunning, HomePairing, pair_through_home
 from edge.tui.errors import TransportError, TuiError, TurnTimeout
 from edge.tui.say import SayResult, say_once
 from edge.tui.transport import direct, through_bridge

@@ -2,6 +2,6 @@
 
 The node subscribes its inbound rail, feeds τ one prompt per event, waits for
 the matching ``agent_end``, and supervises the process. Everything the agent
-does leaves sideways, as events the extension files in :mod:`home.tau_ext`
+does leaves sideways, as events the extension files in :mod:`home.tau_extensions`
 publish.
 """

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from home.agents.protocol import WireEvent
 from home.agents.turn_queue import DeviceQueues
-from home.tau_ext.binding import TurnBinding
-from home.tau_ext.prose import rewrite_request
+from home.tau_extensions.binding import TurnBinding
+from home.tau_extensions.prose import rewrite_request
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg

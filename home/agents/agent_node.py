@@ -66,14 +66,14 @@ from home.agents.errors import (
 )
 from home.agents.inbound import parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
-from home.agents.launch import RunContext, TauLaunch, build_launch
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
+from home.agents.tau_command import RunContext, TauLaunch, build_launch
 from home.agents.tau_process import TauProcess
 from home.agents.tau_supervisor import TauSupervisor
 from home.llm.endpoint import ModelEndpoint
 from home.substrate.launchers import node_health_subject
-from home.tau_ext.binding import write_binding
-from home.tau_ext.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
+from home.tau_extensions.binding import write_binding
+from home.tau_extensions.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, utc_now
 from shared.messages.voice import REPLY_EVENT_TYPE, Reply

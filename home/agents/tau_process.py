@@ -21,8 +21,8 @@ from typing import Any
 
 from home.agents import protocol
 from home.agents.errors import TauExited, TauProtocolError, TauRpcError
-from home.agents.launch import TauLaunch, write_tau_home
 from home.agents.protocol import Capabilities, RpcResponse, WireEvent
+from home.agents.tau_command import TauLaunch, write_tau_home
 from home.llm.endpoint import ModelEndpoint
 from shared.proc import terminate
 

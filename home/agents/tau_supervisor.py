@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from home.agents.errors import AgentError, RestartBudgetExhausted
-from home.agents.launch import TauLaunch
 from home.agents.restart import RestartTracker
+from home.agents.tau_command import TauLaunch
 from home.agents.tau_process import EventCallback, TauProcess
 from home.llm.endpoint import ModelEndpoint
 from shared.schema.catalog import RestartPolicy

@@ -1,8 +1,8 @@
 """The memory reflex's machinery: recall before every turn, memorize off the turn.
 
-τ loads :mod:`home.tau_ext.memory_reflex` by path; that file is glue, and the work is
+τ loads :mod:`home.tau_extensions.memory_reflex` by path; that file is glue, and the work is
 here, in modules that do one thing each: configuration (:mod:`.config`), the memories
-the reflex searches and deposits over the JMFTS client (:mod:`.store`), the pure recall
+the reflex searches and deposits over the JMFTS client (:mod:`.memories`), the pure recall
 gate and rendering (:mod:`.recall`), FSRS review decay (:mod:`.fsrs`), the evaluator's
 prompt, parsing and deduplication (:mod:`.evaluator`), the keep gate that decides whether an
 utterance holds anything worth keeping (:mod:`.keep_gate`), the typed records and the
@@ -19,5 +19,5 @@ Errors raised here, under :class:`shared.errors.TetherError`::
     └── RestatementError    the model asked for a fact answered none (``home memory judge``)
 
 JMFTS unreachable, or refusing a request, is :class:`home.jmfts.errors.JmftsError` (with
-its ``status`` and ``detail``), raised by the one client under :mod:`.store`.
+its ``status`` and ``detail``), raised by the one client under :mod:`.memories`.
 """

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from home.memory.correction import corrects
-from home.memory.store import StoredMemory
+from home.memory.memories import StoredMemory
 
 EVALUATOR_MARKER = "[memory evaluator]"
 EVALUATOR_SYSTEM = (

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from home.memory.store import StoredMemory
+from home.memory.memories import StoredMemory
 
 MEMORY_TEXT_CHARS = 500
 RECALL_HEADER = (

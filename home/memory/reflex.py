@@ -1,6 +1,6 @@
 """The two halves of the reflex over JMFTS, free of τ: ``Recaller`` and ``Depositor``.
 
-The τ extension (:mod:`home.tau_ext.memory_reflex`) wires them to hooks; the tests and
+The τ extension (:mod:`home.tau_extensions.memory_reflex`) wires them to hooks; the tests and
 the benchmark drive them directly, so the latency measured is the latency the hook adds.
 """
 
@@ -17,10 +17,10 @@ from home.memory.config import ReflexConfig, RootSpec
 from home.memory.correction import read_slot
 from home.memory.evaluator import decide
 from home.memory.fsrs import ReviewBook
+from home.memory.memories import MemoryStore, StoredMemory
 from home.memory.provenance import Provenance
 from home.memory.recall import ScoredHit, gate, threaded
 from home.memory.records import DepositAction, DepositRecord, HitRecord, SearchRecord
-from home.memory.store import MemoryStore, StoredMemory
 
 DEDUP_NEIGHBOURS = 3
 # A correction's candidates: stored memories nearest to the fact's slot phrase.

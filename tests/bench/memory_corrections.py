@@ -23,10 +23,10 @@ from pathlib import Path
 from home.memory.config import parse_config
 from home.memory.evaluator import normalized
 from home.memory.fsrs import ReviewBook
+from home.memory.memories import MemoryStore
 from home.memory.provenance import Provenance
 from home.memory.records import DepositRecord
 from home.memory.reflex import DEDUP_NEIGHBOURS, Depositor, Recaller
-from home.memory.store import MemoryStore
 from tests.bench.report import Result
 
 THRESHOLD = 0.45  # the catalog's agent.edge_asr_memory threshold

@@ -1,4 +1,4 @@
-"""Start-up paths of the runtime: push-to-talk through a GPIO value file, bad inputs, the seam."""
+"""Start-up paths of the runtime: push-to-talk through a GPIO file, bad input, the bridge plugin."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from home.agents.admission import (
     outlived,
 )
 from home.agents.protocol import WireEvent
-from home.tau_ext.prose import rewrite_request
+from home.tau_extensions.prose import rewrite_request
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 TTL = timedelta(seconds=30)

@@ -15,7 +15,6 @@ from home.agents.errors import (
     TauProtocolError,
 )
 from home.agents.inbound import parse_inbound
-from home.agents.launch import RunContext, build_launch, read_extension
 from home.agents.protocol import (
     RpcResponse,
     WireEvent,
@@ -24,6 +23,7 @@ from home.agents.protocol import (
     parse_line,
 )
 from home.agents.restart import RestartTracker
+from home.agents.tau_command import RunContext, build_launch, read_extension
 from home.agents.turn_queue import DeviceQueues
 from home.llm.endpoint import ModelEndpoint
 from shared.event import Event
@@ -116,7 +116,7 @@ def test_launch_is_headless_without_builtin_tools_and_hands_extensions_by_path(
         assert flag in argv
     # --no-tools would also strip the extension tools: the verbs must stay.
     assert "--no-tools" not in argv
-    assert argv[argv.index("--extension") + 1] == str(REPO_ROOT / "home/tau_ext/handset.py")
+    assert argv[argv.index("--extension") + 1] == str(REPO_ROOT / "home/tau_extensions/handset.py")
     assert 'handset:agent="edge_asr"' in argv
     assert f'handset:binding_file="{tmp_path / "binding.json"}"' in argv
     assert "verbs:ack_timeout_s=10" in argv

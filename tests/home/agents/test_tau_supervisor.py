@@ -9,7 +9,7 @@ from typing import Any, ClassVar, cast
 import pytest
 
 from home.agents.errors import AgentError, RestartBudgetExhausted
-from home.agents.launch import TauLaunch
+from home.agents.tau_command import TauLaunch
 from home.agents.tau_supervisor import TauSupervisor
 from home.llm.endpoint import ModelEndpoint
 from shared.schema.catalog import RestartPolicy

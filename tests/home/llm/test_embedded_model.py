@@ -19,7 +19,7 @@ from home.llm.errors import ModelFileError
 from home.llm.model_file import packaged_gguf
 from home.llm.serve import render_chat_prompt
 from home.llm.server import LlamaServer, LlamaServerConfig
-from home.tau_ext.handset import SPEAK_SCHEMA
+from home.tau_extensions.handset import SPEAK_SCHEMA
 from shared.schema.catalog import NodeCatalog
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
 

@@ -8,7 +8,7 @@ import pytest
 
 from home.memory.correction import Slot, corrects, read_slot
 from home.memory.evaluator import decide
-from home.memory.store import StoredMemory
+from home.memory.memories import StoredMemory
 
 
 def test_a_fact_reads_as_subject_relation_and_value() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from home.jmfts.testing import RunningJmfts
 from home.memory.config import parse_config
 from home.memory.fsrs import ReviewBook
+from home.memory.memories import MemoryStore
 from home.memory.reflex import Recaller
-from home.memory.store import MemoryStore
 
 DECAYING, PLAIN = "workspace/dk/decaying", "workspace/dk/plain"
 FACT = "The user's piano teacher is called Mrs Okafor."

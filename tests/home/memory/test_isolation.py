@@ -10,8 +10,8 @@ from home.jmfts.errors import JmftsError
 from home.jmfts.testing import RunningJmfts
 from home.memory.config import parse_config
 from home.memory.fsrs import ReviewBook
+from home.memory.memories import MemoryStore
 from home.memory.reflex import Depositor, Recaller
-from home.memory.store import MemoryStore
 from shared.schema.catalog import NodeCatalog
 from tests.home.memory.conftest import Brain, edge_for, memory_agent, reflex_spec
 

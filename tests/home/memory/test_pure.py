@@ -21,9 +21,9 @@ from home.memory.fsrs import (
     stability_after_lapse,
     stability_after_success,
 )
+from home.memory.memories import StoredMemory
 from home.memory.recall import gate, render_recall, threaded, used_by_reply
 from home.memory.records import Ledger
-from home.memory.store import StoredMemory
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from home.tau_ext.binding import TurnBinding, read_binding, write_binding
-from home.tau_ext.errors import BindingFileError
-from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
+from home.tau_extensions.binding import TurnBinding, read_binding, write_binding
+from home.tau_extensions.errors import BindingFileError
+from home.tau_extensions.prose import ProseKind, assistant_prose, unspeakable_reason
 
 
 def test_binding_file_round_trips_and_names_its_problems(tmp_path: Path) -> None:

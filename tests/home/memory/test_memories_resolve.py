@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from home.jmfts.testing import RunningJmfts
-from home.memory.store import MemoryStore
+from home.memory.memories import MemoryStore
 
 
 async def test_an_agent_seeing_two_roots_of_its_name_resolves_each_path_to_its_own(

@@ -8,7 +8,7 @@ import pytest
 
 from bridge.errors import PairError
 from firmware.errors import BuildError
-from firmware.pairing import (
+from firmware.home_address import (
     QEMU_HOST_ALIAS,
     HomeAddress,
     board_home,

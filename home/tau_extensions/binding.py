@@ -13,7 +13,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from home.tau_ext.errors import BindingFileError
+from home.tau_extensions.errors import BindingFileError
 from shared.errors import SubjectError
 from shared.subjects import check_binding_id, check_name
 

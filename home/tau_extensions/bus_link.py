@@ -20,8 +20,8 @@ import nats
 import nats.errors
 from nats.aio.client import Client as NatsClient
 
-from home.tau_ext.binding import TurnBinding, read_binding
-from home.tau_ext.errors import AckError, ExtensionError
+from home.tau_extensions.binding import TurnBinding, read_binding
+from home.tau_extensions.errors import AckError, ExtensionError
 from shared.errors import EnvelopeError
 from shared.event import EnvelopeLimits, Event
 from shared.messages.verbs import ack_failure

@@ -14,7 +14,7 @@ from shared.errors import InputError, TetherError
 
 
 class ExtensionError(TetherError):
-    """Base of every error raised by :mod:`home.tau_ext`."""
+    """Base of every error raised by :mod:`home.tau_extensions`."""
 
 
 class BindingFileError(ExtensionError, InputError):

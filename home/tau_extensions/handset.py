@@ -6,7 +6,7 @@ and waits for ``events.action.speech.completed.<binding_id>``; no ack within
 terminal: its result ends the turn mechanically and says so in words.
 
 The prose of the model's own messages is routed by the shape of the turn
-(:mod:`home.tau_ext.prose`): status lines and unspeakable answers go to the
+(:mod:`home.tau_extensions.prose`): status lines and unspeakable answers go to the
 reply rail (the latter with ``spoken: false`` and the reason, which the node
 reads off its own ``out.>`` and answers with one re-prompt), speakable answers
 are spoken, silence is allowed.
@@ -23,9 +23,9 @@ from typing import Any
 
 from tau_agent_core.tools.base import ToolError
 
-from home.tau_ext.bus_link import BusLink
-from home.tau_ext.errors import ExtensionError
-from home.tau_ext.prose import ProseKind, assistant_prose, unspeakable_reason
+from home.tau_extensions.bus_link import BusLink
+from home.tau_extensions.errors import ExtensionError
+from home.tau_extensions.prose import ProseKind, assistant_prose, unspeakable_reason
 from shared.messages.voice import REPLY_EVENT_TYPE, SPEAK_EVENT_TYPE, Reply, Speak
 from shared.subjects import (
     check_name,

@@ -64,6 +64,7 @@ from home.memory.evaluator import (
 )
 from home.memory.fsrs import ReviewBook
 from home.memory.keep_gate import KeepGate, load_keep_gate
+from home.memory.memories import MemoryStore
 from home.memory.provenance import Provenance
 from home.memory.recall import ScoredHit, render_recall, used_by_reply
 from home.memory.records import (
@@ -78,10 +79,9 @@ from home.memory.records import (
 )
 from home.memory.reflex import Depositor, Recaller, now_utc
 from home.memory.restate import slot_fact
-from home.memory.store import MemoryStore
-from home.tau_ext.bus_link import BusLink
-from home.tau_ext.errors import ExtensionError
-from home.tau_ext.prose import assistant_prose
+from home.tau_extensions.bus_link import BusLink
+from home.tau_extensions.errors import ExtensionError
+from home.tau_extensions.prose import assistant_prose
 from shared.messages.memory import (
     MEMORIZE_EVENT,
     RECALL_EVENT,

@@ -23,8 +23,8 @@ from typing import Any
 
 from tau_agent_core.tools.base import ToolError
 
-from home.tau_ext.bus_link import BusLink
-from home.tau_ext.errors import ExtensionError
+from home.tau_extensions.bus_link import BusLink
+from home.tau_extensions.errors import ExtensionError
 from shared.messages.verbs import VerbRequest
 from shared.subjects import (
     check_name,

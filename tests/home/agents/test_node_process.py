@@ -1,4 +1,4 @@
-"""``python -m home.agents.node`` as the supervisor runs it: a process, a status line, signals."""
+"""``python -m home.agents.node_process`` as the supervisor runs it: a process, status, signals."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.support.scripted_model import Reply, ScriptedModel
 
 async def node_process(*args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "home.agents.node", *args,
+        sys.executable, "-m", "home.agents.node_process", *args,
         cwd=REPO_ROOT,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

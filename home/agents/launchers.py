@@ -51,7 +51,7 @@ async def _spawn(
 
 
 class TauAgentLauncher:
-    """Runs ``python -m home.agents.node`` for a ``tau_agent`` (or ``tau_bus_agent``) node."""
+    """Runs ``python -m home.agents.node_process`` for a ``tau_agent`` or ``tau_bus_agent`` node."""
 
     def __init__(self, catalog: Path, data_dir: Path, model: ModelChoice) -> None:
         self.catalog = catalog
@@ -64,7 +64,7 @@ class TauAgentLauncher:
         if not llm_url:
             raise LaunchError(f"node {spec.name}: no language model is running (component llm)")
         argv = [
-            sys.executable, "-m", "home.agents.node", "--catalog", str(self.catalog),
+            sys.executable, "-m", "home.agents.node_process", "--catalog", str(self.catalog),
             "--node", spec.name, "--nats", ctx.nats_url, "--data-dir", str(self.data_dir),
             "--llm-url", llm_url, "--llm-profile", self.model.profile,
             "--llm-model", self.model.model, "--json",

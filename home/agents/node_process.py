@@ -1,4 +1,4 @@
-"""Run one agent node as a process: ``python -m home.agents.node --node agent.edge_asr ...``.
+"""Run one agent node as a process: ``python -m home.agents.node_process --node agent.NAME ...``.
 
 The substrate's supervisor starts one of these per τ agent in the active
 schemas. Without ``--llm-url`` the node starts the embedded model server itself
