@@ -180,6 +180,7 @@ async def run_home(
                     await stop.wait()
                     log.info("stopping")
                 finally:
+                    registry.stop_watching()
                     watcher.cancel()
                     await asyncio.gather(watcher, return_exceptions=True)
             finally:

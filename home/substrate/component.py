@@ -109,6 +109,7 @@ class ComponentRegistry:
         self.status: dict[str, ComponentStatus] = {}
         self._started: list[Component] = []
         self._on_change: StatusCallback | None = None
+        self._watching = False
 
     def register(self, component: Component) -> None:
         """Add ``component`` after those already registered."""
@@ -207,7 +208,18 @@ class ComponentRegistry:
         await self._set(component.name, HEALTHY)
 
     async def watch(self, interval_s: float) -> None:
-        """Health-check forever, every ``interval_s``; cancel to stop."""
-        while True:
+        """Health-check every ``interval_s`` until :meth:`stop_watching`, or cancel.
+
+        The flag as well as the cancel: a health check or a restart awaits library code
+        (nats-py's flush and connect use ``wait_for``) that in Python 3.11 can drop a
+        cancellation arriving as it finishes, and the watch must still end with ``home up``.
+        """
+        self._watching = True
+        while self._watching:
             await asyncio.sleep(interval_s)
-            await self.check_all()
+            if self._watching:
+                await self.check_all()
+
+    def stop_watching(self) -> None:
+        """End :meth:`watch` after the check in progress, if any."""
+        self._watching = False
