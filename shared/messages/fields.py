@@ -89,6 +89,25 @@ def array(payload: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
+def objects(payload: dict[str, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
+    """A JSON array of objects, each with where it stands (``key[i]``) for naming its errors."""
+    found = []
+    for i, item in enumerate(array(payload, key)):
+        where = f"{key}[{i}]"
+        if not isinstance(item, dict):
+            raise EnvelopeError(payload_key(where), f"must be an object, got {item!r:.60}")
+        found.append((where, item))
+    return found
+
+
+def item_string(item: dict[str, Any], key: str, where: str) -> str:
+    """A required string of one array entry; errors name ``payload.<where>.<key>``."""
+    value = item.get(key)
+    if not isinstance(value, str):
+        raise EnvelopeError(payload_key(f"{where}.{key}"), f"must be a string, got {value!r:.60}")
+    return value
+
+
 def words_and_rest(payload: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The words any message carries (its ``text``, on every rail that has words, if it
     is a string) and the rest of its payload, for one-line summaries of any event."""

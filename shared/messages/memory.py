@@ -67,16 +67,10 @@ class RecallReport:
     def from_event(cls, event: Event) -> RecallReport:
         """Parse a recall report; ``EnvelopeError`` names the malformed key."""
         p = event.payload
-        queries = []
-        for i, query in enumerate(fields.array(p, "queries")):
-            where = f"queries[{i}]"
-            if not isinstance(query, dict):
-                raise EnvelopeError(
-                    fields.payload_key(where), f"must be an object, got {query!r:.60}"
-                )
-            queries.append(
-                RecallQuery(_item_str(query, "root", where), _item_str(query, "query", where))
-            )
+        queries = [
+            RecallQuery(fields.item_string(q, "root", where), fields.item_string(q, "query", where))
+            for where, q in fields.objects(p, "queries")
+        ]
         return cls(
             search_id=fields.string(p, "search_id"),
             queries=tuple(queries),
@@ -165,12 +159,7 @@ class MemorizeReport:
         """Parse a memorize report; ``EnvelopeError`` names the malformed key."""
         p = event.payload
         deposits = []
-        for i, deposit in enumerate(fields.array(p, "deposits")):
-            where = f"deposits[{i}]"
-            if not isinstance(deposit, dict):
-                raise EnvelopeError(
-                    fields.payload_key(where), f"must be an object, got {deposit!r:.60}"
-                )
+        for where, deposit in fields.objects(p, "deposits"):
             supersedes = deposit.get("supersedes")
             if supersedes is not None and not _is_int(supersedes):
                 raise EnvelopeError(
@@ -182,14 +171,11 @@ class MemorizeReport:
                 raise EnvelopeError(
                     fields.payload_key(f"{where}.id"), f"must be an integer, got {ident!r:.60}"
                 )
-            deposits.append(Deposit(ident, _item_str(deposit, "action", where), supersedes))
+            deposits.append(
+                Deposit(ident, fields.item_string(deposit, "action", where), supersedes)
+            )
         gate = []
-        for i, verdict in enumerate(fields.array(p, "gate")):
-            where = f"gate[{i}]"
-            if not isinstance(verdict, dict):
-                raise EnvelopeError(
-                    fields.payload_key(where), f"must be an object, got {verdict!r:.60}"
-                )
+        for where, verdict in fields.objects(p, "gate"):
             keep = verdict.get("keep")
             if not isinstance(keep, bool):
                 raise EnvelopeError(
@@ -264,15 +250,6 @@ def _clip(text: str) -> str:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _item_str(item: dict[str, Any], key: str, where: str) -> str:
-    value = item.get(key)
-    if not isinstance(value, str):
-        raise EnvelopeError(
-            fields.payload_key(f"{where}.{key}"), f"must be a string, got {value!r:.60}"
-        )
-    return value
 
 
 def _required_int(payload: dict[str, Any], key: str) -> int:

@@ -49,21 +49,14 @@ class WordTiming:
         }
 
     @classmethod
-    def from_json(cls, data: Any, index: int) -> WordTiming:
-        """One entry of ``payload.words``; errors name ``payload.words[<index>]``."""
-        where = f"words[{index}]"
-        if not isinstance(data, dict):
-            raise EnvelopeError(fields.payload_key(where), f"must be an object, got {data!r:.60}")
+    def from_json(cls, where: str, data: dict[str, Any]) -> WordTiming:
+        """One entry of ``payload.words`` (found at ``where``); errors name its key."""
         numbers = [
             fields.opt_number(data, key, path=fields.payload_key(f"{where}.{key}"))
             for key in ("start_s", "end_s", "confidence")
         ]
         start_s, end_s, confidence = (0.0 if n is None else n for n in numbers)
-        word = data.get("word")
-        if not isinstance(word, str):
-            raise EnvelopeError(
-                fields.payload_key(f"{where}.word"), f"must be a string, got {word!r:.60}"
-            )
+        word = fields.item_string(data, "word", where)
         return cls(word, start_s, end_s, confidence)
 
 
@@ -123,7 +116,7 @@ class Turn:
             binding_id=event.binding_id,
             text=fields.string(p, "text"),
             confidence=1.0 if confidence is None else confidence,
-            words=tuple(WordTiming.from_json(w, i) for i, w in enumerate(fields.array(p, "words"))),
+            words=tuple(WordTiming.from_json(where, w) for where, w in fields.objects(p, "words")),
             started_at=_instant(p, "started_at"),
             ended_at=_instant(p, "ended_at"),
             endpoint=fields.string(p, "endpoint"),
