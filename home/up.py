@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +36,8 @@ from shared.errors import SchemaError
 from shared.schema import load_node_catalog
 
 log = logging.getLogger(__name__)
+
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 ReadyCallback = Callable[[HomeState, ComponentRegistry], None]
 
@@ -141,6 +144,11 @@ async def run_home(
     """
     lock = DataDirLock(config.data_dir)
     lock.acquire()
+    # JMFTS serves on a thread of this process: with the default 5 ms switch interval a
+    # request it parses could hold the GIL, and the router with it, for 5 ms at a time
+    # (docs/architecture.md "Home"). Restored on return, for in-process callers.
+    previous_switch = sys.getswitchinterval()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     # Everything home and its children create from here on (logs, the event log,
     # databases) is private to its owner; restored on return, for in-process callers.
     previous_umask = os.umask(0o077)
@@ -190,4 +198,5 @@ async def run_home(
                 loop.remove_signal_handler(sig)
     finally:
         os.umask(previous_umask)
+        sys.setswitchinterval(previous_switch)
         lock.release()

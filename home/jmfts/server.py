@@ -8,9 +8,13 @@ Self-contained: it needs only a :class:`~home.jmfts.config.JmftsConfig`. ::
 
 ``start()`` opens the store (checking or rebuilding the FAISS index), bootstraps the admin
 token file, binds the socket (port 0 picks a free port; :attr:`address` tells which) and
-serves uvicorn in a task it owns. ``stop()`` asks uvicorn to exit, awaits it, cancels the
-periodic index saver, saves the index and closes the database. Signal handling stays with
-the caller (the supervisor owns Ctrl-C).
+serves uvicorn on a thread of its own, with its own event loop, beside the periodic index
+saver. ``stop()`` asks uvicorn to exit, joins the thread, saves the index and closes the
+database. Signal handling stays with the caller (the supervisor owns Ctrl-C).
+
+Its own loop because ``home up`` runs it in-process beside the router: request parsing,
+JSON, SQLite and the embedder's Python side would otherwise hold the router's loop for
+milliseconds at a time (docs/architecture.md "Home").
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import threading
 from pathlib import Path
 from types import TracebackType
 
@@ -29,9 +34,11 @@ from home.jmfts.app import create_app
 from home.jmfts.config import JmftsConfig, build_embedder
 from home.jmfts.errors import JmftsError
 from home.jmfts.store import DocumentStore
+from home.substrate.http_probe import HttpProbe
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
+HEALTH_TIMEOUT_S = 2.0
 
 
 class _QuietServer(uvicorn.Server):
@@ -50,8 +57,9 @@ class JmftsServer:
         self.store: DocumentStore | None = None
         self.admin_token_file: Path | None = None
         self._server: _QuietServer | None = None
-        self._serve_task: asyncio.Task[None] | None = None
-        self._saver_task: asyncio.Task[None] | None = None
+        self._thread: threading.Thread | None = None
+        self._serve_error: BaseException | None = None
+        self._probe = HttpProbe(HEALTH_TIMEOUT_S)
         self._address: tuple[str, int] | None = None
 
     @property
@@ -91,24 +99,40 @@ class JmftsServer:
         uv_config = uvicorn.Config(
             create_app(self.store), log_level="warning", access_log=False, lifespan="off"
         )
-        self._server = _QuietServer(uv_config)
-        self._serve_task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        server = self._server = _QuietServer(uv_config)
+        self._thread = threading.Thread(
+            target=self._serve_thread, args=(server, self.store, sock), name="jmfts", daemon=True
+        )
+        self._thread.start()
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
-                while not self._server.started:
-                    if self._serve_task.done():
-                        await self._serve_task
-                        raise JmftsError("uvicorn exited during start")
+                while not server.started:
+                    if not self._thread.is_alive():
+                        raise JmftsError(f"uvicorn exited during start: {self._serve_error!r}")
                     await asyncio.sleep(0.02)
         except BaseException:
             await self.stop()
             raise
-        self._saver_task = asyncio.create_task(self._save_periodically())
 
-    async def _save_periodically(self) -> None:
-        store = self.store
-        if store is None:
-            return
+    def _serve_thread(
+        self, server: _QuietServer, store: DocumentStore, sock: socket.socket
+    ) -> None:
+        """The server's thread: its own loop runs uvicorn and the index saver until exit."""
+        try:
+            asyncio.run(self._serve(server, store, sock))
+        except BaseException as exc:  # reported to start() and stop(), which own the thread
+            self._serve_error = exc
+
+    async def _serve(self, server: _QuietServer, store: DocumentStore, sock: socket.socket) -> None:
+        saver = asyncio.create_task(self._save_periodically(store))
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await saver
+
+    async def _save_periodically(self, store: DocumentStore) -> None:
         while True:
             await asyncio.sleep(self.config.save_interval_s)
             await asyncio.to_thread(store.save_if_dirty)
@@ -116,30 +140,21 @@ class JmftsServer:
     async def health(self) -> bool:
         """Whether ``GET /`` answers ok within two seconds."""
         try:
-            async with httpx.AsyncClient(timeout=2.0) as client:
-                response = await client.get(self.url + "/")
+            response = await self._probe.get(self.url + "/")
             return response.status_code == 200 and response.json().get("status") == "ok"
         except (httpx.HTTPError, JmftsError, ValueError):
             return False
 
     async def stop(self) -> None:
         """Stop serving, save the index, close the database. Safe to call twice."""
-        if self._saver_task is not None:
-            self._saver_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._saver_task
-            self._saver_task = None
-        if self._server is not None and self._serve_task is not None:
+        thread, self._thread = self._thread, None
+        if self._server is not None and thread is not None:
             self._server.should_exit = True
-            try:
-                async with asyncio.timeout(STOP_TIMEOUT_S):
-                    await self._serve_task
-            except TimeoutError:
+            await asyncio.to_thread(thread.join, STOP_TIMEOUT_S)
+            if thread.is_alive():
                 self._server.force_exit = True
-                self._serve_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._serve_task
-            self._serve_task = None
+                await asyncio.to_thread(thread.join, STOP_TIMEOUT_S)
+        await self._probe.aclose()
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
             self.store = None

@@ -15,6 +15,7 @@ from home.llm.errors import LlmError
 from home.llm.server import LlamaServer, LlamaServerConfig
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.errors import ComponentError
+from home.substrate.http_probe import HttpProbe
 
 HEALTH_TIMEOUT_S = 2.0
 # CPU the server must have used since the previous check to count as busy, not dead.
@@ -76,6 +77,7 @@ class ExternalLlmComponent:
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
+        self._probe = HttpProbe(HEALTH_TIMEOUT_S)
 
     async def start(self) -> None:
         """Nothing to start; the first health check says whether the endpoint answers."""
@@ -83,8 +85,7 @@ class ExternalLlmComponent:
     async def health(self) -> Health:
         """Healthy when ``GET {url}/models`` answers 200."""
         try:
-            async with httpx.AsyncClient(timeout=HEALTH_TIMEOUT_S) as client:
-                response = await client.get(f"{self.url}/models")
+            response = await self._probe.get(f"{self.url}/models")
         except httpx.HTTPError as exc:
             return Health(False, f"{self.url} does not answer: {type(exc).__name__}")
         if response.status_code != 200:
@@ -92,7 +93,8 @@ class ExternalLlmComponent:
         return Health(True)
 
     async def stop(self) -> None:
-        """Nothing to stop."""
+        """Close the health probe's client."""
+        await self._probe.aclose()
 
     def info(self) -> ComponentInfo:
         """The configured URL."""

@@ -26,10 +26,12 @@ import httpx
 
 from home.llm.errors import LlmServerError
 from home.llm.model_file import EMBEDDED_MODEL_ID, packaged_gguf
+from home.substrate.http_probe import HttpProbe
 from shared.proc import die_with_parent, free_port, terminate
 
 CHAT_FORMAT = "chatml-function-calling"
 _STOP_GRACE_S = 5.0
+HEALTH_TIMEOUT_S = 2.0
 
 
 def default_threads() -> int:
@@ -75,6 +77,7 @@ class LlamaServer:
         self.config = config or LlamaServerConfig()
         self._proc: asyncio.subprocess.Process | None = None
         self._port = self.config.port
+        self._probe = HttpProbe(HEALTH_TIMEOUT_S)
 
     @property
     def url(self) -> str:
@@ -182,8 +185,7 @@ class LlamaServer:
         if self._proc is None or self._proc.returncode is not None:
             return False
         try:
-            async with httpx.AsyncClient(timeout=2.0) as client:
-                response = await client.get(f"{self.url}/models")
+            response = await self._probe.get(f"{self.url}/models")
         except httpx.HTTPError:
             return False
         if response.status_code != 200:
@@ -194,5 +196,6 @@ class LlamaServer:
     async def stop(self) -> None:
         """Terminate the process, then kill it if it lingers."""
         proc, self._proc = self._proc, None
+        await self._probe.aclose()
         if proc is not None:
             await terminate(proc, _STOP_GRACE_S)
