@@ -25,6 +25,7 @@ from edge.bus import Bus
 from edge.endpoint.segmenter import SegmentEvent, UtteranceAudio, UtteranceEnd, UtteranceStart
 from edge.errors import ModelError
 from shared.event import new_binding_id
+from shared.messages.trace import ASR_FINAL, ENDPOINT, VOICE_END, Marks
 from shared.messages.voice import Partial, Turn, WordTiming
 
 log = logging.getLogger(__name__)
@@ -208,6 +209,7 @@ class AsrNode:
         binding_id, self._binding_id = self._binding_id, None
         began = time.perf_counter()
         result = await loop.run_in_executor(self._executor, self.recognizer.finish)
+        final_at = time.monotonic()
         self.stats.decode_s += time.perf_counter() - began
         if not result.text or binding_id is None:
             self.stats.empty += 1
@@ -222,6 +224,7 @@ class AsrNode:
             started_at=_wall(self._started_at),
             ended_at=_wall(end.speech_ended_at),
             endpoint=end.reason,
+            trace=Marks(at={VOICE_END: end.speech_ended_at, ENDPOINT: end.at, ASR_FINAL: final_at}),
         )
         await self.bus.publish(
             turn.subject, turn.to_event(source=self.source, sequence_number=self._next())

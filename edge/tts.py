@@ -32,6 +32,7 @@ from edge.models import PiperVoiceFiles
 from edge.wire import SpeakRequest
 from shared.errors import ContractError
 from shared.event import Event
+from shared.messages.trace import FIRST_AUDIO, SPEAK_RECEIVED, TTS_FIRST_CHUNK, Marks
 from shared.messages.voice import SpeechCompleted
 from shared.subjects import speak_pattern
 
@@ -67,6 +68,17 @@ class _Item:
     pcm: Pcm | None = None  # already rendered (notices)
     received_at: float = field(default_factory=time.monotonic)
     dropped: bool = False  # a barge-in came while it waited: acked, never played
+    first_chunk_at: float | None = None  # monotonic: the first sentence was synthesized
+    first_audio_at: float | None = None  # monotonic: it reached the sound device
+
+    def marks(self) -> Marks:
+        """This item's marks for the ack's trace (docs/architecture.md "One voice turn")."""
+        at = {SPEAK_RECEIVED: self.received_at}
+        if self.first_chunk_at is not None:
+            at[TTS_FIRST_CHUNK] = self.first_chunk_at
+        if self.first_audio_at is not None:
+            at[FIRST_AUDIO] = self.first_audio_at
+        return Marks(at=at)
 
 
 def _label(item: _Item) -> str:
@@ -200,7 +212,7 @@ class Speaker:
 
     async def _speak(self, item: _Item) -> None:
         self._stop.clear()
-        chunks = self._prerendered(item.pcm) if item.pcm is not None else self._stream(item.text)
+        chunks = self._prerendered(item.pcm) if item.pcm is not None else self._stream(item)
         self.gate.speaking_started()
         result: PlaybackResult | None = None
         try:
@@ -216,6 +228,7 @@ class Speaker:
             self.gate.speaking_ended(barge_in=result is not None and result.interrupted)
             await chunks.aclose()
         self.stats.last_playback = result
+        item.first_audio_at = result.first_audio_at
         if result.first_audio_at is not None:
             self.stats.last_time_to_first_audio_s = result.first_audio_at - item.received_at
         await self._settle(item, interrupted=result.interrupted, duration_s=result.duration_s)
@@ -246,6 +259,7 @@ class Speaker:
             interrupted=interrupted,
             error=error,
             duration_s=duration_s,
+            trace=item.marks(),
         )
         if self._on_settled is not None:
             self._on_settled(binding_id)
@@ -258,8 +272,9 @@ class Speaker:
         interrupted: bool = False,
         error: str | None = None,
         duration_s: float = 0.0,
+        trace: Marks | None = None,
     ) -> None:
-        ack = SpeechCompleted(binding_id, self.device, ok, interrupted, error, duration_s)
+        ack = SpeechCompleted(binding_id, self.device, ok, interrupted, error, duration_s, trace)
         self.acks.append(ack)
         event = ack.to_event(
             source=self.source, sequence_number=self.bus.next_sequence(self.source)
@@ -269,8 +284,9 @@ class Speaker:
     async def _prerendered(self, pcm: Pcm) -> AsyncGenerator[Pcm, None]:
         yield pcm
 
-    async def _stream(self, text: str) -> AsyncGenerator[Pcm, None]:
+    async def _stream(self, item: _Item) -> AsyncGenerator[Pcm, None]:
         """Sentences from the synthesis thread as they are ready; stops it when closed early."""
+        text = item.text
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Pcm | BaseException | None] = asyncio.Queue()
         cancelled = threading.Event()
@@ -280,6 +296,8 @@ class Speaker:
                 for pcm in self.synth.sentences(text):
                     if cancelled.is_set():
                         break
+                    if item.first_chunk_at is None:
+                        item.first_chunk_at = time.monotonic()
                     loop.call_soon_threadsafe(queue.put_nowait, pcm)
                 loop.call_soon_threadsafe(queue.put_nowait, None)
             except Exception as exc:  # reported to the consumer, which acks the failure
@@ -287,10 +305,10 @@ class Speaker:
 
         future = loop.run_in_executor(self._executor, produce)
         try:
-            while (item := await queue.get()) is not None:
-                if isinstance(item, BaseException):
-                    raise SynthesisFailed(f"Piper failed on {text[:60]!r}: {item}") from item
-                yield item
+            while (chunk := await queue.get()) is not None:
+                if isinstance(chunk, BaseException):
+                    raise SynthesisFailed(f"Piper failed on {text[:60]!r}: {chunk}") from chunk
+                yield chunk
         finally:
             cancelled.set()
             await asyncio.shield(future)

@@ -15,6 +15,7 @@ from typing import Any
 from shared.errors import EnvelopeError
 from shared.event import Event
 from shared.messages import fields
+from shared.messages.trace import TRACE_KEY, Marks
 from shared.subjects import (
     NAME_TOKEN,
     sensation_partial_subject,
@@ -72,6 +73,7 @@ class Turn:
     started_at: datetime
     ended_at: datetime
     endpoint: str  # what closed the utterance: vad, push_to_talk, end_of_input, ...
+    trace: Marks | None = None  # the board's marks (voice_end, endpoint, asr_final)
 
     @property
     def subject(self) -> str:
@@ -79,8 +81,8 @@ class Turn:
         return sensation_turn_subject(self.device)
 
     def to_payload(self) -> dict[str, Any]:
-        """The turn's payload."""
-        return {
+        """The turn's payload (``trace`` only when marked)."""
+        payload: dict[str, Any] = {
             "text": self.text,
             "device": self.device,
             "confidence": round(self.confidence, 4),
@@ -89,6 +91,9 @@ class Turn:
             "ended_at": self.ended_at.isoformat(),
             "endpoint": self.endpoint,
         }
+        if self.trace is not None:
+            payload[TRACE_KEY] = self.trace.to_json()
+        return payload
 
     def to_event(self, *, source: str, sequence_number: int, now: datetime | None = None) -> Event:
         """The sensation event, carrying the freshly minted ``binding_id``.
@@ -120,6 +125,7 @@ class Turn:
             started_at=_instant(p, "started_at"),
             ended_at=_instant(p, "ended_at"),
             endpoint=fields.string(p, "endpoint"),
+            trace=Marks.from_payload(p),
         )
 
 
@@ -253,6 +259,7 @@ class SpeechCompleted:
     interrupted: bool = False
     error: str | None = None
     duration_s: float = 0.0
+    trace: Marks | None = None  # the board's marks (speak_received, tts_first_chunk, first_audio)
 
     @property
     def subject(self) -> str:
@@ -260,16 +267,19 @@ class SpeechCompleted:
         return speech_completed_subject(self.binding_id)
 
     def to_event(self, *, source: str, sequence_number: int) -> Event:
-        """The ``speech.completed`` event with the turn's binding id."""
+        """The ``speech.completed`` event with the turn's binding id (``trace`` when marked)."""
+        payload: dict[str, Any] = {
+            "ok": self.ok,
+            "interrupted": self.interrupted,
+            "error": self.error,
+            "device": self.device,
+            "duration_s": round(self.duration_s, 3),
+        }
+        if self.trace is not None:
+            payload[TRACE_KEY] = self.trace.to_json()
         return Event.new(
             SPEECH_COMPLETED_EVENT_TYPE,
-            {
-                "ok": self.ok,
-                "interrupted": self.interrupted,
-                "error": self.error,
-                "device": self.device,
-                "duration_s": round(self.duration_s, 3),
-            },
+            payload,
             source=source,
             sequence_number=sequence_number,
             binding_id=self.binding_id,
@@ -289,6 +299,7 @@ class SpeechCompleted:
             interrupted=fields.flag(p, "interrupted", False),
             error=fields.opt_string(p, "error"),
             duration_s=0.0 if duration_s is None else duration_s,
+            trace=Marks.from_payload(p),
         )
 
 
