@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from hil.wait import TOTAL as WAIT
+from hil.wait import summarize
+
 
 @dataclass
 class Measurement:
@@ -59,6 +62,17 @@ class RunResult:
             out[c.verdict] += 1
         return out
 
+    def turn_waits(self) -> list[dict[str, float]]:
+        """Per turn (sample): end of speech to first audio, ``wait`` and each stage, in ms."""
+        per_sample: dict[int, dict[str, float]] = {}
+        for case in self.cases:
+            for m in case.measurements:
+                if m.sample is None or not m.name.startswith(WAIT):
+                    continue
+                stage = WAIT if m.stage is None else m.stage
+                per_sample.setdefault(m.sample, {})[stage] = m.value
+        return [per_sample[s] for s in sorted(per_sample)]
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the ``results.json`` document)."""
         return {
@@ -69,5 +83,7 @@ class RunResult:
             "ok": self.ok,
             "counts": self.counts(),
             "environment": self.environment,
+            # End of speech -> first audio over the run's turns: p50/p95 per stage.
+            "turn_wait": summarize(self.turn_waits()),
             "cases": [asdict(c) for c in self.cases],
         }

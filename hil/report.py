@@ -16,6 +16,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from hil.model import CaseResult, RunResult
+from hil.wait import TOTAL as WAIT
+from hil.wait import summarize
 
 
 def write_reports(run: RunResult, out_dir: Path) -> dict[str, Path]:
@@ -96,9 +98,26 @@ def latency_plot(run: RunResult) -> str | None:
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set_xlabel("turn")
     ax.set_ylabel("latency (ms)")
-    ax.set_title("Latency per stage")
+    ax.set_title("Latency per stage (end of speech to first audio, per turn)")
     ax.legend(fontsize="small", ncols=2)
     return _svg(fig)
+
+
+def wait_table(run: RunResult) -> str:
+    """End of speech to first audio over the run's turns: p50, p95 and mean per stage."""
+    summary = summarize(run.turn_waits())
+    if not summary:
+        return "<p>No turn was traced from end of speech to first audio.</p>"
+    rows = "".join(
+        f"<tr><td>{'<b>end of speech → first audio</b>' if stage == WAIT else html.escape(stage)}"
+        f"</td><td>{row['n']:.0f}</td><td>{row['p50_ms']:.0f} ms</td>"
+        f"<td>{row['p95_ms']:.0f} ms</td><td>{row['mean_ms']:.0f} ms</td></tr>"
+        for stage, row in summary.items()
+    )
+    return (
+        "<table><tr><th>stage</th><th>turns</th><th>p50</th><th>p95</th><th>mean</th></tr>"
+        f"{rows}</table>"
+    )
 
 
 def series_plot(run: RunResult, name: str, title: str) -> str | None:
@@ -176,6 +195,7 @@ def html_report(run: RunResult) -> str:
 {counts["fail"]} failed, {counts["error"]} errors, {counts["skip"]} skipped</p>
 <table><tr><th>suite</th><th>case</th><th>verdict</th><th>time</th><th>reason</th>
 <th>measurements</th></tr>{"".join(rows)}</table>
+<h2>End of speech to first audio</h2>{wait_table(run)}
 <h2>Plots</h2>{"".join(f"<figure>{p}</figure>" for p in plots) or "<p>No measurements to plot.</p>"}
 <h2>Logs of failing cases</h2>{"".join(failing) or "<p>None failed.</p>"}
 <h2>Environment</h2><table>{env}</table>

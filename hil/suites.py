@@ -13,8 +13,12 @@ from datetime import UTC, datetime
 from hil.model import Measurement
 from hil.runner import Case, CaseFailed, Suite, UnknownSuite
 from hil.targets.base import Seen, TargetContext
+from hil.wait import TOTAL as WAIT
+from hil.wait import HomeArrivals, turn_wait
 from shared.errors import EnvelopeError
 from shared.event import Event
+from shared.messages.memory import RecallReport
+from shared.messages.trace import monotonic_clock
 from shared.messages.voice import SpeechCompleted, Turn
 from shared.subjects import sensation_turn_subject
 
@@ -109,25 +113,15 @@ async def one_turn(ctx: TargetContext, phrase: str, sample: int) -> list[Measure
             f"{ctx.turn_timeout_s:g} s"
         )
     measurements = [
-        Measurement("asr_ms", (turn.at - speech_end) * 1000, "ms", "asr", sample),
-        Measurement("agent_ms", (spoken.at - turn.at) * 1000, "ms", "agent", sample),
+        Measurement("asr_ms", (turn.at - speech_end) * 1000, "ms", sample=sample),
+        Measurement("agent_ms", (spoken.at - turn.at) * 1000, "ms", sample=sample),
     ]
     if ".out.speak." in spoken.subject:
-        ack = await ctx.home.wait(
-            "events.action.speech.completed.", binding_id=bid, since=spoken.at,
-            within_s=ctx.turn_timeout_s,
-        )  # fmt: skip
-        if ack is None:
-            raise CaseFailed(f"the board never acked playing the answer to {phrase!r}")
-        try:
-            played_ok = SpeechCompleted.from_event(ack.event).ok
-        except EnvelopeError as exc:
-            raise CaseFailed(f"the board's playback ack is malformed: {exc}") from exc
-        if not played_ok:
-            raise CaseFailed(f"the board failed to play the answer: {ack.event.payload}")
+        ack = await _played(ctx, phrase, bid, since=spoken.at)
         measurements.append(
-            Measurement("playback_ms", (ack.at - spoken.at) * 1000, "ms", "playback", sample)
+            Measurement("playback_ms", (ack.at - spoken.at) * 1000, "ms", sample=sample)
         )
+        measurements += _wait_measurements(ctx, turn, spoken, ack, sample)
         played = await ctx.board.playbacks()
         if played is not None and played_before is not None and played <= played_before:
             raise CaseFailed(
@@ -135,6 +129,70 @@ async def one_turn(ctx: TargetContext, phrase: str, sample: int) -> list[Measure
                 "appeared in its output spool"
             )
     return measurements
+
+
+async def _played(ctx: TargetContext, phrase: str, bid: str | None, *, since: float) -> Seen:
+    """The board's speech ack of the answer; CaseFailed unless it says it played."""
+    ack = await ctx.home.wait(
+        "events.action.speech.completed.", binding_id=bid, since=since,
+        within_s=ctx.turn_timeout_s,
+    )  # fmt: skip
+    if ack is None:
+        raise CaseFailed(f"the board never acked playing the answer to {phrase!r}")
+    try:
+        played_ok = SpeechCompleted.from_event(ack.event).ok
+    except EnvelopeError as exc:
+        raise CaseFailed(f"the board's playback ack is malformed: {exc}") from exc
+    if not played_ok:
+        raise CaseFailed(f"the board failed to play the answer: {ack.event.payload}")
+    return ack
+
+
+def _wait_measurements(
+    ctx: TargetContext, turn: Seen, spoken: Seen, ack: Seen, sample: int
+) -> list[Measurement]:
+    """End of speech to first audio (``wait_ms``) and its stages (``wait_<stage>_ms``)."""
+    bid = turn.event.binding_id
+    inbox = next(
+        (
+            s
+            for s in ctx.home.matching("events.workspace.", bid, turn.at)
+            if s.subject.endswith(".in")
+        ),
+        None,
+    )
+    recall = next(
+        (
+            s
+            for s in ctx.home.matching("events.workspace.", bid, turn.at)
+            if ".out.recall." in s.subject
+        ),
+        None,
+    )
+    try:
+        turn_marks = Turn.from_event(turn.event).trace
+        ack_marks = SpeechCompleted.from_event(ack.event).trace
+        recall_ms = None if recall is None else RecallReport.from_event(recall.event).latency_ms
+    except EnvelopeError as exc:
+        raise CaseFailed(f"a message of the turn is malformed: {exc}") from exc
+    arrivals = HomeArrivals(
+        turn=turn.at,
+        inbox=None if inbox is None else inbox.at,
+        speak=spoken.at,
+        recall=None if recall is None or recall.at > spoken.at else recall.at,
+        recall_latency_ms=recall_ms,
+    )
+    stages = turn_wait(turn_marks, ack_marks, arrivals, monotonic_clock())
+    return [
+        Measurement(
+            f"{WAIT}_ms" if stage == WAIT else f"{WAIT}_{stage}_ms",
+            value,
+            "ms",
+            None if stage == WAIT else stage,
+            sample,
+        )
+        for stage, value in stages.items()
+    ]
 
 
 async def _answer(ctx: TargetContext, binding_id: str | None, *, since: float) -> Seen | None:
