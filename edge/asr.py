@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -77,6 +78,11 @@ class VoskRecognizer:
             return text
         return None
 
+    @property
+    def heard_words(self) -> bool:
+        """True once the utterance's transcript so far has any words."""
+        return bool(self._last_partial)
+
     def finish(self) -> Recognition:
         """Close the utterance: the whole transcript; the recognizer is ready for the next."""
         self._segments.append(json.loads(self._rec.FinalResult()))
@@ -134,6 +140,9 @@ class AsrNode:
         self.stats = AsrStats()
         self.queue: asyncio.Queue[SegmentEvent] = asyncio.Queue()
         self.turn_published: list[Turn] = []
+        # Told after each decoded frame: (audio decoded until, transcript changed, has words);
+        # the endpointer ends an utterance on a settled transcript with it.
+        self.on_decoded: Callable[[float, bool, bool], None] | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="vosk")
         self._task: asyncio.Task[None] | None = None
         self._binding_id: str | None = None
@@ -194,6 +203,10 @@ class AsrNode:
             )
             self.stats.decode_s += time.perf_counter() - began
             self.stats.audio_s += event.frame.duration_s
+            if self.on_decoded is not None:
+                self.on_decoded(
+                    event.frame.ends_at, partial is not None, self.recognizer.heard_words
+                )
             if partial is not None and self.partials:
                 await self._publish_partial(binding_id, partial)
         elif self._binding_id is not None:

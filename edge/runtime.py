@@ -255,6 +255,7 @@ class EdgeRuntime:
         if button is not None:
             button = await self._enter("button", button)
         endpointer = Endpointer(config.endpointing.mode, config.endpointing.vad)
+        self.asr.on_decoded = endpointer.on_decoded
         self.capture = await self._enter(
             "capture",
             CaptureNode(source, self.gate, endpointer, self.asr, self.speaker, button=button),

@@ -234,7 +234,14 @@ class _ConfigReader(Reader):
         self.allow_keys(
             data,
             p,
-            ("threshold_db", "start_ms", "end_silence_ms", "pre_roll_ms", "max_utterance_s"),
+            (
+                "threshold_db",
+                "start_ms",
+                "end_silence_ms",
+                "stable_end_ms",
+                "pre_roll_ms",
+                "max_utterance_s",
+            ),
         )
         d = VadConfig()
         return VadConfig(
@@ -254,6 +261,9 @@ class _ConfigReader(Reader):
             ),
             end_silence_ms=self.get(
                 data, "end_silence_ms", p, int, d.end_silence_ms, required=False, check=_positive
+            ),
+            stable_end_ms=self.get(
+                data, "stable_end_ms", p, int, d.stable_end_ms, required=False, check=_not_negative
             ),
             pre_roll_ms=self.get(
                 data, "pre_roll_ms", p, int, d.pre_roll_ms, required=False, check=_not_negative

@@ -83,6 +83,9 @@ class VadConfig:
     end_silence_ms: int = 600
     pre_roll_ms: int = 300
     max_utterance_s: float = 15.0
+    # End sooner, after this much quiet, once the recognizer has decoded it and its
+    # transcript held still through it (0: only ``end_silence_ms`` ends an utterance).
+    stable_end_ms: int = 250
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,12 @@
 Voice activity is frame energy against a threshold in dBFS, with hysteresis:
 speech starts after ``start_ms`` of loud frames (a pre-roll of earlier frames is
 kept so the first syllable is not lost) and ends after ``end_silence_ms`` of
-quiet ones, or at ``max_utterance_s``. While the push-to-talk button is held,
-the button alone decides: press opens an utterance (or takes over an open one),
-release closes it.
+quiet ones, or at ``max_utterance_s``. It ends sooner, after ``stable_end_ms`` of
+quiet, when the recognizer says (:meth:`Endpointer.on_decoded`) that it has decoded
+that quiet and its transcript, not empty, did not change in it: the words are in,
+and waiting out the rest of the silence would only add to the person's wait.
+While the push-to-talk button is held, the button alone decides: press opens an
+utterance (or takes over an open one), release closes it.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ class Endpointer:
         self._loud_s = 0.0
         self._quiet_s = 0.0
         self._last_voice_end = 0.0
+        # What the recognizer has decoded of this utterance, in audio (monotonic) time.
+        self._decoded_until = 0.0
+        self._transcript_changed_at = 0.0
+        self._has_words = False
         self._pre_roll: deque[AudioFrame] = deque()
         self._pending: list[AudioFrame] = []  # loud frames before the start is confirmed
 
@@ -95,6 +102,15 @@ class Endpointer:
         if self._use_vad and not self._held:
             return self._listening(frame)
         return []
+
+    def on_decoded(self, until: float, changed: bool, has_words: bool) -> None:
+        """The recognizer decoded the audio up to ``until``; its transcript ``changed`` in it."""
+        if not self._open:
+            return
+        self._decoded_until = max(self._decoded_until, until)
+        if changed:
+            self._transcript_changed_at = until
+        self._has_words = has_words
 
     def on_button(self, pressed: bool, at: float) -> list[SegmentEvent]:
         """The push-to-talk button went down (``pressed``) or up at monotonic time ``at``."""
@@ -154,11 +170,22 @@ class Endpointer:
             self._last_voice_end = frame.ends_at
         else:
             self._quiet_s += frame.duration_s
-        if self._quiet_s * 1000 >= self.vad.end_silence_ms:
+        if self._quiet_s * 1000 >= self.vad.end_silence_ms or self._transcript_settled(frame):
             events += self._close(frame.ends_at, self._last_voice_end, "vad")
         elif frame.ends_at - self._started_at >= self.vad.max_utterance_s:
             events += self._close(frame.ends_at, self._last_voice_end, "max_length")
         return events
+
+    def _transcript_settled(self, frame: AudioFrame) -> bool:
+        """``stable_end_ms`` of quiet, decoded up to this frame, with no change in the words."""
+        window_s = self.vad.stable_end_ms / 1000
+        return (
+            window_s > 0
+            and self._has_words
+            and self._quiet_s >= window_s
+            and self._decoded_until >= frame.captured_at
+            and self._transcript_changed_at <= self._decoded_until - window_s
+        )
 
     def _close(self, at: float, speech_ended_at: float, reason: EndReason) -> list[SegmentEvent]:
         self._open = False
@@ -167,6 +194,8 @@ class Endpointer:
         return [UtteranceEnd(at, speech_ended_at, reason)]
 
     def _reset_listening(self) -> None:
+        self._decoded_until = self._transcript_changed_at = 0.0
+        self._has_words = False
         self._loud_s = 0.0
         self._pre_roll.clear()
         self._pending.clear()

@@ -177,3 +177,42 @@ async def test_a_terminal_key_needs_a_terminal(tmp_path: Path) -> None:
     with (tmp_path / "file").open("w") as not_a_tty, pytest.raises(ButtonError, match="terminal"):
         async with TerminalKeyButton(" ", fd=not_a_tty.fileno()):
             pass
+
+
+STABLE = VadConfig(
+    threshold_db=-40, start_ms=200, end_silence_ms=600, pre_roll_ms=200, stable_end_ms=200
+)
+
+
+def test_a_settled_transcript_ends_the_utterance_before_the_full_silence() -> None:
+    ep = Endpointer("vad", STABLE)
+    feed(ep, "####")
+    ep.on_decoded(0.4, changed=True, has_words=True)  # the words are in at 0.4 s
+    events = feed(ep, "...", start=0.4)
+    assert not [e for e in events if isinstance(e, UtteranceEnd)]  # not decoded yet
+    ep.on_decoded(0.7, changed=False, has_words=True)
+    (end,) = [e for e in feed(ep, ".", start=0.7) if isinstance(e, UtteranceEnd)]
+    assert end.reason == "vad" and end.speech_ended_at == pytest.approx(0.4)
+    assert end.at == pytest.approx(0.8)  # 400 ms of quiet, not 600
+
+
+def test_a_transcript_still_changing_waits_for_the_full_silence() -> None:
+    ep = Endpointer("vad", STABLE)
+    feed(ep, "####")
+    for i in range(1, 6):  # the recognizer keeps revising its words through the quiet
+        ep.on_decoded(0.4 + i * 0.1, changed=True, has_words=True)
+        assert not [e for e in feed(ep, ".", start=0.4 + i * 0.1) if isinstance(e, UtteranceEnd)]
+    (end,) = [e for e in feed(ep, ".", start=0.9) if isinstance(e, UtteranceEnd)]
+    assert end.at == pytest.approx(1.0)  # end_silence_ms after the voice
+
+
+def test_no_words_or_switched_off_waits_for_the_full_silence() -> None:
+    for vad, has_words in (
+        (STABLE, False),
+        (VadConfig(**{**STABLE.__dict__, "stable_end_ms": 0}), True),
+    ):
+        ep = Endpointer("vad", vad)
+        feed(ep, "####")
+        ep.on_decoded(1.0, changed=False, has_words=has_words)
+        ends = [e for e in feed(ep, "......", start=0.4) if isinstance(e, UtteranceEnd)]
+        assert [e.at for e in ends] == [pytest.approx(1.0)]
