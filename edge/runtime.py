@@ -81,7 +81,12 @@ class Models:
             asyncio.to_thread(
                 VoskRecognizer, model_dir, sample_rate=ASR_SAMPLE_RATE, grammar=config.asr.grammar
             ),
-            asyncio.to_thread(PiperSynthesizer, voice, length_scale=config.tts.length_scale),
+            asyncio.to_thread(
+                PiperSynthesizer,
+                voice,
+                length_scale=config.tts.length_scale,
+                first_clause_words=config.tts.first_clause_words,
+            ),
         )
         return cls(recognizer, synth)
 

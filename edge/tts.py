@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator
@@ -42,23 +43,55 @@ log = logging.getLogger(__name__)
 class PiperSynthesizer:
     """One Piper voice, loaded once; blocking synthesis, sentence by sentence."""
 
-    def __init__(self, voice: PiperVoiceFiles, *, length_scale: float | None = None) -> None:
+    def __init__(
+        self,
+        voice: PiperVoiceFiles,
+        *,
+        length_scale: float | None = None,
+        first_clause_words: int = 0,
+    ) -> None:
         try:
             self.voice = PiperVoice.load(voice.model, config_path=voice.config)
         except Exception as exc:  # onnxruntime and json raise many kinds; name the file
             raise ModelError(f"{voice.model}: Piper could not load the voice: {exc}") from exc
         self.sample_rate: int = self.voice.config.sample_rate
         self._config = SynthesisConfig(length_scale=length_scale)
+        self.first_clause_words = first_clause_words
 
     def sentences(self, text: str) -> Iterator[Pcm]:
-        """Int16 audio, one chunk per sentence, as each is synthesized."""
-        for chunk in self.voice.synthesize(text, syn_config=self._config):
-            yield np.asarray(chunk.audio_int16_array, dtype=np.int16).reshape(-1)
+        """Int16 audio, one chunk per sentence (a long first one's first clause apart)."""
+        for part in split_first_clause(text, self.first_clause_words):
+            for chunk in self.voice.synthesize(part, syn_config=self._config):
+                yield np.asarray(chunk.audio_int16_array, dtype=np.int16).reshape(-1)
 
     def render(self, text: str) -> Pcm:
         """The whole text as one int16 array (for notices synthesized once at start)."""
         parts = list(self.sentences(text))
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+
+
+_SENTENCE_END = re.compile(r"[.!?](\s|$)")
+_CLAUSE_END = re.compile(r"[,;:](\s)")
+
+
+def split_first_clause(text: str, min_words: int) -> list[str]:
+    """``text`` with its first sentence's first clause apart, when both sides of the cut
+    have at least ``min_words`` words; else ``[text]`` (``min_words`` 0: never cut).
+
+    The time to first audio is the first chunk's synthesis: a clause, not a sentence.
+    """
+    if min_words <= 0:
+        return [text]
+    end = _SENTENCE_END.search(text)
+    sentence_end = end.end() if end else len(text)
+    for clause in _CLAUSE_END.finditer(text, 0, sentence_end):
+        head, tail = text[: clause.end()].strip(), text[clause.end() :].strip()
+        if len(head.split()) < min_words:
+            continue
+        if len(text[clause.end() : sentence_end].split()) >= min_words:
+            return [head, tail]
+        break
+    return [text]
 
 
 @dataclass

@@ -339,7 +339,7 @@ class _ConfigReader(Reader):
     def tts(self, data: LocatedDict | None) -> TtsConfig:
         if data is None:
             return TtsConfig()
-        self.allow_keys(data, "tts", ("voice", "length_scale"))
+        self.allow_keys(data, "tts", ("voice", "length_scale", "first_clause_words"))
         scale: float | None = self.get(
             data, "length_scale", "tts", (int, float, type(None)), None, required=False
         )
@@ -349,6 +349,15 @@ class _ConfigReader(Reader):
         return TtsConfig(
             voice=self.model_ref(data, "voice", "tts", DEFAULT_PIPER_VOICE),
             length_scale=None if scale is None else float(scale),
+            first_clause_words=self.get(
+                data,
+                "first_clause_words",
+                "tts",
+                int,
+                TtsConfig.first_clause_words,
+                required=False,
+                check=_not_negative,
+            ),
         )
 
     def echo_gate(self, data: LocatedDict | None) -> EchoGateConfig:

@@ -123,6 +123,9 @@ class TtsConfig:
 
     voice: str = DEFAULT_PIPER_VOICE
     length_scale: float | None = None
+    # Synthesize a long first sentence's first clause (split at , ; : after at least this
+    # many words) on its own, so playback starts sooner (0: whole sentences only).
+    first_clause_words: int = 4
 
 
 @dataclass(frozen=True)

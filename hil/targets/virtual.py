@@ -69,6 +69,7 @@ class VirtualBoard:
         schema: str = "edge_asr",
         wrong_host_key: bool = False,
         audio: str = "pulse",
+        vad: dict[str, Any] | None = None,
     ) -> None:
         self.device = DEVICE
         self.phrases = phrases
@@ -81,6 +82,8 @@ class VirtualBoard:
         # "pulse": a null sink as sound card; "spool": the edge's file spool folders
         # (audio.input/output kind spool), as a board driven over ssh without --acoustic.
         self._audio = audio
+        # Overrides of the edge's endpointing.vad (a benchmark switches its options).
+        self._vad = vad or {}
         self.spool_in = work_dir / "spool" / "in"
         self.spool_out = work_dir / "spool" / "out"
         # The board keeps its own copy of its half and key, as a flashed board does.
@@ -147,7 +150,7 @@ class VirtualBoard:
                 {
                     "device": DEVICE,
                     "audio": self._audio_config(),
-                    "endpointing": {"mode": "vad"},
+                    "endpointing": {"mode": "vad", **({"vad": self._vad} if self._vad else {})},
                     "asr": {"grammar": [*self.phrases, "[unk]"]},
                     "nats": {"host": "127.0.0.1", "port": edge_nats},
                     "bridge": {

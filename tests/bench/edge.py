@@ -7,6 +7,11 @@ Figures and their peers (measured in the same run):
   (the floor any VAD endpointer pays); endpoint decision -> turn event;
 - TTS real-time factor; time to first audio of a short sentence, against
   synthesizing the whole sentence before playing;
+- end of speech -> first audio of whole voice turns (``hil``'s virtual board: ``edge
+  run`` on a PulseAudio null sink, bridged to a fresh ``home up``), p50/p95 and the
+  stage that takes most, with the scripted model (everything but the model) and with
+  the embedded model, each beside the same run with settled-transcript endpointing
+  switched off (``stable_end_ms: 0``);
 - RSS of the ``edge run`` process with the Korean model (full vocabulary and
   grammar mode), idle CPU with a paced WAV microphone and with sounddevice on
   a real-time PulseAudio null sink, the edge's nats-server beside it.
@@ -39,11 +44,19 @@ from edge.config import AsrConfig, EdgeConfig, VadConfig, WavInput, WavOutput
 from edge.models import resolve_piper_voice, resolve_vosk_model
 from edge.runtime import EdgeRuntime, Models
 from edge.tts import PiperSynthesizer
+from hil.model import RunResult
+from hil.runner import run_suites
+from hil.suites import build_suites
+from hil.targets.base import TargetContext
+from hil.targets.virtual import VirtualBoard
+from hil.wait import TOTAL as WAIT
+from hil.wait import summarize
 from shared.event import Event, new_binding_id
 from shared.proc import terminate_blocking
 from shared.subjects import sensation_turn_subject, speak_subject
 from tests.bench.report import Result, publish
 from tests.edge.conftest import speak_korean
+from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 PHRASES = (
     "안녕하세요",
@@ -166,6 +179,85 @@ async def turn_latency(session: Path, models: Models, tmp: Path) -> list[Result]
             note=f"max {max(decision) * 1000:.0f} ms: Vosk FinalResult + publish",
         ),
     ]
+
+
+# --- the whole turn: end of speech -> first audio -------------------------------------
+
+WAIT_TURNS = 10
+WAIT_PHRASES = ("안녕하세요", "감사합니다")
+SCRIPTED_ANSWER = "It is seven o'clock."
+
+
+async def _wait_run(tmp: Path, label: str, llm_url: str | None, vad: dict[str, int]) -> RunResult:
+    """One virtual board, ``WAIT_TURNS`` turns of the hil turn suite."""
+    phrases = tuple(WAIT_PHRASES[i % len(WAIT_PHRASES)] for i in range(WAIT_TURNS))
+    home_args = ("--llm-url", llm_url) if llm_url else ()
+    board = VirtualBoard(tmp / label, phrases=phrases, home_args=home_args, vad=vad)
+    async with board, board.watch() as home:
+        ctx = TargetContext(board, home, tmp / label)
+        suites = build_suites(["turn"], phrases)
+        return await run_suites("virtual", suites, ctx, board.logs)
+
+
+def _wait_results(run: RunResult, label: str, peer: RunResult, peer_label: str) -> list[Result]:
+    summary = summarize(run.turn_waits())
+    off = summarize(peer.turn_waits())
+    failed = sum(c.verdict != "pass" for c in run.cases)
+    if WAIT not in summary:
+        return [Result(f"end of speech -> first audio p50 ({label})", float("nan"), "ms", 0,
+                       note=f"no turn traced; {failed} cases failed")]  # fmt: skip
+    stages = {k: v for k, v in summary.items() if k != WAIT}
+    top = sorted(stages, key=lambda k: stages[k]["p50_ms"], reverse=True)[:3]
+    where = ", ".join(f"{k} {stages[k]['p50_ms']:.0f}" for k in top)
+    peer_of = off.get(WAIT, {})
+    return [
+        Result(
+            f"end of speech -> first audio p{q} ({label})",
+            summary[WAIT][f"p{q}_ms"],
+            "ms",
+            int(summary[WAIT]["n"]),
+            peer_label,
+            peer_of.get(f"p{q}_ms"),
+            f"largest stages (p50 ms): {where}; {failed} cases failed" if q == 50 else "",
+        )
+        for q in (50, 95)
+    ] + [
+        Result(
+            f"  stage {stage} p50 ({label})",
+            row["p50_ms"],
+            "ms",
+            int(row["n"]),
+            peer_label,
+            off.get(stage, {}).get("p50_ms"),
+        )
+        for stage, row in stages.items()
+    ]
+
+
+async def turn_wait(tmp: Path) -> list[Result]:
+    """End of speech -> first audio, scripted and embedded model, each change on and off."""
+
+    def speak(request: RecordedRequest) -> Reply:
+        if request.messages and request.messages[-1].get("role") == "tool":
+            return Reply()
+        return Reply.call("speak", {"text": SCRIPTED_ANSWER})
+
+    on: dict[str, int] = {}
+    off = {"stable_end_ms": 0}
+    results: list[Result] = []
+    async with ScriptedModel(responder=speak) as model:
+        scripted = [
+            await _wait_run(tmp, f"scripted-{i}", model.url, v) for i, v in enumerate((on, off))
+        ]
+    results += _wait_results(scripted[0], "scripted model", scripted[1], "stable_end_ms: 0")
+    embedded = [await _wait_run(tmp, f"embedded-{i}", None, v) for i, v in enumerate((on, off))]
+    results += _wait_results(embedded[0], "embedded model", embedded[1], "stable_end_ms: 0")
+    load = os.getloadavg()
+    results.append(
+        Result("machine load during the turn runs (1 min)", load[0], "", 1,
+               note=f"5/15 min {load[1]:.2f}/{load[2]:.2f}; 2 cores shared with other work")
+    )  # fmt: skip
+    return results
 
 
 # --- TTS -----------------------------------------------------------------------------
@@ -374,4 +466,5 @@ def main() -> None:
         results += tts_rtf(models.synth)
         results += asyncio.run(time_to_first_audio(models, tmp))
         results += process_figures(tmp)
+        results += asyncio.run(turn_wait(tmp))
     publish("edge", results)

@@ -11,6 +11,7 @@ from nats.aio.msg import Msg
 from edge.audio import SoundDeviceSink, WavSink
 from edge.endpoint import ManualButton
 from edge.runtime import EdgeRuntime, Models
+from edge.tts import split_first_clause
 from shared.event import Event, new_binding_id
 from shared.messages.voice import SpeechCompleted
 from shared.subjects import reply_subject, speak_subject, speech_completed_subject
@@ -160,3 +161,26 @@ async def test_bad_speak_events_are_refused_and_replies_are_logged(
         assert edge.speaker.stats.malformed == 1
     (ack,) = [SpeechCompleted.from_event(e) for e in acks.on(ACKS)]
     assert ack.ok is False and ack.error is not None and "payload.text" in ack.error
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("Sure, I can help with that.", ["Sure, I can help with that."]),
+        (
+            "Good morning to you, it is a lovely day outside. More.",
+            ["Good morning to you,", "it is a lovely day outside. More."],
+        ),
+        ("It is seven o'clock, sir.", ["It is seven o'clock, sir."]),
+        ("No clause here at all. Then, one in the second sentence.", None),
+        (
+            "One two three four, five six seven eight",
+            ["One two three four,", "five six seven eight"],
+        ),
+    ],
+)
+def test_a_long_first_sentence_speaks_its_first_clause_apart(
+    text: str, parts: list[str] | None
+) -> None:
+    assert split_first_clause(text, 4) == (parts or [text])
+    assert split_first_clause(text, 0) == [text]
