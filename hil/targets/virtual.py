@@ -70,6 +70,7 @@ class VirtualBoard:
         wrong_host_key: bool = False,
         audio: str = "pulse",
         vad: dict[str, Any] | None = None,
+        tts: dict[str, Any] | None = None,
     ) -> None:
         self.device = DEVICE
         self.phrases = phrases
@@ -82,8 +83,9 @@ class VirtualBoard:
         # "pulse": a null sink as sound card; "spool": the edge's file spool folders
         # (audio.input/output kind spool), as a board driven over ssh without --acoustic.
         self._audio = audio
-        # Overrides of the edge's endpointing.vad (a benchmark switches its options).
+        # Overrides of the edge's endpointing.vad and tts (a benchmark switches options).
         self._vad = vad or {}
+        self._tts = tts or {}
         self.spool_in = work_dir / "spool" / "in"
         self.spool_out = work_dir / "spool" / "out"
         # The board keeps its own copy of its half and key, as a flashed board does.
@@ -152,6 +154,7 @@ class VirtualBoard:
                     "audio": self._audio_config(),
                     "endpointing": {"mode": "vad", **({"vad": self._vad} if self._vad else {})},
                     "asr": {"grammar": [*self.phrases, "[unk]"]},
+                    **({"tts": self._tts} if self._tts else {}),
                     "nats": {"host": "127.0.0.1", "port": edge_nats},
                     "bridge": {
                         "half": str(self.board_dir / f"{DEVICE}.edge.yaml"),

@@ -16,6 +16,7 @@ first stops that chat format from HTML-escaping every message in the prompt.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from home.substrate.http_probe import HttpProbe
 from shared.proc import die_with_parent, free_port, terminate
 
 CHAT_FORMAT = "chatml-function-calling"
+log = logging.getLogger(__name__)
+
 _STOP_GRACE_S = 5.0
 HEALTH_TIMEOUT_S = 2.0
 
@@ -57,6 +60,9 @@ class LlamaServerConfig:
     n_ctx: int = 4096
     log_path: Path | None = None
     start_timeout_s: float = 120.0
+    # One tiny completion before the server counts as started: the first turn then finds
+    # the weights paged in and the chat handler ready (docs/architecture.md "Home").
+    warm_up: bool = True
 
 
 def process_cpu_seconds(pid: int) -> float | None:
@@ -150,9 +156,28 @@ class LlamaServer:
                 log.close()
         try:
             await self._wait_ready()
+            if self.config.warm_up:
+                await self._warm_up()
         except BaseException:
             await self.stop()
             raise
+
+    async def _warm_up(self) -> None:
+        """Ask for one token; a failure here is the first turn's to report, not start's."""
+        body = {
+            "model": self.config.model_alias,
+            "messages": [{"role": "user", "content": "Hello."}],
+            "max_tokens": 1,
+        }
+        try:
+            response = await self._probe.post_json(
+                f"{self.url}/chat/completions", body, self.config.start_timeout_s
+            )
+        except httpx.HTTPError as exc:
+            log.warning("the model's warm-up request failed: %r", exc)
+            return
+        if response.status_code != 200:
+            log.warning("the model's warm-up request answered %s", response.status_code)
 
     async def _wait_ready(self) -> None:
         deadline = asyncio.get_running_loop().time() + self.config.start_timeout_s

@@ -1,4 +1,4 @@
-"""``HttpProbe``: the one HTTP client a component's health checks share.
+"""``HttpProbe``: the one HTTP client a component's health checks (and warm-up) share.
 
 Building an ``httpx.AsyncClient`` loads the CA bundle, about 20 ms of CPU. Done
 on every check (each second, for each HTTP component) it stalled ``home up``'s
@@ -10,6 +10,7 @@ and kept until the component stops.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 
@@ -26,6 +27,11 @@ class HttpProbe:
         """``GET url``; raises ``httpx.HTTPError`` as httpx does."""
         client = await self._ready()
         return await client.get(url)
+
+    async def post_json(self, url: str, body: dict[str, Any], timeout_s: float) -> httpx.Response:
+        """``POST url`` with a JSON body; raises ``httpx.HTTPError`` as httpx does."""
+        client = await self._ready()
+        return await client.post(url, json=body, timeout=timeout_s)
 
     async def _ready(self) -> httpx.AsyncClient:
         if self._client is None:

@@ -10,8 +10,9 @@ Figures and their peers (measured in the same run):
 - end of speech -> first audio of whole voice turns (``hil``'s virtual board: ``edge
   run`` on a PulseAudio null sink, bridged to a fresh ``home up``), p50/p95 and the
   stage that takes most, with the scripted model (everything but the model) and with
-  the embedded model, each beside the same run with settled-transcript endpointing
-  switched off (``stable_end_ms: 0``);
+  the embedded model, each beside the same run with the edge's changes switched off
+  (settled-transcript endpointing ``stable_end_ms: 0``, first clause apart
+  ``first_clause_words: 0``);
 - RSS of the ``edge run`` process with the Korean model (full vocabulary and
   grammar mode), idle CPU with a paced WAV microphone and with sounddevice on
   a real-time PulseAudio null sink, the edge's nats-server beside it.
@@ -188,11 +189,20 @@ WAIT_PHRASES = ("안녕하세요", "감사합니다")
 SCRIPTED_ANSWER = "It is seven o'clock."
 
 
-async def _wait_run(tmp: Path, label: str, llm_url: str | None, vad: dict[str, int]) -> RunResult:
+# Every edge change of the wait switched off: the peer run of each model.
+EDGE_CHANGES_OFF = {"vad": {"stable_end_ms": 0}, "tts": {"first_clause_words": 0}}
+OFF_LABEL = "stable_end_ms 0, first_clause_words 0"
+
+
+async def _wait_run(
+    tmp: Path, label: str, llm_url: str | None, off: dict[str, dict[str, int]]
+) -> RunResult:
     """One virtual board, ``WAIT_TURNS`` turns of the hil turn suite."""
     phrases = tuple(WAIT_PHRASES[i % len(WAIT_PHRASES)] for i in range(WAIT_TURNS))
     home_args = ("--llm-url", llm_url) if llm_url else ()
-    board = VirtualBoard(tmp / label, phrases=phrases, home_args=home_args, vad=vad)
+    board = VirtualBoard(
+        tmp / label, phrases=phrases, home_args=home_args, vad=off.get("vad"), tts=off.get("tts")
+    )
     async with board, board.watch() as home:
         ctx = TargetContext(board, home, tmp / label)
         suites = build_suites(["turn"], phrases)
@@ -242,16 +252,16 @@ async def turn_wait(tmp: Path) -> list[Result]:
             return Reply()
         return Reply.call("speak", {"text": SCRIPTED_ANSWER})
 
-    on: dict[str, int] = {}
-    off = {"stable_end_ms": 0}
+    on: dict[str, dict[str, int]] = {}
+    off = EDGE_CHANGES_OFF
     results: list[Result] = []
     async with ScriptedModel(responder=speak) as model:
         scripted = [
             await _wait_run(tmp, f"scripted-{i}", model.url, v) for i, v in enumerate((on, off))
         ]
-    results += _wait_results(scripted[0], "scripted model", scripted[1], "stable_end_ms: 0")
+    results += _wait_results(scripted[0], "scripted model", scripted[1], OFF_LABEL)
     embedded = [await _wait_run(tmp, f"embedded-{i}", None, v) for i, v in enumerate((on, off))]
-    results += _wait_results(embedded[0], "embedded model", embedded[1], "stable_end_ms: 0")
+    results += _wait_results(embedded[0], "embedded model", embedded[1], OFF_LABEL)
     load = os.getloadavg()
     results.append(
         Result("machine load during the turn runs (1 min)", load[0], "", 1,
