@@ -39,3 +39,6 @@ def configure_logging(as_json: bool, level: int = logging.INFO) -> None:
     root.setLevel(level)
     # nats-py logs every reconnect attempt at error level while a server stops.
     logging.getLogger("nats").setLevel(logging.CRITICAL)
+    # httpx logs every request at info: two health checks a second, each a rendered
+    # line written from the loop the router shares (docs/architecture.md "Home").
+    logging.getLogger("httpx").setLevel(logging.WARNING)
