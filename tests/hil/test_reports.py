@@ -99,3 +99,26 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     data = shot.read_bytes()
     assert data.startswith(b"\x89PNG")
     assert len(data) > 20_000  # a page with a plot, not a blank frame
+
+
+async def _traced(ctx: dict[str, int]) -> list[Measurement]:
+    return [
+        m
+        for i in range(10)
+        for m in (
+            Measurement("wait_ms", 1000.0 + 100 * i, "ms", sample=i),
+            Measurement("wait_endpointing_ms", 300.0, "ms", stage="endpointing", sample=i),
+            Measurement("wait_model_ms", 700.0 + 100 * i, "ms", stage="model", sample=i),
+        )
+    ]
+
+
+async def test_the_wait_is_summarized_per_stage_in_json_and_html(tmp_path: Path) -> None:
+    run = await run_suites("virtual", [Suite("turn", (Case("turns", _traced),))], {}, _logs)
+    paths = write_reports(run, tmp_path)
+    wait = json.loads(paths["json"].read_text())["turn_wait"]
+    assert list(wait) == ["endpointing", "model", "wait"]
+    assert wait["wait"]["n"] == 10
+    assert wait["wait"]["p50_ms"] == 1400.0 and wait["wait"]["p95_ms"] == 1900.0
+    page = paths["html"].read_text()
+    assert "end of speech → first audio" in page and "<svg" in page
