@@ -140,9 +140,9 @@ class AsrNode:
         self.stats = AsrStats()
         self.queue: asyncio.Queue[SegmentEvent] = asyncio.Queue()
         self.turn_published: list[Turn] = []
-        # Told after each decoded frame: (audio decoded until, transcript changed, has words);
-        # the endpointer ends an utterance on a settled transcript with it.
-        self.on_decoded: Callable[[float, bool, bool], None] | None = None
+        # Told after each decoded frame (audio decoded until, transcript changed, has words,
+        # now); the endpointer answers with the utterance's end once the words settled.
+        self.on_decoded: Callable[[float, bool, bool, float], list[SegmentEvent]] | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="vosk")
         self._task: asyncio.Task[None] | None = None
         self._binding_id: str | None = None
@@ -204,8 +204,13 @@ class AsrNode:
             self.stats.decode_s += time.perf_counter() - began
             self.stats.audio_s += event.frame.duration_s
             if self.on_decoded is not None:
-                self.on_decoded(
-                    event.frame.ends_at, partial is not None, self.recognizer.heard_words
+                self.feed(
+                    self.on_decoded(
+                        event.frame.ends_at,
+                        partial is not None,
+                        self.recognizer.heard_words,
+                        time.monotonic(),
+                    )
                 )
             if partial is not None and self.partials:
                 await self._publish_partial(binding_id, partial)

@@ -103,14 +103,31 @@ class Endpointer:
             return self._listening(frame)
         return []
 
-    def on_decoded(self, until: float, changed: bool, has_words: bool) -> None:
-        """The recognizer decoded the audio up to ``until``; its transcript ``changed`` in it."""
-        if not self._open:
-            return
+    def on_decoded(
+        self, until: float, changed: bool, has_words: bool, at: float
+    ) -> list[SegmentEvent]:
+        """The recognizer decoded the audio up to ``until``; its transcript ``changed`` in it.
+
+        Closes the utterance (decided at monotonic ``at``) when the transcript has settled:
+        ``stable_end_ms`` of decoded quiet after the voice, words heard, none changed in it.
+        """
+        if not self._open or self._held:
+            return []
         self._decoded_until = max(self._decoded_until, until)
         if changed:
             self._transcript_changed_at = until
         self._has_words = has_words
+        # A microsecond's slack: frame times are sums of float durations.
+        window_s = self.vad.stable_end_ms / 1000 - 1e-6
+        settled = (
+            self.vad.stable_end_ms > 0
+            and self._use_vad
+            and has_words
+            and self._decoded_until - self._last_voice_end >= window_s
+            and self._quiet_s >= window_s
+            and self._transcript_changed_at <= self._decoded_until - window_s
+        )
+        return self._close(at, self._last_voice_end, "vad") if settled else []
 
     def on_button(self, pressed: bool, at: float) -> list[SegmentEvent]:
         """The push-to-talk button went down (``pressed``) or up at monotonic time ``at``."""
@@ -170,22 +187,11 @@ class Endpointer:
             self._last_voice_end = frame.ends_at
         else:
             self._quiet_s += frame.duration_s
-        if self._quiet_s * 1000 >= self.vad.end_silence_ms or self._transcript_settled(frame):
+        if self._quiet_s * 1000 >= self.vad.end_silence_ms:
             events += self._close(frame.ends_at, self._last_voice_end, "vad")
         elif frame.ends_at - self._started_at >= self.vad.max_utterance_s:
             events += self._close(frame.ends_at, self._last_voice_end, "max_length")
         return events
-
-    def _transcript_settled(self, frame: AudioFrame) -> bool:
-        """``stable_end_ms`` of quiet, decoded up to this frame, with no change in the words."""
-        window_s = self.vad.stable_end_ms / 1000
-        return (
-            window_s > 0
-            and self._has_words
-            and self._quiet_s >= window_s
-            and self._decoded_until >= frame.captured_at
-            and self._transcript_changed_at <= self._decoded_until - window_s
-        )
 
     def _close(self, at: float, speech_ended_at: float, reason: EndReason) -> list[SegmentEvent]:
         self._open = False

@@ -187,32 +187,38 @@ STABLE = VadConfig(
 def test_a_settled_transcript_ends_the_utterance_before_the_full_silence() -> None:
     ep = Endpointer("vad", STABLE)
     feed(ep, "####")
-    ep.on_decoded(0.4, changed=True, has_words=True)  # the words are in at 0.4 s
-    events = feed(ep, "...", start=0.4)
-    assert not [e for e in events if isinstance(e, UtteranceEnd)]  # not decoded yet
-    ep.on_decoded(0.7, changed=False, has_words=True)
-    (end,) = [e for e in feed(ep, ".", start=0.7) if isinstance(e, UtteranceEnd)]
-    assert end.reason == "vad" and end.speech_ended_at == pytest.approx(0.4)
-    assert end.at == pytest.approx(0.8)  # 400 ms of quiet, not 600
+    assert ep.on_decoded(0.4, changed=True, has_words=True, at=0.45) == []  # words at 0.4 s
+    feed(ep, "...", start=0.4)
+    assert ep.on_decoded(0.5, changed=False, has_words=True, at=0.55) == []  # 100 ms decoded
+    (end,) = ep.on_decoded(0.6, changed=False, has_words=True, at=0.72)
+    assert isinstance(end, UtteranceEnd) and end.reason == "vad"
+    assert end.speech_ended_at == pytest.approx(0.4) and end.at == pytest.approx(0.72)
+    assert not ep.is_open
+    assert ep.on_decoded(0.7, changed=False, has_words=True, at=0.8) == []  # closed already
 
 
 def test_a_transcript_still_changing_waits_for_the_full_silence() -> None:
     ep = Endpointer("vad", STABLE)
     feed(ep, "####")
     for i in range(1, 6):  # the recognizer keeps revising its words through the quiet
-        ep.on_decoded(0.4 + i * 0.1, changed=True, has_words=True)
-        assert not [e for e in feed(ep, ".", start=0.4 + i * 0.1) if isinstance(e, UtteranceEnd)]
+        assert not [e for e in feed(ep, ".", start=0.3 + i * 0.1) if isinstance(e, UtteranceEnd)]
+        assert ep.on_decoded(0.4 + i * 0.1, changed=True, has_words=True, at=0.5 + i * 0.1) == []
     (end,) = [e for e in feed(ep, ".", start=0.9) if isinstance(e, UtteranceEnd)]
     assert end.at == pytest.approx(1.0)  # end_silence_ms after the voice
 
 
+def test_voice_again_before_the_decoder_catches_up_keeps_the_utterance_open() -> None:
+    ep = Endpointer("vad", STABLE)
+    feed(ep, "####...#")  # the capture side heard voice again at 0.7 s
+    assert ep.on_decoded(0.7, changed=False, has_words=True, at=0.8) == []
+    assert ep.is_open
+
+
 def test_no_words_or_switched_off_waits_for_the_full_silence() -> None:
-    for vad, has_words in (
-        (STABLE, False),
-        (VadConfig(**{**STABLE.__dict__, "stable_end_ms": 0}), True),
-    ):
+    off = VadConfig(**{**STABLE.__dict__, "stable_end_ms": 0})
+    for vad, has_words in ((STABLE, False), (off, True)):
         ep = Endpointer("vad", vad)
-        feed(ep, "####")
-        ep.on_decoded(1.0, changed=False, has_words=has_words)
-        ends = [e for e in feed(ep, "......", start=0.4) if isinstance(e, UtteranceEnd)]
+        feed(ep, "####....")
+        assert ep.on_decoded(0.8, changed=False, has_words=has_words, at=0.85) == []
+        ends = [e for e in feed(ep, "..", start=0.8) if isinstance(e, UtteranceEnd)]
         assert [e.at for e in ends] == [pytest.approx(1.0)]
