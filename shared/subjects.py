@@ -127,7 +127,8 @@ BRIDGE_STATUS_PATTERN = "events.bridge.*.status"
 
 
 def edge_notice_subject(device: str) -> str:
-    """``events.edge.<device>.notice``: the board spoke its local notice (home unreachable).
+    """``events.edge.<device>.notice``: the board spoke a local notice (home unreachable,
+    or a turn home reported failed or aborted).
 
     Local to the board: no bridge half carries it; monitors and HIL read it there.
     """

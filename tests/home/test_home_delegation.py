@@ -38,7 +38,9 @@ async def store_fact(home: RunningHome, agent: str, text: str) -> None:
         await client.create(title=None, content=text, parent_id=workspace.id)
 
 
-async def ask_and_listen(url: str, text: str, speaks: int, within_s: float) -> tuple[str, list[str]]:
+async def ask_and_listen(
+    url: str, text: str, speaks: int, within_s: float
+) -> tuple[str, list[str]]:
     """Say ``text`` as the edge, ack every speak of the turn; the binding id and what was said."""
     nc = await nats.connect(url)
     try:

@@ -116,7 +116,9 @@ async def test_a_delegated_question_is_searched_in_memory_and_its_answer_spoken(
     assert {s.event.binding_id for s in speaks} == {said.binding_id}
     (ack,) = [e for e in edge.seen if e.subject == f"events.journal.delegate.{said.binding_id}"]
     assert ack.event.payload == {"agent": "edge_asr", "verb": "delegate", "ok": True, "error": None}
-    (search,) = [e for e in edge.seen if e.subject == "events.workspace.jmfts_operator.out.recall.tui"]
+    (search,) = [
+        e for e in edge.seen if e.subject == "events.workspace.jmfts_operator.out.recall.tui"
+    ]
     assert search.event.binding_id == said.binding_id
     assert search.event.payload["queries"] == [{"root": "*", "query": "blue shed"}]
     operator_requests = [r for r in model.requests if "memory_search" in r.tool_names]
