@@ -553,14 +553,17 @@ class AgentNode:
         self._time_answer(self._delegations.asked(pending))
 
     async def _on_delegate_ack(self, msg: Msg) -> None:
-        """An operator's ack: a refused task is forgotten, a taken one is timed."""
+        """An operator's ack: a refused task is forgotten, a taken one is timed. Any local
+        client can publish there: what does not parse is skipped, a failure counted."""
         try:
-            binding_id = msg.subject.rsplit(".", 1)[-1]
             ack = VerbAck.from_event(Event.from_json(msg.data, self.limits))
+            if ack.agent == self.agent:
+                binding_id = msg.subject.rsplit(".", 1)[-1]
+                self._time_answer(self._delegations.acked(binding_id, ok=ack.ok))
         except ContractError:
             return
-        if ack.agent == self.agent:
-            self._time_answer(self._delegations.acked(binding_id, ok=ack.ok))
+        except Exception as exc:
+            self._internal_error("delegate ack", msg, exc)
 
     def _time_answer(self, pending: Pending | None) -> None:
         if pending is None or self._draining:
@@ -580,10 +583,14 @@ class AgentNode:
             self.spec.name, pending.binding_id, self.delegate_timeout_s,
         )  # fmt: skip
         answer = timed_out(pending, self.delegate_timeout_s, self.agent)
-        await self._publish_to(
-            workspace_in_subject(self.agent), DELEGATE_ANSWER_EVENT_TYPE, answer.to_payload(),
-            pending.binding_id, pending.schema,
-        )  # fmt: skip
+        try:
+            await self._publish_to(
+                workspace_in_subject(self.agent), DELEGATE_ANSWER_EVENT_TYPE,
+                answer.to_payload(), pending.binding_id, pending.schema,
+            )  # fmt: skip
+        except Exception as exc:
+            self.stats.internal_errors += 1
+            log.error("%s: could not tell the agent of %s: %r", self.spec.name, pending, exc)
 
     async def _answer_delegation(self, turn: PendingTurn, text: str, error: str | None) -> None:
         """The operator's answer (or why it has none) on its answer rail, back to the asker."""

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import nats
 
@@ -69,7 +70,7 @@ async def delegating_pair(
     """Both nodes and the router; the operator reads the asker's memory when JMFTS runs."""
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(routed(nats_url, "edge_asr"))
-        memory: dict[str, object] = {}
+        memory: dict[str, Any] = {}
         if jmfts is not None:
             token = await jmfts.principal(
                 "jmfts_operator",
@@ -85,7 +86,7 @@ async def delegating_pair(
                 AgentNode(
                     spec, nats_url=nats_url, data_dir=tmp_path / "data",
                     model=ModelEndpoint(base_url=model.url), repo_root=REPO_ROOT,
-                    **(memory if spec is operator else {}),  # type: ignore[arg-type]
+                    **(memory if spec is operator else {}),
                 )
             )
             for spec in (asker, operator)
