@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from shared.schema.bridge_half import BridgeHalf, SubjectDecl, ssh_fingerprint
 from shared.subjects import (
+    ANSWER_RAIL,
     REPORT_RAILS,
     PatternIndex,
     device_of,
@@ -21,8 +22,11 @@ from shared.subjects import (
     overlaps,
 )
 
-# The memory reflex's reports (recall: the utterance searched; memorize: the facts kept).
-MEMORY_TEXT_SUBJECTS = tuple(f"events.workspace.*.out.{rail}.*" for rail in REPORT_RAILS)
+# Rails that carry memory text: the memory reflex's reports (recall: the utterance
+# searched; memorize: the facts kept) and a delegation's answer (what the operator found).
+MEMORY_TEXT_SUBJECTS = tuple(
+    f"events.workspace.*.out.{rail}.*" for rail in (*REPORT_RAILS, ANSWER_RAIL)
+)
 
 
 class Severity(StrEnum):
@@ -197,8 +201,9 @@ def _check_memory_exports(half: BridgeHalf) -> list[Finding]:
                         decl.line,
                         f"exports {decl.subject!r}, which takes "
                         f"{intersection(decl.subject, rail)!r}: the memory reflex's reports "
-                        "carry memory text, and no memory leaves home; drop the export "
-                        "(the TUI reads them on home's NATS with --direct)",
+                        "and a delegation's answers carry memory text, and no memory leaves "
+                        "home; drop the export (the TUI reads the reports on home's NATS "
+                        "with --direct)",
                     )
                 )
     return findings

@@ -1,9 +1,14 @@
-"""Never silently deaf: a turn made while home is unreachable gets a short local spoken notice.
+"""Never silently deaf: a turn home cannot answer gets a short local spoken notice.
 
-The notice is synthesized once, at start, so it plays even when the board is
-busy or the link is down. Home's reachability comes from the bridge's
-``bridge.status`` events on the local NATS; until a bridge says otherwise,
-home is taken as reachable. When home returns, nothing is said: turns go on.
+Two notices, each synthesized once, at start, so they play even when the board is
+busy or the link is down:
+
+- a turn made while home is unreachable gets ``text``. Home's reachability comes
+  from the bridge's ``bridge.status`` events on the local NATS; until a bridge says
+  otherwise, home is taken as reachable. When home returns, nothing is said;
+- a turn home reports as ``failed`` or ``aborted`` on this device's reply rail
+  (``events.workspace.<agent>.out.reply.<device>``) gets ``failure_text``, so a
+  failure is heard, not only written to the reply log.
 """
 
 from __future__ import annotations
@@ -20,14 +25,23 @@ from edge.tts import PiperSynthesizer, Speaker
 from shared.errors import ContractError
 from shared.event import Event
 from shared.messages.bridge import BridgeStatus
-from shared.messages.voice import NOTICE_EVENT_TYPE, Notice
-from shared.subjects import BRIDGE_STATUS_PATTERN, edge_notice_subject, sensation_turn_subject
+from shared.messages.voice import NOTICE_EVENT_TYPE, Notice, Reply
+from shared.subjects import (
+    BRIDGE_STATUS_PATTERN,
+    device_rail_pattern,
+    edge_notice_subject,
+    sensation_turn_subject,
+)
 
 log = logging.getLogger(__name__)
 
+# Reply kinds that mean home gave up on the turn (docs/architecture.md "Subjects").
+FAILED_KINDS = ("failed", "aborted")
+
 
 class NoticeNode:
-    """Watches bridge status and this device's turns; speaks the notice when home is away."""
+    """Watches bridge status, this device's turns and replies; speaks a notice when home is
+    away or reports a turn it could not finish."""
 
     def __init__(
         self,
@@ -37,6 +51,7 @@ class NoticeNode:
         *,
         device: str,
         text: str,
+        failure_text: str,
         on_settled: Callable[[str], None] | None = None,
         on_home_change: Callable[[bool, str], None] | None = None,
     ) -> None:
@@ -45,16 +60,21 @@ class NoticeNode:
         self.synth = synth
         self.device = device
         self.text = text
+        self.failure_text = failure_text
         self.notices_played = 0
+        self.failure_notices_played = 0
         self._links: dict[str, BridgeStatus] = {}
         self._pcm: Pcm | None = None
+        self._failure_pcm: Pcm | None = None
         self._on_settled = on_settled
         self._on_home_change = on_home_change
 
     async def __aenter__(self) -> Self:
         self._pcm = await asyncio.to_thread(self.synth.render, self.text)
+        self._failure_pcm = await asyncio.to_thread(self.synth.render, self.failure_text)
         await self.bus.subscribe(BRIDGE_STATUS_PATTERN, self._on_status)
         await self.bus.subscribe(sensation_turn_subject(self.device), self._on_turn)
+        await self.bus.subscribe(device_rail_pattern("reply", self.device), self._on_reply)
         return self
 
     async def __aexit__(
@@ -99,15 +119,30 @@ class NoticeNode:
         if self.home_reachable or self._pcm is None:
             return
         self.notices_played += 1
-        self.speaker.say_local(self._pcm, self.text)
-        # Say locally that the notice was spoken, for monitors and HIL runs on the board.
+        await self._say(self._pcm, self.text, event.binding_id)
+
+    async def _on_reply(self, subject: str, event: Event) -> None:
+        try:
+            reply = Reply.from_event(event)
+        except ContractError as exc:
+            log.warning("ignored a malformed reply on %s: %s", subject, exc)
+            return
+        if reply.kind not in FAILED_KINDS or self._failure_pcm is None:
+            return
+        log.warning("home reports turn %s %s: %s", event.binding_id, reply.kind, reply.reason)
+        self.failure_notices_played += 1
+        await self._say(self._failure_pcm, self.failure_text, event.binding_id)
+
+    async def _say(self, pcm: Pcm, text: str, binding_id: str | None) -> None:
+        """Play a notice and say locally that it was spoken, for monitors and HIL runs."""
+        self.speaker.say_local(pcm, text)
         notice = Event.new(
             NOTICE_EVENT_TYPE,
-            Notice(self.text, event.binding_id).to_payload(),
+            Notice(text, binding_id).to_payload(),
             source=f"edge.audio.{self.device}",
-            sequence_number=self.notices_played,
-            binding_id=event.binding_id,
+            sequence_number=self.notices_played + self.failure_notices_played,
+            binding_id=binding_id,
         )
         await self.bus.publish(edge_notice_subject(self.device), notice)
-        if self._on_settled is not None and event.binding_id is not None:
-            self._on_settled(event.binding_id)
+        if self._on_settled is not None and binding_id is not None:
+            self._on_settled(binding_id)

@@ -237,6 +237,7 @@ class EdgeRuntime:
                 models.synth,
                 device=device,
                 text=config.notice.text,
+                failure_text=config.notice.failure_text,
                 on_settled=self._settle,
                 on_home_change=self._announce_home,
             ),

@@ -81,13 +81,14 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
     return registry, nats_server, substrate
 
 
-def catalog_agents(catalog: Path) -> list[str]:
-    """The agent token of every τ agent in the catalog (each gets a JMFTS principal)."""
+def catalog_agents(catalog: Path) -> dict[str, tuple[str, ...]]:
+    """Every τ agent in the catalog (each gets a JMFTS principal), with the subtrees beyond
+    its own that it may read (its ``memory_reads``)."""
     try:
         nodes = load_node_catalog(catalog).nodes.values()
     except SchemaError as exc:
         raise HomeConfigError(str(exc)) from exc
-    return [node.agent for node in nodes if node.agent is not None]
+    return {node.agent: node.memory_reads for node in nodes if node.agent is not None}
 
 
 def llm_component(config: HomeConfig) -> EmbeddedLlmComponent | ExternalLlmComponent | None:

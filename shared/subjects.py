@@ -25,6 +25,8 @@ _FORBIDDEN_IN_TOKEN = re.compile(r"[\s.*>]")
 
 VERBS = ("journal_append", "jmfts_write", "delegate")
 DEVICE_RAILS = ("speak", "reply", "recall", "memorize")
+# The operator's answer to a delegation: ``events.workspace.<operator>.out.answer.<asker>``.
+ANSWER_RAIL = "answer"
 # Report rails: past-tense accounts for monitors; nothing may bind them back into an agent.
 REPORT_RAILS = ("recall", "memorize")
 AUDIO_PATTERN = "events.audio.>"
@@ -125,7 +127,8 @@ BRIDGE_STATUS_PATTERN = "events.bridge.*.status"
 
 
 def edge_notice_subject(device: str) -> str:
-    """``events.edge.<device>.notice``: the board spoke its local notice (home unreachable).
+    """``events.edge.<device>.notice``: the board spoke a local notice (home unreachable,
+    or a turn home reported failed or aborted).
 
     Local to the board: no bridge half carries it; monitors and HIL read it there.
     """
@@ -150,6 +153,17 @@ def jmfts_write_ack_subject(binding_id: str) -> str:
     return f"events.journal.jmfts_write.{check_binding_id(binding_id)}"
 
 
+def delegate_ack_subject(binding_id: str) -> str:
+    """``events.journal.delegate.<binding_id>``: the operator took a delegated task, or refused."""
+    return f"events.journal.delegate.{check_binding_id(binding_id)}"
+
+
+def delegate_answer_subject(operator: str, asker: str) -> str:
+    """``events.workspace.<operator>.out.answer.<asker>``: a delegation's answer (or failure),
+    which an activation schema binds back into the asking agent."""
+    return f"{agent_out_prefix(operator)}.{ANSWER_RAIL}.{check_name(asker, 'agent')}"
+
+
 # --- parsing back ------------------------------------------------------------
 
 
@@ -162,6 +176,8 @@ class SubjectInfo:
     device: str | None = None
     verb: str | None = None
     binding_id: str | None = None
+    # The asking agent a delegation's answer goes back to (kind ``answer``).
+    asker: str | None = None
 
     @property
     def is_report(self) -> bool:
@@ -181,6 +197,8 @@ SUBJECT_KINDS = (
     "speech.completed",
     "journal.append",
     "journal.jmfts_write",
+    "journal.delegate",
+    "answer",
     "audio",
 )
 
@@ -207,14 +225,16 @@ def parse_subject(subject: str) -> SubjectInfo:  # noqa: PLR0911  (one return a 
             return SubjectInfo(
                 rail, agent=check_name(agent, "agent"), device=check_name(device, "device")
             )
+        case ["events", "workspace", agent, "out", "answer", asker]:
+            return SubjectInfo(
+                "answer", agent=check_name(agent, "agent"), asker=check_name(asker, "agent")
+            )
         case ["events", "workspace", agent, "out", verb] if verb in VERBS:
             return SubjectInfo("verb", agent=check_name(agent, "agent"), verb=verb)
         case ["events", "action", "speech", "completed", bid]:
             return SubjectInfo("speech.completed", binding_id=check_binding_id(bid))
-        case ["events", "journal", "append", bid]:
-            return SubjectInfo("journal.append", binding_id=check_binding_id(bid))
-        case ["events", "journal", "jmfts_write", bid]:
-            return SubjectInfo("journal.jmfts_write", binding_id=check_binding_id(bid))
+        case ["events", "journal", ("append" | "jmfts_write" | "delegate") as acked, bid]:
+            return SubjectInfo(f"journal.{acked}", binding_id=check_binding_id(bid))
         case ["events", "audio", *_]:
             return SubjectInfo("audio")
     raise SubjectError(f"{subject!r} names no rail of the wire contract")

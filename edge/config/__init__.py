@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from edge.config.loader import load_edge_config, parse_edge_config
 from edge.config.model import (
+    DEFAULT_FAILURE_NOTICE,
     DEFAULT_NOTICE,
     AsrConfig,
     AudioConfig,
@@ -49,6 +50,7 @@ from edge.config.model import (
 )
 
 __all__ = [
+    "DEFAULT_FAILURE_NOTICE",
     "DEFAULT_NOTICE",
     "AsrConfig",
     "AudioConfig",

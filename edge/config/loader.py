@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from edge.config.model import (
+    DEFAULT_FAILURE_NOTICE,
     DEFAULT_NOTICE,
     AsrConfig,
     AudioConfig,
@@ -373,17 +374,17 @@ class _ConfigReader(Reader):
     def notice(self, data: LocatedDict | None) -> NoticeConfig:
         if data is None:
             return NoticeConfig()
-        self.allow_keys(data, "notice", ("text",))
-        return NoticeConfig(
-            text=self.get(
-                data,
-                "text",
-                "notice",
-                str,
-                DEFAULT_NOTICE,
-                required=False,
+        self.allow_keys(data, "notice", ("text", "failure_text"))
+
+        def sentence(key: str, default: str) -> str:
+            return self.get(
+                data, key, "notice", str, default, required=False,
                 check=lambda v: None if v.strip() else "must be a sentence to speak",
-            )
+            )  # fmt: skip
+
+        return NoticeConfig(
+            text=sentence("text", DEFAULT_NOTICE),
+            failure_text=sentence("failure_text", DEFAULT_FAILURE_NOTICE),
         )
 
     def bridge(self, data: LocatedDict | None) -> BridgeConfig:

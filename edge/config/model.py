@@ -12,6 +12,7 @@ EndpointMode = Literal["vad", "push_to_talk", "both"]
 ButtonKind = Literal["none", "key", "gpio"]
 
 DEFAULT_NOTICE = "I can't reach home right now. Please try again in a little while."
+DEFAULT_FAILURE_NOTICE = "Sorry, something went wrong at home. Please try again."
 
 
 @dataclass(frozen=True)
@@ -137,9 +138,11 @@ class EchoGateConfig:
 
 @dataclass(frozen=True)
 class NoticeConfig:
-    """What the board says, locally, when a turn is made while home is unreachable."""
+    """What the board says, locally: ``text`` when a turn is made while home is
+    unreachable, ``failure_text`` when home reports a turn of this board failed or aborted."""
 
     text: str = DEFAULT_NOTICE
+    failure_text: str = DEFAULT_FAILURE_NOTICE
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from home.agents.delegation import Delegated
 from home.agents.protocol import WireEvent
 from home.agents.turn_queue import DeviceQueues
 from home.tau_extensions.binding import TurnBinding
@@ -67,6 +68,8 @@ class PendingTurn:
     msg: Msg | None = None
     # The utterance's timestamp + ttl_ms (None: a re-prompt, which has no TTL of its own).
     expires_at: datetime | None = None
+    # A task another agent delegated: its answer goes back to the asker.
+    delegated: Delegated | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,9 @@ class Arrival:
     expires_at: datetime
     received_at: float
     msg: Msg | None = None
+    delegated: Delegated | None = None
+    # False for text between agents (a delegated task, an answer): the memory reflex skips it.
+    from_user: bool = True
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,7 @@ class Admission:
                 device=arrival.device,
                 event_id=arrival.event_id,
                 turn=self._turn_seq,
+                reprompt=not arrival.from_user,
                 schema=arrival.schema,
             ),
             correlation={
@@ -184,6 +191,7 @@ class Admission:
             received_at=arrival.received_at,
             msg=arrival.msg,
             expires_at=arrival.expires_at,
+            delegated=arrival.delegated,
         )
         self._recent[turn.binding.binding_id] = turn
         while len(self._recent) > self._recent_size:

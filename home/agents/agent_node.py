@@ -46,6 +46,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 from home.agents.admission import (
+    DUPLICATE,
     INVALID,
     Admission,
     Admit,
@@ -57,6 +58,15 @@ from home.agents.admission import (
     may_redeliver,
     outlived,
 )
+from home.agents.delegation import (
+    DELEGATE_ACKS,
+    Pending,
+    PendingDelegations,
+    delegate_timeout,
+    delegation_ack,
+    memory_refusal,
+    timed_out,
+)
 from home.agents.errors import (
     AgentError,
     InboundError,
@@ -64,7 +74,7 @@ from home.agents.errors import (
     TauExited,
     TauRpcError,
 )
-from home.agents.inbound import parse_inbound
+from home.agents.inbound import Inbound, parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
 from home.agents.tau_command import RunContext, TauLaunch, build_launch
@@ -76,11 +86,14 @@ from home.tau_extensions.binding import write_binding
 from home.tau_extensions.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, utc_now
+from shared.messages.verbs import DELEGATE_ANSWER_EVENT_TYPE, DelegateAnswer, VerbAck, VerbRequest
 from shared.messages.voice import REPLY_EVENT_TYPE, Reply
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeSpec
 from shared.subjects import (
     agent_out_prefix,
+    delegate_ack_subject,
+    delegate_answer_subject,
     parse_subject,
     reply_subject,
     workspace_in_subject,
@@ -138,6 +151,10 @@ class NodeStats:
     unacked_speech: int = 0
     # Turns stopped because their device did not listen while another device's turn waited.
     yielded: int = 0
+    # Delegated tasks refused (this agent cannot answer them, or they came too late).
+    delegations_refused: int = 0
+    # Tasks this agent delegated whose answer did not come within its delegate_timeout_s.
+    delegations_timed_out: int = 0
     # Inbound or own-output messages a handler failed on unexpectedly (logged, then skipped).
     internal_errors: int = 0
     outcomes: list[TurnOutcome] = field(default_factory=list)
@@ -208,6 +225,14 @@ class AgentNode:
         )
         self._admission = Admission()
         self.speech_ack_timeout_s = speech_ack_timeout(spec)
+        # Delegation, both ways (docs/architecture.md "Delegation").
+        self.delegate_timeout_s = delegate_timeout(spec)
+        self._delegations = PendingDelegations()
+        self._delegation_timers: set[asyncio.Task[None]] = set()
+        self._cannot_take = memory_refusal(
+            (ext.run_context for ext in self.launch.extensions),
+            has_memory=jmfts_url is not None and jmfts_token_file is not None,
+        )
         # Set when the turn in flight should give way (Admission.should_yield).
         self._yield = asyncio.Event()
         self._queued = asyncio.Event()
@@ -260,6 +285,7 @@ class AgentNode:
                 await self._nc.subscribe(f"{agent_out_prefix(self.agent)}.>", cb=self._on_out)
             )
             self._subs.append(await self._nc.subscribe(SPEECH_ACKS, cb=self._on_speech_completed))
+            self._subs.append(await self._nc.subscribe(DELEGATE_ACKS, cb=self._on_delegate_ack))
             # Answered only from here on: the substrate counts the node ready once τ is up
             # and the inbound rail is subscribed, so no routed utterance finds nobody.
             self._subs.append(
@@ -299,6 +325,9 @@ class AgentNode:
                     await self._inbox.done(turn.msg, "nak")
             await self._inbox.close()
             self._inbox = None
+        for timer in list(self._delegation_timers):
+            timer.cancel()
+        await asyncio.gather(*self._delegation_timers, return_exceptions=True)
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -376,6 +405,13 @@ class AgentNode:
             log.warning("%s: %s (subject %s)", self.spec.name, exc, msg.subject)
             await self._refuse(msg, INVALID)  # never redelivered: it cannot get better
             return
+        if inbound.delegated is not None and self._cannot_take is not None:
+            self.stats.delegations_refused += 1
+            await self._ack_delegation(inbound, self._cannot_take)
+            await settle(msg, "term")
+            return
+        if inbound.answer is not None:
+            self._delegations.answered(inbound.binding_id)
         ruling = self._admission.arrive(
             Arrival(
                 text=inbound.text,
@@ -387,9 +423,17 @@ class AgentNode:
                 expires_at=inbound.event.expires_at,
                 received_at=time.monotonic(),
                 msg=msg,
+                delegated=inbound.delegated,
+                from_user=inbound.from_user,
             ),
             utc_now(),
         )
+        if inbound.delegated is not None and ruling != DUPLICATE:
+            # Taken once admitted; a duplicate's first copy was acked already.
+            refusal = None if isinstance(ruling, Admit) else "the task came after its time to live"
+            if refusal is not None:
+                self.stats.delegations_refused += 1
+            await self._ack_delegation(inbound, refusal)
         if isinstance(ruling, Refuse):
             if ruling.reason == "stale":
                 log.warning(
@@ -430,10 +474,14 @@ class AgentNode:
     async def _read_out(self, msg: Msg) -> None:
         try:
             info = parse_subject(msg.subject)
-            if info.kind not in ("reply", "speak"):
+            if info.kind not in ("reply", "speak", "verb"):
                 return
             event = Event.from_json(msg.data, self.limits)
         except ContractError:
+            return
+        if info.kind == "verb":
+            if info.verb == "delegate":
+                self._delegated_out(event)
             return
         if info.kind == "speak":
             watched = self._admission.speak_seen(event.binding_id)
@@ -475,6 +523,101 @@ class AgentNode:
             )  # fmt: skip
         if unheard.supersede:
             self._yield.set()
+
+    # --- delegation (docs/architecture.md "Delegation") -------------------------
+
+    async def _ack_delegation(self, inbound: Inbound, refusal: str | None) -> None:
+        """Tell the asker its task was taken, or why it was not."""
+        if inbound.delegated is None or self._nc is None:
+            return
+        if refusal is not None:
+            log.warning("%s: refused a delegated task: %s", self.spec.name, refusal)
+        self._out_seq += 1
+        event = delegation_ack(
+            inbound.delegated, inbound.binding_id, refusal, source=self.spec.name,
+            seq=self._out_seq, schema=inbound.event.routed_by_schema,
+        )  # fmt: skip
+        await self._nc.publish(delegate_ack_subject(inbound.binding_id), event.to_json(self.limits))
+
+    def _delegated_out(self, event: Event) -> None:
+        """This agent handed a task off: time its answer once the operator has taken it."""
+        if event.binding_id is None:
+            return
+        try:
+            request = VerbRequest.from_event(event)
+        except ContractError:
+            return
+        pending = Pending(
+            event.binding_id, request.device, request.text.strip(), event.produced_by_schema
+        )
+        self._time_answer(self._delegations.asked(pending))
+
+    async def _on_delegate_ack(self, msg: Msg) -> None:
+        """An operator's ack: a refused task is forgotten, a taken one is timed. Any local
+        client can publish there: what does not parse is skipped, a failure counted."""
+        try:
+            ack = VerbAck.from_event(Event.from_json(msg.data, self.limits))
+            if ack.agent == self.agent:
+                binding_id = msg.subject.rsplit(".", 1)[-1]
+                self._time_answer(self._delegations.acked(binding_id, ok=ack.ok))
+        except ContractError:
+            return
+        except Exception as exc:
+            self._internal_error("delegate ack", msg, exc)
+
+    def _time_answer(self, pending: Pending | None) -> None:
+        if pending is None or self._draining:
+            return
+        timer = asyncio.create_task(self._await_answer(pending), name=f"{self.spec.name}-delegate")
+        self._delegation_timers.add(timer)
+        timer.add_done_callback(self._delegation_timers.discard)
+
+    async def _await_answer(self, pending: Pending) -> None:
+        """No answer in time: the agent is told so, through its own inbox, as a new turn."""
+        await asyncio.sleep(self.delegate_timeout_s)
+        if self._delegations.due(pending.binding_id) is None or self._nc is None:
+            return  # answered, or never taken
+        self.stats.delegations_timed_out += 1
+        log.warning(
+            "%s: no answer to delegated task %s within %gs",
+            self.spec.name, pending.binding_id, self.delegate_timeout_s,
+        )  # fmt: skip
+        answer = timed_out(pending, self.delegate_timeout_s, self.agent)
+        try:
+            await self._publish_to(
+                workspace_in_subject(self.agent), DELEGATE_ANSWER_EVENT_TYPE,
+                answer.to_payload(), pending.binding_id, pending.schema,
+            )  # fmt: skip
+        except Exception as exc:
+            self.stats.internal_errors += 1
+            log.error("%s: could not tell the agent of %s: %r", self.spec.name, pending, exc)
+
+    async def _answer_delegation(self, turn: PendingTurn, text: str, error: str | None) -> None:
+        """The operator's answer (or why it has none) on its answer rail, back to the asker."""
+        delegated = turn.delegated
+        if delegated is None:
+            return
+        answer = DelegateAnswer(
+            question=delegated.question, asker=delegated.asker, device=turn.binding.device,
+            ok=error is None, text=text, error=error, operator=self.agent,
+        )  # fmt: skip
+        await self._publish_to(
+            delegate_answer_subject(self.agent, delegated.asker), DELEGATE_ANSWER_EVENT_TYPE,
+            answer.to_payload(), turn.binding.binding_id, turn.binding.schema,
+        )  # fmt: skip
+
+    async def _publish_to(
+        self, subject: str, event_type: str, payload: dict[str, Any], binding_id: str,
+        schema: str | None,
+    ) -> None:  # fmt: skip
+        if self._nc is None:
+            return
+        self._out_seq += 1
+        event = Event.new(
+            event_type, payload, source=self.spec.name, sequence_number=self._out_seq,
+            binding_id=binding_id, produced_by_schema=schema,
+        )  # fmt: skip
+        await self._nc.publish(subject, event.to_json(self.limits))
 
     # --- the worker ------------------------------------------------------------
 
@@ -662,15 +805,16 @@ class AgentNode:
             yielded.cancel()
 
     async def _publish_answer(self, tau: TauProcess, turn: PendingTurn) -> None:
-        """An agent without a handset answers in prose: put it on its reply rail.
-
-        A delegated question's answer goes back this way, as an ordinary event with
-        the asker's binding id, for a schema to bind wherever it should go.
-        """
+        """An agent without a handset answers in prose: a delegated task's answer goes to
+        its asker on the answer rail; any other answer on the reply rail."""
         try:
             text = (await tau.request("get_last_assistant_text", {})).get("text")
         except AgentError as exc:
             log.warning("%s: could not read the answer: %s", self.spec.name, exc)
+            text = None
+        if turn.delegated is not None:
+            said = text.strip() if isinstance(text, str) else ""
+            await self._answer_delegation(turn, said, None if said else "it gave no answer")
             return
         device = turn.binding.device
         if not isinstance(text, str) or not text.strip() or self._nc is None or device is None:
@@ -687,7 +831,12 @@ class AgentNode:
         await self._nc.publish(reply_subject(self.agent, device), event.to_json(self.limits))
 
     async def _report(self, turn: PendingTurn, kind: str, reason: str) -> None:
-        """Put a turn that did not finish normally on the reply rail (not spoken)."""
+        """Put a turn that did not finish normally on the reply rail (not spoken); a
+        delegated task's asker is told instead."""
+        if turn.delegated is not None:
+            with contextlib.suppress(Exception):
+                await self._answer_delegation(turn, "", f"its turn {kind}: {reason}")
+            return
         device = turn.binding.device
         if self._nc is None or device is None:
             return

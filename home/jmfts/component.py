@@ -2,15 +2,17 @@
 
 At start it serves the store under ``DATA_DIR/jmfts`` and gives every τ agent
 of the catalog a principal of its own, write access to its own subtrees
-(``journal/<agent>``, ``workspace/<agent>``) and a bearer token in
-``DATA_DIR/tokens/<agent>.token`` (0600). Isolation between agents is the
-store's: an agent's token reaches only what it was granted.
+(``journal/<agent>``, ``workspace/<agent>``), read access to the subtrees its
+catalog entry names in ``memory_reads`` (the operator reads what it answers
+questions about) and a bearer token in ``DATA_DIR/tokens/<agent>.token`` (0600).
+Isolation between agents is the store's: an agent's token reaches only what it was
+granted.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from home.jmfts.client import PATIENT_TIMEOUT_S, JmftsClient
@@ -74,10 +76,15 @@ class JmftsComponent:
     name = COMPONENT_NAME
 
     def __init__(
-        self, data_dir: Path, agents: Iterable[str], tokens_dir: Path, host: str = "127.0.0.1"
+        self,
+        data_dir: Path,
+        agents: Mapping[str, Sequence[str]],
+        tokens_dir: Path,
+        host: str = "127.0.0.1",
     ) -> None:
+        """``agents``: each agent, and the subtrees beyond its own it may read."""
         self._server = JmftsServer(JmftsConfig(data_dir=data_dir, host=host, port=0))
-        self._agents = tuple(agents)
+        self._agents = {agent: tuple(reads) for agent, reads in agents.items()}
         self._tokens_dir = tokens_dir
 
     async def start(self) -> None:
@@ -96,11 +103,14 @@ class JmftsComponent:
         async with JmftsClient.from_token_file(
             self._server.url, token_file, timeout_s=PATIENT_TIMEOUT_S
         ) as admin:
-            for agent in self._agents:
+            for agent, reads in self._agents.items():
                 await provision_principal(
                     admin,
                     f"agent.{agent}",
-                    [(path, "write") for path in agent_subtrees(agent)],
+                    [
+                        *((path, "write") for path in agent_subtrees(agent)),
+                        *((path, "read") for path in reads),
+                    ],
                     self._tokens_dir / f"{agent}.token",
                 )
 

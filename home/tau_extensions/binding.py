@@ -22,8 +22,9 @@ from shared.subjects import check_binding_id, check_name
 class TurnBinding:
     """The flow of the turn in flight: its binding id, device and the event that started it.
 
-    ``reprompt`` marks a prompt the node wrote itself (the one re-prompt after a refusal
-    to speak): not something the user said, so the memory reflex leaves it alone.
+    ``reprompt`` marks a prompt that is not something the user said (the node's one
+    re-prompt after a refusal to speak, a delegated task, a delegation's answer), so the
+    memory reflex leaves it alone.
     ``schema`` is the activation schema that routed the turn (``routed_by_schema``):
     everything the turn publishes is stamped ``produced_by_schema`` with it.
     """

@@ -110,7 +110,7 @@ class BusLink:
                     raise AckError(f"the ack on {ack_subject} is not a valid event: {exc}") from exc
                 failure = ack_failure(ack.payload)
                 if failure is not None:
-                    raise AckError(f"the effector reported failure on {ack_subject}: {failure}")
+                    raise AckError(f"refused or failed ({ack_subject}): {failure}")
                 return ack
         finally:
             await sub.unsubscribe()

@@ -1,17 +1,21 @@
 """The verbs extension: ``journal_append``, ``jmfts_write`` and ``delegate`` as real tools.
 
 Loaded by τ by path. Each verb publishes ``events.workspace.<agent>.out.<verb>``
-with the turn's binding id; ``journal_append`` and ``jmfts_write`` then wait for
-their effector's ack (``events.journal.append.<binding_id>``,
-``events.journal.jmfts_write.<binding_id>``) and a missing or failed ack is a
-tool error. ``delegate`` is acked by nobody: the operator agent's answer comes
-back later as an ordinary event.
+with the turn's binding id and waits for its ack; a missing or failed ack is a
+tool error. ``journal_append`` and ``jmfts_write`` are acked by their effectors
+(``events.journal.append.<binding_id>``, ``events.journal.jmfts_write.<binding_id>``);
+``delegate`` by the operator agent when it takes the task, or refuses it with the
+reason (``events.journal.delegate.<binding_id>``). The operator's answer comes back
+later as a new turn of this agent with the same binding id; one that does not come
+within ``delegate_timeout_s`` is told to the agent instead by its node
+(docs/architecture.md "Delegation"). The tool's result says exactly that.
 
 The effectors write under the agent's own JMFTS principal; no credential passes
 through this file, the model's context or a tool result.
 
 Config (``--ext-config verbs:KEY=VALUE``): ``agent``, ``nats_url``,
-``binding_file`` (run context), ``verbs`` (which to register), ``ack_timeout_s``.
+``binding_file`` (run context), ``verbs`` (which to register), ``ack_timeout_s``,
+``delegate_timeout_s`` (read by the node too).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from home.tau_extensions.errors import ExtensionError
 from shared.messages.verbs import VerbRequest
 from shared.subjects import (
     check_name,
+    delegate_ack_subject,
     jmfts_write_ack_subject,
     journal_append_ack_subject,
     verb_subject,
@@ -43,15 +48,19 @@ SUBJECTS = (
 RUN_CONTEXT = ("agent", "nats_url", "binding_file")
 
 DEFAULT_ACK_TIMEOUT_S = 10.0
+# How long an agent waits for a delegated task's answer before it is told there is none.
+DEFAULT_DELEGATE_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
 class Verb:
-    """One verb's contract: its schema, its ack (if any), what the model is told on success."""
+    """One verb's contract: its schema, its ack, what the model is told on success.
+
+    ``result`` may name ``{delegate_timeout_s}``, filled from the config."""
 
     description: str
     parameters: dict[str, Any]
-    ack_subject: Callable[[str], str] | None
+    ack_subject: Callable[[str], str]
     result: str
 
 
@@ -83,12 +92,17 @@ VERBS: dict[str, Verb] = {
     ),
     "delegate": Verb(
         description=(
-            "Hand a question or task about memory to the operator agent. It works in "
-            "the background and its answer reaches you later as a new message."
+            "Hand a question about what is remembered to the operator agent, which can "
+            "search memory. It confirms it took the question or says why not; its answer "
+            "comes to you later as a new message, for you to tell the user."
         ),
         parameters=_schema({"text": "the question or task to hand off"}, ("text",)),
-        ack_subject=None,
-        result="Handed off. The answer will reach you later as a new message.",
+        ack_subject=delegate_ack_subject,
+        result=(
+            "The operator took the question. Its answer will come to you as a new message; "
+            "if it has none within {delegate_timeout_s:g} seconds, you will be told so instead. "
+            "Tell the user you are finding out, or say nothing now."
+        ),
     ),
 }
 
@@ -108,6 +122,7 @@ def register(api: Any) -> None:
         source=f"agent.{agent}",
     )
     ack_timeout_s = float(config.get("ack_timeout_s", DEFAULT_ACK_TIMEOUT_S))
+    delegate_timeout_s = float(config.get("delegate_timeout_s", DEFAULT_DELEGATE_TIMEOUT_S))
 
     def make_tool(name: str) -> Any:
         verb = VERBS[name]
@@ -130,19 +145,17 @@ def register(api: Any) -> None:
                     device=binding.device,
                 )
                 event = link.envelope(name, request.to_payload(), binding)
-                if verb.ack_subject is None:
-                    await link.publish(subject, event)
-                else:
-                    await link.publish_and_await_ack(
-                        subject,
-                        event,
-                        verb.ack_subject(binding.binding_id),
-                        timeout_s=ack_timeout_s,
-                        signal=signal,
-                    )
+                await link.publish_and_await_ack(
+                    subject,
+                    event,
+                    verb.ack_subject(binding.binding_id),
+                    timeout_s=ack_timeout_s,
+                    signal=signal,
+                )
             except ExtensionError as exc:
                 raise ToolError(f"{name}: {exc}") from exc
-            return {"content": [{"type": "text", "text": verb.result}]}
+            result = verb.result.format(delegate_timeout_s=delegate_timeout_s)
+            return {"content": [{"type": "text", "text": result}]}
 
         return execute
 

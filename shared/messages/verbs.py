@@ -1,8 +1,10 @@
-"""The verb rails: what an agent's verb asks (``events.workspace.<agent>.out.<verb>``) and
-the effector's ack (``events.journal.<verb>.<binding_id>``).
+"""The verb rails: what an agent's verb asks (``events.workspace.<agent>.out.<verb>``),
+the ack (``events.journal.<verb>.<binding_id>``) and a delegation's answer.
 
-A verb without an ack (``delegate``) is answered later as an ordinary event. What makes
-any ack a failure is :func:`ack_failure`; docs/architecture.md, "Acks".
+``journal_append`` and ``jmfts_write`` are acked by their effectors; ``delegate`` by the
+operator agent when it takes the task (or refuses it, with the reason), and its answer
+comes back later as a :class:`DelegateAnswer` on ``events.workspace.<operator>.out.answer.<asker>``.
+What makes any ack a failure is :func:`ack_failure`; docs/architecture.md, "Acks".
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import Any
 
 from shared.event import Event
 from shared.messages import fields
+
+DELEGATE_ANSWER_EVENT_TYPE = "delegate.answer"
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,53 @@ class VerbAck:
             ok=fields.flag(p, "ok"),
             doc_id=fields.opt_int(p, "doc_id"),
             error=fields.opt_string(p, "error"),
+        )
+
+
+@dataclass(frozen=True)
+class DelegateAnswer:
+    """What became of a delegated task: the operator's answer, or why there is none.
+
+    ``ok`` with ``text`` (the answer); or not ``ok`` with ``error`` (the operator's turn
+    failed or was aborted, or the asker's wait ran out). ``question`` is the task as
+    delegated; ``asker`` the agent and ``device`` the device the answer is for.
+    """
+
+    question: str
+    asker: str
+    device: str | None
+    ok: bool
+    text: str = ""
+    error: str | None = None
+    operator: str | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        """The answer's payload (``error`` always, maybe null)."""
+        payload: dict[str, Any] = {} if self.operator is None else {"operator": self.operator}
+        payload.update(
+            question=self.question,
+            asker=self.asker,
+            device=self.device,
+            ok=self.ok,
+            text=self.text,
+            error=self.error,
+        )
+        return payload
+
+    @classmethod
+    def from_event(cls, event: Event) -> DelegateAnswer:
+        """Parse an answer; ``EnvelopeError`` names the malformed key. An ``ok`` answer
+        must carry non-empty ``text``."""
+        p = event.payload
+        ok = fields.flag(p, "ok")
+        return cls(
+            question=fields.string(p, "question"),
+            asker=fields.string(p, "asker"),
+            device=fields.opt_string(p, "device"),
+            ok=ok,
+            text=fields.text(p) if ok else fields.string(p, "text", ""),
+            error=fields.opt_string(p, "error"),
+            operator=fields.opt_string(p, "operator"),
         )
 
 

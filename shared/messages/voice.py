@@ -305,8 +305,9 @@ class SpeechCompleted:
 
 @dataclass(frozen=True)
 class Notice:
-    """The board said its unreachable-home notice aloud: ``events.edge.<device>.notice``.
+    """The board said a local notice aloud: ``events.edge.<device>.notice``.
 
+    The unreachable-home notice, or the one for a turn home reported failed or aborted.
     Published on the board's own NATS for monitors and HIL runs; ``turn_binding_id``
     is the turn it answered in home's place.
     """

@@ -47,6 +47,8 @@ class NodeSpec:
     device: str | None = None
     description: str = ""
     config: dict[str, Any] = field(default_factory=dict)
+    # JMFTS subtrees an agent's principal may read beyond its own (``home up`` grants them).
+    memory_reads: tuple[str, ...] = ()
     line: int | None = None
 
     @property
@@ -81,6 +83,7 @@ _NODE_KEYS = (
     "extensions",
     "restart_policy",
     "wall_clock_s",
+    "memory_reads",
     "config",
 )
 
@@ -171,6 +174,9 @@ def _parse_node(r: Reader, name: str, node: LocatedDict, path: str, line: int | 
                 )
             ),
         )
+    reads = r.str_list(node, "memory_reads", path, required=False, check=fields.memory_path)
+    if reads and kind not in ("tau_agent", "tau_bus_agent"):
+        r.issue(node, "memory_reads", f"{path}.memory_reads", "only agents have a principal")
     wall = r.get(
         node, "wall_clock_s", path, (int, float), 120.0, required=False, check=fields.positive
     )
@@ -186,5 +192,6 @@ def _parse_node(r: Reader, name: str, node: LocatedDict, path: str, line: int | 
         restart_policy=policy,
         wall_clock_s=float(wall),
         config=dict(r.get(node, "config", path, dict, {}, required=False)),
+        memory_reads=tuple(p for p, _ in reads),
         line=line,
     )

@@ -32,6 +32,14 @@ def node_name(value: str) -> str | None:
     return f"node names are dotted lowercase tokens like 'agent.edge_asr', got {value!r}"
 
 
+def memory_path(value: str) -> str | None:
+    """A JMFTS subtree as a titled path of lowercase tokens, e.g. ``workspace/edge_asr``."""
+    parts = value.split("/")
+    if len(parts) >= 2 and all(NAME_TOKEN.fullmatch(p) for p in parts):
+        return None
+    return f"must be a subtree path like 'workspace/edge_asr' (tokens [a-z0-9_-]+), got {value!r}"
+
+
 def positive(value: int | float) -> str | None:
     """Strictly greater than zero."""
     return None if value > 0 else f"must be > 0, got {value}"

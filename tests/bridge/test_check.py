@@ -149,6 +149,16 @@ def test_each_rule_finds_its_broken_pair(tmp_path: Path, keys: dict[str, str], r
     assert has_errors(findings) == any(f.severity is Severity.ERROR for f in findings)
 
 
+def test_a_delegations_answer_is_memory_text_and_never_exported(
+    tmp_path: Path, keys: dict[str, str]
+) -> None:
+    edge, home = _pair(keys)
+    home["exports"] = [*home["exports"], "events.workspace.*.out.answer.edge_asr"]
+    edge["imports"] = [*edge["imports"], "events.workspace.*.out.answer.edge_asr"]
+    findings = [f for f in _findings(tmp_path, edge, home) if f.rule == "B023"]
+    assert len(findings) == 1 and "a delegation's answers" in findings[0].message, findings
+
+
 def test_wildcard_semantics_a_wider_import_covers_the_export(
     tmp_path: Path, keys: dict[str, str]
 ) -> None:

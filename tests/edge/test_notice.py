@@ -12,8 +12,8 @@ from edge.audio import WavSink
 from edge.runtime import EdgeRuntime, Models
 from shared.event import Event, new_binding_id
 from shared.messages.bridge import BridgeStatus
-from shared.messages.voice import Turn
-from shared.subjects import edge_notice_subject, speak_subject
+from shared.messages.voice import Reply, Turn
+from shared.subjects import edge_notice_subject, reply_subject, speak_subject
 from tests.edge.conftest import Collector, connect, file_config, wait_for
 
 pytestmark = pytest.mark.slow
@@ -92,3 +92,37 @@ async def test_when_home_returns_turns_carry_on_without_a_notice(
         assert edge.notice.notices_played == 1  # nothing said on return, none for turn two
     (ack,) = bus.on(ACKS)
     assert ack.binding_id == second.binding_id and ack.payload["ok"] is True
+
+
+async def test_a_turn_home_reports_failed_is_heard_as_the_failure_notice(
+    models: Models, annyeong_wav: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.wav"
+    sink = WavSink(out, realtime=False)
+    async with EdgeRuntime(file_config(annyeong_wav, out), models=models, sink=sink) as edge:
+        await edge.drain(answer_timeout_s=0)
+        client = await connect(edge.nats.url)
+        try:
+            bus = await Collector(client).watch(ACKS, NOTICES)
+            subject, turn = turn_event("실패")
+            await bus.publish(subject, turn)
+            status_line = Reply("", spoken=False, kind="status", agent="edge_asr")
+            failed = Reply("", spoken=False, kind="failed", reason="τ died", agent="edge_asr")
+            for seq, reply in enumerate((status_line, failed)):
+                event = Event.new(
+                    "reply", reply.to_payload(), source="agent.edge_asr", sequence_number=seq,
+                    binding_id=turn.binding_id,
+                )  # fmt: skip
+                await bus.publish(reply_subject("edge_asr", "board"), event)
+            await wait_for(lambda: bus.on(NOTICES), "the failure notice")
+        finally:
+            await client.close()
+        assert edge.notice.failure_notices_played == 1  # the status line says nothing aloud
+        assert edge.notice.notices_played == 0
+        assert edge.speaker.stats.notices == 1
+    (said,) = bus.on(NOTICES)
+    assert said.payload == {
+        "text": edge.config.notice.failure_text,
+        "turn_binding_id": turn.binding_id,
+    }
+    assert bus.on(ACKS) == []  # a local notice acks nobody

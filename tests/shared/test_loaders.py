@@ -95,6 +95,26 @@ def test_the_two_shipped_schemas_differ_by_one_node_name() -> None:
     assert memory.replace("edge_asr_memory", "edge_asr") == plain
 
 
+def test_the_operator_reads_what_the_asking_agents_write() -> None:
+    catalog = load_node_catalog(SCHEMAS / "nodes.yaml")
+    reads = set(catalog["agent.jmfts_operator"].memory_reads)
+    for asker in ("edge_asr", "edge_asr_memory"):
+        assert {f"workspace/{asker}", f"journal/{asker}"} <= reads
+    assert all(
+        not n.memory_reads for n in catalog.nodes.values() if n.name != "agent.jmfts_operator"
+    )
+
+
+def test_only_an_agent_may_declare_memory_reads() -> None:
+    text = CATALOG_OK + (
+        "  effector.x:\n    kind: effector\n    runs_on: home\n    memory_reads: [workspace/a]\n"
+    )
+    with pytest.raises(SchemaError) as info:
+        PARSERS["catalog"](parse_yaml(text, "doc.yaml"), "doc.yaml")
+    (issue,) = info.value.issues
+    assert (issue.key, issue.line) == ("nodes.effector.x.memory_reads", 9)
+
+
 def test_check_against_catalog_names_unknown_nodes() -> None:
     catalog = load_node_catalog(SCHEMAS / "nodes.yaml")
     schema = parse_activation_schema(
@@ -174,6 +194,8 @@ BROKEN: list[tuple[str, str, int | None, str, str]] = [
      "last token"),
     ("catalog", CATALOG_OK + "  edge.mic:\n    kind: edge_audio\n    runs_on: edge\n", 7,
      "nodes.edge.mic.device", "required"),
+    ("catalog", CATALOG_OK + "    memory_reads: [workspace]\n", 6,
+     "nodes.agent.a.memory_reads[0]", "subtree path"),
 ]  # fmt: skip
 
 

@@ -52,6 +52,15 @@ def test_names_are_single_lowercase_tokens(bad: str) -> None:
         S.sensation_turn_subject(bad)
 
 
+def test_the_delegation_rails_name_their_agents_and_binding() -> None:
+    assert S.delegate_ack_subject("b1") == "events.journal.delegate.b1"
+    answer = S.delegate_answer_subject("jmfts_operator", "edge_asr")
+    assert answer == "events.workspace.jmfts_operator.out.answer.edge_asr"
+    assert S.parse_subject(answer).asker == "edge_asr"
+    with pytest.raises(SubjectError, match="agent"):
+        S.delegate_answer_subject("jmfts_operator", "Edge ASR")
+
+
 def test_unknown_verb_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(SubjectError, match="journal_append"):
         S.verb_subject("a", "shell")
@@ -72,6 +81,8 @@ def test_unknown_verb_is_refused_naming_the_known_ones() -> None:
         ("events.action.speech.completed.b1", "speech.completed", None, None, None, "b1"),
         ("events.journal.append.b1", "journal.append", None, None, None, "b1"),
         ("events.journal.jmfts_write.b1", "journal.jmfts_write", None, None, None, "b1"),
+        ("events.journal.delegate.b1", "journal.delegate", None, None, None, "b1"),
+        ("events.workspace.op.out.answer.asker", "answer", "op", None, None, None),
         ("events.audio.board.pcm", "audio", None, None, None, None),
     ],
 )

@@ -439,11 +439,15 @@ async def test_a_model_error_fails_the_turn_is_reported_and_the_next_turn_runs(
     assert [s.event.payload["text"] for s in speaks] == ["You said second."]
 
 
-async def test_an_agent_without_a_handset_publishes_its_answer_with_the_askers_binding(
+async def test_an_agent_without_a_handset_answers_a_delegated_task_to_its_asker(
     catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
 ) -> None:
     model.script(Reply.say("Your kettle note is from Monday."))
+    # Without its memory tools the operator needs no JMFTS, so it takes the task.
     operator = catalog["agent.jmfts_operator"]
+    operator = replace(
+        operator, extensions=tuple(e for e in operator.extensions if e.name == "verbs")
+    )
     async with running_node(operator, nats_url, model, tmp_path) as node:
         asked = Event.new(
             "delegate",
@@ -457,18 +461,24 @@ async def test_an_agent_without_a_handset_publishes_its_answer_with_the_askers_b
                 await edge.nc.publish("events.workspace.jmfts_operator.in", asked.to_json())
                 await asyncio.sleep(0.3)
         await until(lambda: len(node.stats.outcomes) == 1)
-        await until(lambda: any(".jmfts_operator.out.reply." in e.subject for e in edge.seen))
+        await until(lambda: any(".jmfts_operator.out.answer." in e.subject for e in edge.seen))
 
+    (ack,) = [e for e in edge.seen if e.subject == f"events.journal.delegate.{asked.binding_id}"]
+    assert ack.event.payload["ok"] is True
     (answer,) = [
-        e for e in edge.seen if e.subject == "events.workspace.jmfts_operator.out.reply.tui"
+        e for e in edge.seen if e.subject == "events.workspace.jmfts_operator.out.answer.edge_asr"
     ]
     assert answer.event.binding_id == asked.binding_id
     assert answer.event.payload == {
-        "agent": "jmfts_operator",
+        "operator": "jmfts_operator",
+        "question": "when is my kettle note from",
+        "asker": "edge_asr",
+        "device": "tui",
+        "ok": True,
         "text": "Your kettle note is from Monday.",
-        "spoken": False,
-        "kind": "answer",
+        "error": None,
     }
+    assert not [e for e in edge.seen if ".jmfts_operator.out.reply." in e.subject]
     assert sorted(model.requests[0].tool_names) == ["jmfts_write", "journal_append"]
 
 
