@@ -57,16 +57,26 @@ from home.agents.admission import (
     may_redeliver,
     outlived,
 )
+from home.agents.conversations import Conversations, Entered
 from home.agents.errors import (
     AgentError,
     InboundError,
     RestartBudgetExhausted,
+    SessionError,
     TauExited,
     TauRpcError,
 )
 from home.agents.inbound import parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
+from home.agents.sessions import (
+    JmftsStore,
+    SessionBook,
+    SessionStore,
+    TurnRecord,
+    file_store,
+    jmfts_store_config,
+)
 from home.agents.tau_command import RunContext, TauLaunch, build_launch
 from home.agents.tau_process import TauProcess
 from home.agents.tau_supervisor import TauSupervisor
@@ -113,6 +123,9 @@ class TurnOutcome:
     received_at: float = 0.0
     prompted_at: float = 0.0
     ended_at: float = 0.0
+    # Time spent moving τ onto the device's conversation (0 when it was already on it).
+    switch_s: float = 0.0
+    switched: bool = False
 
 
 @dataclass
@@ -134,6 +147,11 @@ class NodeStats:
     dropped_at_stop: int = 0
     compactions: int = 0
     compaction_failures: int = 0
+    # Moves onto a device's conversation, conversations started, and turns that ran
+    # without theirs because the store could not give it (docs/architecture.md "Sessions").
+    session_switches: int = 0
+    sessions_created: int = 0
+    session_failures: int = 0
     # Turns whose speech the device never acknowledged (the device is then served last).
     unacked_speech: int = 0
     # Turns stopped because their device did not listen while another device's turn waited.
@@ -166,6 +184,7 @@ class AgentNode:
         jmfts_token_file: Path | None = None,
         system_prompt: str | None = None,
         wall_clock_s: float | None = None,
+        sessions: SessionStore | None = None,
     ) -> None:
         agent = spec.agent
         if agent is None:
@@ -177,6 +196,15 @@ class AgentNode:
         self.run_dir = data_dir / "agents" / agent
         self.binding_file = self.run_dir / "binding.json"
         self.wall_clock_s = wall_clock_s if wall_clock_s is not None else spec.wall_clock_s
+        # One persisted conversation per device (docs/architecture.md "Sessions"); τ's own
+        # builtin nats_bus drives its turns itself, so that posture keeps τ's scratch one.
+        self.sessions: SessionStore | None = (
+            (sessions or file_store(self.run_dir)) if spec.kind == "tau_agent" else None
+        )
+        self.book = SessionBook(self.run_dir, agent)
+        self._conversations = Conversations(
+            self.book, self.sessions.name if self.sessions is not None else "none"
+        )
         self.launch: TauLaunch = build_launch(
             spec,
             repo_root=repo_root,
@@ -189,6 +217,7 @@ class AgentNode:
                 jmfts_token_file=jmfts_token_file,
             ),
             system_prompt=system_prompt,
+            sessions=self.sessions,
         )
         # A handset speaks the model's answers; without one the node publishes them.
         self.answers_aloud = any(ext.name == "handset" for ext in spec.extensions)
@@ -243,6 +272,9 @@ class AgentNode:
             self._nc = await nats.connect(
                 self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
             )
+            self.book.load()
+            if isinstance(self.sessions, JmftsStore):
+                self._tau.session_store = await jmfts_store_config(self.sessions)
             await self._tau.start()
             self._watcher = asyncio.create_task(self._watch_tau(), name=f"{self.spec.name}-watch")
             if self.spec.kind == "tau_bus_agent":
@@ -565,7 +597,40 @@ class AgentNode:
             self.stats.outcomes.append(outcome)
             return
 
+    async def _enter_conversation(self, tau: TauProcess, turn: PendingTurn) -> Entered | None:
+        """Put τ on the turn's device's conversation, and log the prompt against it."""
+        if self.sessions is None:
+            return None
+        try:
+            entered = await self._conversations.enter(tau, turn.binding.device)
+        except SessionError as exc:
+            # Answered without history rather than not at all, and never in another
+            # device's conversation; a τ that cannot even do that fails the turn.
+            self.stats.session_failures += 1
+            log.error(
+                "%s: turn %s runs without its conversation: %s",
+                self.spec.name, turn.binding.binding_id, exc,
+            )  # fmt: skip
+            await self._conversations.isolate(tau)
+            return None
+        self.stats.session_switches += entered.switched
+        self.stats.sessions_created += entered.created
+        if entered.session is not None:
+            record = TurnRecord(
+                session_id=entered.session.session_id,
+                binding_id=turn.binding.binding_id,
+                device=entered.session.device,
+                at=utc_now().isoformat(),
+                text=turn.text,
+            )
+            try:
+                self.book.record_turn(record)
+            except OSError as exc:
+                log.error("%s: could not log the turn: %s", self.spec.name, exc)
+        return entered
+
     async def _prompt_once(self, tau: TauProcess, turn: PendingTurn) -> TurnOutcome:
+        entered = await self._enter_conversation(tau, turn)
         write_binding(self.binding_file, turn.binding)
         submission_id = str(uuid.uuid4())
         ended: asyncio.Future[WireEvent] = asyncio.get_running_loop().create_future()
@@ -599,6 +664,8 @@ class AgentNode:
             received_at=turn.received_at,
             prompted_at=prompted,
             ended_at=time.monotonic(),
+            switch_s=entered.elapsed_s if entered is not None else 0.0,
+            switched=entered is not None and entered.switched,
         )
 
     async def _submit(self, tau: TauProcess, turn: PendingTurn, submission_id: str) -> None:
