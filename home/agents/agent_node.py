@@ -80,12 +80,14 @@ from home.agents.sessions import (
 from home.agents.tau_command import RunContext, TauLaunch, build_launch
 from home.agents.tau_process import TauProcess
 from home.agents.tau_supervisor import TauSupervisor
+from home.agents.transcript import device_history
 from home.llm.endpoint import ModelEndpoint
 from home.substrate.launchers import node_health_subject
 from home.tau_extensions.binding import write_binding
 from home.tau_extensions.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, utc_now
+from shared.messages.history import HistoryReply, HistoryRequest, history_subject
 from shared.messages.voice import REPLY_EVENT_TYPE, Reply
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeSpec
@@ -292,6 +294,10 @@ class AgentNode:
                 await self._nc.subscribe(f"{agent_out_prefix(self.agent)}.>", cb=self._on_out)
             )
             self._subs.append(await self._nc.subscribe(SPEECH_ACKS, cb=self._on_speech_completed))
+            if self.sessions is not None:
+                self._subs.append(
+                    await self._nc.subscribe(history_subject(self.agent), cb=self._on_history)
+                )
             # Answered only from here on: the substrate counts the node ready once τ is up
             # and the inbound rail is subscribed, so no routed utterance finds nobody.
             self._subs.append(
@@ -305,6 +311,25 @@ class AgentNode:
 
     async def _on_health(self, msg: Msg) -> None:
         await msg.respond(b"ok")
+
+    async def _on_history(self, msg: Msg) -> None:
+        """Answer for a device's conversation (``edge tui`` on home's NATS asks)."""
+        device, sessions = "?", self.sessions
+        if sessions is None:
+            return
+        try:
+            request = HistoryRequest.from_json(msg.data)
+            device = request.device
+            reply = await asyncio.to_thread(
+                device_history, self.book, sessions, request.device, request.turns
+            )
+        except (ContractError, AgentError, OSError) as exc:
+            reply = HistoryReply(self.agent, device, None, error=str(exc))
+        except Exception as exc:
+            self._internal_error("history", msg, exc)
+            reply = HistoryReply(self.agent, device, None, error="internal error")
+        if msg.reply:
+            await msg.respond(reply.to_json())
 
     async def close(self, grace_s: float = STOP_GRACE_S) -> None:
         """Let the turn in flight finish (up to ``grace_s``), then stop the worker, τ and NATS.

@@ -18,7 +18,15 @@ from tau_jmfts.client import JmftsClient, JmftsError
 from tau_jmfts.store import JmftsSessionLog
 
 from home.agents.errors import SessionError
-from home.agents.sessions import DeviceSession, TurnRecord
+from home.agents.sessions import (
+    DeviceSession,
+    JmftsStore,
+    SessionBook,
+    SessionStore,
+    TurnRecord,
+    read_turns,
+)
+from shared.messages.history import HistoryReply, HistoryTurn
 
 
 @dataclass
@@ -132,3 +140,19 @@ def _jmfts_entries(
             raise SessionError(
                 f"conversation {session.session_id} (JMFTS document {session.ref}): {exc}"
             ) from exc
+
+
+def device_history(book: SessionBook, store: SessionStore, device: str, limit: int) -> HistoryReply:
+    """The last ``limit`` turns of ``device``'s conversation, as its agent answers for it
+    (read as the agent: a JMFTS conversation with the agent's own token)."""
+    session = book.get(device)
+    if session is None:
+        return HistoryReply(book.agent, device, None, error=f"{device} has no conversation yet")
+    url, token = (store.url, store.token_file) if isinstance(store, JmftsStore) else (None, None)
+    entries = load_entries(session, url, token)
+    ledger = [t for t in read_turns(book.turns_path) if t.session_id == session.session_id]
+    turns = [
+        HistoryTurn(t.at, t.binding_id, t.said, tuple(t.answer))
+        for t in turns_of(entries, ledger)[-limit:]
+    ]
+    return HistoryReply(book.agent, device, session.session_id, tuple(turns))

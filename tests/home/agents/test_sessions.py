@@ -31,6 +31,7 @@ from home.agents.sessions import (
 )
 from home.jmfts.testing import RunningJmfts
 from home.llm.endpoint import ModelEndpoint
+from shared.messages.history import HistoryReply, HistoryRequest, history_subject
 from shared.schema.catalog import NodeCatalog
 from tests.home.agents.test_agent_node import speak_back, until
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
@@ -142,6 +143,12 @@ async def test_a_new_node_on_the_same_data_dir_resumes_and_one_device_in_a_row_n
         async with node(catalog, nats_url, model, tmp_path, store) as agent:
             await turn(kitchen, agent, "what is my name")
             second = agent.stats
+            asked = await nc.request(history_subject(AGENT), HistoryRequest("kitchen", 2).to_json())
+            history = HistoryReply.from_json(asked.data)
+            bad = await nc.request(history_subject(AGENT), b'{"device": "Not A Token"}')
+            refused = HistoryReply.from_json(bad.data)
+            nobody = await nc.request(history_subject(AGENT), HistoryRequest("hall").to_json())
+            unknown = HistoryReply.from_json(nobody.data)
     finally:
         await nc.close()
 
@@ -157,6 +164,15 @@ async def test_a_new_node_on_the_same_data_dir_resumes_and_one_device_in_a_row_n
     assert texts == ["my name is Ada", "I live by the sea", "what is my name"]
     spoken = [e.event.binding_id for e in kitchen.on("speak.kitchen")]
     assert [t.binding_id for t in kitchen_turns] == spoken
+    # What `edge tui` shows on F3: the device's last turns, as its agent reads them.
+    assert history.session_id == book["kitchen"].session_id and history.error is None
+    assert [(t.said, t.binding_id) for t in history.turns] == [
+        ("I live by the sea", spoken[1]),
+        ("what is my name", spoken[2]),
+    ]
+    assert history.turns[1].answer == ("speak: You said what is my name.",)
+    assert refused.error is not None and "device" in refused.error
+    assert unknown.error == "hall has no conversation yet"
 
 
 async def test_an_unreadable_session_book_is_moved_aside_and_the_node_still_answers(
