@@ -45,7 +45,7 @@ import nats
 from nats.aio.msg import Msg
 
 from home.agents.agent_node import AgentNode
-from home.agents.sessions import JmftsStore, jmfts_sessions_path
+from home.agents.sessions import FileStore, JmftsStore, jmfts_sessions_path
 from home.jmfts.client import JmftsClient
 from home.jmfts.component import provision_principal
 from home.llm.endpoint import ModelEndpoint, embedded_endpoint
@@ -173,7 +173,8 @@ async def scripted_run(
 class SessionFigures:
     """What the conversations run measured, in ms."""
 
-    switch: list[float] = field(default_factory=list)
+    # (turns the conversation held, ms) for each turn that switched.
+    switch: list[tuple[int, float]] = field(default_factory=list)
     switched_to_model: list[float] = field(default_factory=list)
     same_device_to_model: list[float] = field(default_factory=list)
     resume: list[float] = field(default_factory=list)
@@ -203,13 +204,22 @@ async def jmfts_store(data_dir: Path) -> AsyncIterator[JmftsStore]:
         await proc.wait()
 
 
-async def sessions_run(spec: NodeSpec, nats_url: str, data_dir: Path) -> SessionFigures:
+@asynccontextmanager
+async def file_store(data_dir: Path) -> AsyncIterator[FileStore]:
+    """τ's file store under the agent's run directory (a node without JMFTS)."""
+    yield FileStore(data_dir / "agents" / "edge_asr" / "sessions")
+
+
+async def sessions_run(
+    spec: NodeSpec, nats_url: str, data_dir: Path, *, in_jmfts: bool
+) -> SessionFigures:
     """Two devices in pairs of turns, then ``RESUMES`` SIGKILLs of τ, each followed by a turn."""
     figures = SessionFigures()
+    stored = jmfts_store(data_dir) if in_jmfts else file_store(data_dir)
     # Each kill is the first restart in its window: the shipped backoff, never a longer one.
     spec = replace(spec, restart_policy=replace(spec.restart_policy, window_s=1.0))
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
-    async with ScriptedModel(speak_back) as model, jmfts_store(data_dir) as store:
+    async with ScriptedModel(speak_back) as model, stored as store:
         nc = await nats.connect(nats_url)
         edge = Edge(nc)
         await nc.subscribe("events.workspace.edge_asr.out.speak.>", cb=edge.on_speak)
@@ -229,7 +239,7 @@ async def sessions_run(spec: NodeSpec, nats_url: str, data_dir: Path) -> Session
                     outcome = next(o for o in node.stats.outcomes if o.binding_id == binding)
                     to_model = (model.requests[n].at - t0) * 1000
                     if outcome.switched:
-                        figures.switch.append(outcome.switch_s * 1000)
+                        figures.switch.append(((i - WARMUP) // 2, outcome.switch_s * 1000))
                         figures.switched_to_model.append(to_model)
                     else:
                         figures.same_device_to_model.append(to_model)
@@ -269,41 +279,53 @@ async def resume_once(
     figures.resume_after_tau_up.append((asked - tau_up) * 1000)
 
 
-def session_results(figures: SessionFigures) -> list[Result]:
-    """The conversations run as rows of the table."""
+def session_results(jmfts: SessionFigures, files: SessionFigures) -> list[Result]:
+    """The conversations runs as rows of the table: JMFTS (home up's), the file store as peer."""
     results: list[Result] = []
-    for label, q in (("p50", 0.5), ("p99", 0.99)):
+    quarter = SESSION_TURNS // 8
+    longest = SESSION_TURNS // 2
+    for span, low, high in (
+        (f"≤ {quarter} turns", 0, quarter),
+        (f"≥ {longest - quarter} turns", longest - quarter, longest),
+    ):
+        ours = [ms for held, ms in jmfts.switch if low <= held <= high]
+        peer = [ms for held, ms in files.switch if low <= held <= high]
+        for label, q in (("p50", 0.5), ("p99", 0.99)):
+            results.append(
+                Result(
+                    metric=f"switch onto a conversation of {span}, JMFTS {label}",
+                    value=pct(ours, q),
+                    unit="ms",
+                    n=len(ours),
+                    peer="τ's file store",
+                    peer_value=pct(peer, q),
+                    note="τ loads the whole conversation from its store",
+                )
+            )
+    for figures, store in ((jmfts, "JMFTS"), (files, "file store")):
+        for label, q in (("p50", 0.5), ("p99", 0.99)):
+            results.append(
+                Result(
+                    metric=f"publish → first model request, turn that switched, {store} {label}",
+                    value=pct(figures.switched_to_model, q),
+                    unit="ms",
+                    n=len(figures.switched_to_model),
+                    peer="same device, no switch",
+                    peer_value=pct(figures.same_device_to_model, q),
+                    note="goal: switching adds ≤ 5 ms p99",
+                )
+            )
         results.append(
             Result(
-                metric=f"switch_session onto a device's conversation (JMFTS) {label}",
-                value=pct(figures.switch, q),
+                metric=f"resume after τ SIGKILL → next turn's first model request, {store} p50",
+                value=statistics.median(figures.resume),
                 unit="ms",
-                n=len(figures.switch),
-                note=f"conversations of up to {SESSION_TURNS // 2} turns each",
+                n=len(figures.resume),
+                peer="of which after τ is back (switch + prompt)",
+                peer_value=statistics.median(figures.resume_after_tau_up),
+                note=f"max {max(figures.resume):.0f} ms; includes the policy's 0.5 s backoff",
             )
         )
-        results.append(
-            Result(
-                metric=f"publish → first model request, turn that switched {label}",
-                value=pct(figures.switched_to_model, q),
-                unit="ms",
-                n=len(figures.switched_to_model),
-                peer="same device, no switch",
-                peer_value=pct(figures.same_device_to_model, q),
-                note="goal: switching adds ≤ 5 ms p99",
-            )
-        )
-    results.append(
-        Result(
-            metric="resume after τ SIGKILL → next turn's first model request p50",
-            value=statistics.median(figures.resume),
-            unit="ms",
-            n=len(figures.resume),
-            peer="of which after τ is back (switch + prompt)",
-            peer_value=statistics.median(figures.resume_after_tau_up),
-            note=f"max {max(figures.resume):.0f} ms; includes the policy's 0.5 s backoff",
-        )
-    )
     return results
 
 
@@ -351,9 +373,10 @@ async def run() -> list[Result]:
         async with event_log_server(Path(tmp) / "peer") as url:
             bus_in, bus_out, _ = await scripted_run(bus_spec, url, Path(tmp) / "bus")
         async with event_log_server(Path(tmp) / "sessions") as url:
-            results.extend(
-                session_results(await sessions_run(node_spec, url, Path(tmp) / "sessions"))
-            )
+            jmfts = await sessions_run(node_spec, url, Path(tmp) / "sessions", in_jmfts=True)
+        async with event_log_server(Path(tmp) / "sessions-file") as url:
+            files = await sessions_run(node_spec, url, Path(tmp) / "sessions-f", in_jmfts=False)
+        results.extend(session_results(jmfts, files))
         async with event_log_server(Path(tmp) / "embedded-bus") as url:
             for metric, ours, peer in (
                 ("publish → first model request", node_in, bus_in),
