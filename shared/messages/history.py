@@ -19,6 +19,8 @@ from shared.subjects import check_name
 
 HISTORY_PREFIX = "home.history"
 DEFAULT_TURNS = 20
+# A request names a device and a count: anything longer is refused unread.
+MAX_REQUEST_BYTES = 1024
 
 
 def history_subject(agent: str) -> str:
@@ -29,7 +31,7 @@ def history_subject(agent: str) -> str:
 def _object(raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise EnvelopeError("payload", f"must be a JSON object: {exc}") from exc
     if not isinstance(data, dict):
         raise EnvelopeError("payload", f"must be a JSON object, got {fields.kind_of(data)}")
@@ -50,6 +52,10 @@ class HistoryRequest:
     @classmethod
     def from_json(cls, raw: bytes) -> HistoryRequest:
         """Read a request; EnvelopeError names the field that is wrong."""
+        if len(raw) > MAX_REQUEST_BYTES:
+            raise EnvelopeError(
+                "payload", f"{len(raw)} bytes; a request holds at most {MAX_REQUEST_BYTES}"
+            )
         data = _object(raw)
         device = fields.text(data, "device")
         check_name(device, "device")
