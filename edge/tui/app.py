@@ -1,10 +1,11 @@
 """The Textual app of ``edge tui``: a conversation, a raw event view and a status bar.
 
 Keys: Enter sends the typed line, Ctrl-C quits, Ctrl-R (or F2) shows or hides the
-raw event view. The app owns its :class:`~edge.tui.session.EdgeSession`: it
-connects on mount (so every NATS task runs inside the app) and closes it on
-unmount. Rendering is a pure function of :class:`~edge.tui.conversation.Conversation`
-and :class:`~edge.tui.conversation.StatusLine`.
+raw event view, F3 shows the device's earlier conversation with the active agent
+(asked of the agent on home's NATS, so with ``--direct``). The app owns its
+:class:`~edge.tui.session.EdgeSession`: it connects on mount (so every NATS task
+runs inside the app) and closes it on unmount. Rendering is a pure function of
+:class:`~edge.tui.conversation.Conversation` and :class:`~edge.tui.conversation.StatusLine`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from edge.tui.errors import TuiError
 from edge.tui.link import LinkStatus
 from edge.tui.session import Direction, EdgeSession, SessionObserver
 from edge.tui.wire import AgentReply, AgentSpeech, Incoming
+from shared.messages.history import HistoryReply
 
 # The raw view keeps the last events only; a long session must not grow without bound.
 RAW_LINES = 2000
@@ -53,6 +55,24 @@ def render_turn(turn: TurnRecord) -> Text:
         out.append(f"\n    · {note.summary}", style="dim")
     if turn.latency_s is not None:
         out.append(f"\n    {turn.latency_s * 1000:.0f} ms to first answer", style="dim")
+    return out
+
+
+def render_history(reply: HistoryReply) -> Text:
+    """A device's earlier conversation with an agent, quieter than this session's turns."""
+    out = Text()
+    if reply.error is not None:
+        out.append(f"{reply.agent}: {reply.error}", style="dim")
+        return out
+    out.append(
+        f"earlier with {reply.agent} ({len(reply.turns)} turns, {reply.session_id})", style="dim"
+    )
+    for turn in reply.turns:
+        out.append(f"\n{turn.at[:19]}  you ", style="dim cyan")
+        out.append(turn.said, style="dim")
+        for line in turn.answer:
+            out.append(f"\n    {reply.agent} ", style="dim green")
+            out.append(line, style="dim")
     return out
 
 
@@ -108,6 +128,7 @@ class TetherTui(App[None]):
         Binding("ctrl+c", "quit", "Quit", priority=True),
         Binding("ctrl+r", "toggle_raw", "Raw events", priority=True),
         Binding("f2", "toggle_raw", "Raw events", show=False, priority=True),
+        Binding("f3", "history", "History", priority=True),
     ]
 
     def __init__(self, session: EdgeSession, *, transport: str) -> None:
@@ -116,6 +137,7 @@ class TetherTui(App[None]):
         self.conversation = Conversation()
         self.status = StatusLine(device=session.device, transport=transport)
         self.raw_lines = 0
+        self.notices: list[str] = []
         self._views: dict[int, TurnView] = {}
         self._entered = False
 
@@ -168,6 +190,26 @@ class TetherTui(App[None]):
     def action_toggle_raw(self) -> None:
         """Show or hide the raw event view."""
         self.query_one("#raw", RichLog).toggle_class("shown")
+
+    async def action_history(self) -> None:
+        """Show the device's conversation with the active agent, above this session's turns."""
+        agent = self.conversation.active_agent
+        if agent is None:
+            self.warn("no agent has answered yet: say something first")
+            return
+        try:
+            reply = await self.session.history(agent)
+        except TuiError as exc:
+            self.warn(str(exc))
+            return
+        history = Static(render_history(reply), classes="turn history")
+        await self.query_one("#conversation", VerticalScroll).mount(history, before=0)
+        history.scroll_visible(animate=False)
+
+    def warn(self, text: str) -> None:
+        """A warning toast, also kept in :attr:`notices` (what was said, in order)."""
+        self.notices.append(text)
+        self.notify(text, severity="warning")
 
     @property
     def raw_shown(self) -> bool:

@@ -145,7 +145,9 @@ def tui(
     bridge). The status bar shows the link (up or
     down, round trip, queued events), the active agent and the last turn's latency.
 
-    Keys: Enter sends, Ctrl-C quits, Ctrl-R (or F2) toggles the raw event view.
+    Keys: Enter sends, Ctrl-C quits, Ctrl-R (or F2) toggles the raw event view, F3
+    shows this device's earlier conversation with the active agent (with --direct:
+    the history stays on home's NATS).
 
     Examples:
 

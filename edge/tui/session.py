@@ -38,6 +38,7 @@ from edge.tui.wire import (
 )
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id, utc_now
+from shared.messages.history import HistoryReply, HistoryRequest, history_subject
 from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import BRIDGE_STATUS_PATTERN, check_name
 
@@ -194,6 +195,29 @@ class EdgeSession:
         await self._publish(ack.subject, event)
         self.acked += 1
         self._observer.on_acked(speech.binding_id)
+
+    async def history(self, agent: str, turns: int = 20, timeout_s: float = 5.0) -> HistoryReply:
+        """This device's conversation with ``agent``, asked of the agent on home's NATS.
+
+        Only home's NATS has an answer (``--direct``): through the bridge nobody
+        answers, and TransportError says where the history is instead.
+        """
+        request = HistoryRequest(self.device, turns)
+        try:
+            msg = await self.client.request(
+                history_subject(agent), request.to_json(), timeout=timeout_s
+            )
+        except (NatsError, TimeoutError) as exc:
+            raise TransportError(
+                f"no history from {agent} ({type(exc).__name__}): it is kept on home; "
+                f"run `edge tui --direct` or `home sessions list --device {self.device}`"
+            ) from exc
+        try:
+            return HistoryReply.from_json(msg.data)
+        except ContractError as exc:
+            raise TransportError(
+                f"{agent} answered with a history that is malformed: {exc}"
+            ) from exc
 
     def _next_seq(self, source: str) -> int:
         return next(self._sequences.setdefault(source, itertools.count()))

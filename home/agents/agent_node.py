@@ -58,6 +58,7 @@ from home.agents.admission import (
     may_redeliver,
     outlived,
 )
+from home.agents.conversations import Conversations, Entered
 from home.agents.delegation import (
     DELEGATE_ACKS,
     Pending,
@@ -71,21 +72,32 @@ from home.agents.errors import (
     AgentError,
     InboundError,
     RestartBudgetExhausted,
+    SessionError,
     TauExited,
     TauRpcError,
 )
 from home.agents.inbound import Inbound, parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
 from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
+from home.agents.sessions import (
+    JmftsStore,
+    SessionBook,
+    SessionStore,
+    TurnRecord,
+    file_store,
+    jmfts_store_config,
+)
 from home.agents.tau_command import RunContext, TauLaunch, build_launch
 from home.agents.tau_process import TauProcess
 from home.agents.tau_supervisor import TauSupervisor
+from home.agents.transcript import device_history
 from home.llm.endpoint import ModelEndpoint
 from home.substrate.launchers import node_health_subject
 from home.tau_extensions.binding import write_binding
 from home.tau_extensions.handset import DEFAULT_ACK_TIMEOUT_S as HANDSET_ACK_TIMEOUT_S
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, utc_now
+from shared.messages.history import HistoryReply, HistoryRequest, history_subject
 from shared.messages.verbs import DELEGATE_ANSWER_EVENT_TYPE, DelegateAnswer, VerbAck, VerbRequest
 from shared.messages.voice import REPLY_EVENT_TYPE, Reply
 from shared.nats_confirm import confirm_subscriptions
@@ -126,6 +138,9 @@ class TurnOutcome:
     received_at: float = 0.0
     prompted_at: float = 0.0
     ended_at: float = 0.0
+    # Time spent moving τ onto the device's conversation (0 when it was already on it).
+    switch_s: float = 0.0
+    switched: bool = False
 
 
 @dataclass
@@ -147,6 +162,11 @@ class NodeStats:
     dropped_at_stop: int = 0
     compactions: int = 0
     compaction_failures: int = 0
+    # Moves onto a device's conversation, conversations started, and turns that ran
+    # without theirs because the store could not give it (docs/architecture.md "Sessions").
+    session_switches: int = 0
+    sessions_created: int = 0
+    session_failures: int = 0
     # Turns whose speech the device never acknowledged (the device is then served last).
     unacked_speech: int = 0
     # Turns stopped because their device did not listen while another device's turn waited.
@@ -183,6 +203,7 @@ class AgentNode:
         jmfts_token_file: Path | None = None,
         system_prompt: str | None = None,
         wall_clock_s: float | None = None,
+        sessions: SessionStore | None = None,
     ) -> None:
         agent = spec.agent
         if agent is None:
@@ -194,6 +215,15 @@ class AgentNode:
         self.run_dir = data_dir / "agents" / agent
         self.binding_file = self.run_dir / "binding.json"
         self.wall_clock_s = wall_clock_s if wall_clock_s is not None else spec.wall_clock_s
+        # One persisted conversation per device (docs/architecture.md "Sessions"); τ's own
+        # builtin nats_bus drives its turns itself, so that posture keeps τ's scratch one.
+        self.sessions: SessionStore | None = (
+            (sessions or file_store(self.run_dir)) if spec.kind == "tau_agent" else None
+        )
+        self.book = SessionBook(self.run_dir, agent)
+        self._conversations = Conversations(
+            self.book, self.sessions.name if self.sessions is not None else "none"
+        )
         self.launch: TauLaunch = build_launch(
             spec,
             repo_root=repo_root,
@@ -206,6 +236,7 @@ class AgentNode:
                 jmfts_token_file=jmfts_token_file,
             ),
             system_prompt=system_prompt,
+            sessions=self.sessions,
         )
         # A handset speaks the model's answers; without one the node publishes them.
         self.answers_aloud = any(ext.name == "handset" for ext in spec.extensions)
@@ -268,6 +299,9 @@ class AgentNode:
             self._nc = await nats.connect(
                 self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
             )
+            self.book.load()
+            if isinstance(self.sessions, JmftsStore):
+                self._tau.session_store = await jmfts_store_config(self.sessions)
             await self._tau.start()
             self._watcher = asyncio.create_task(self._watch_tau(), name=f"{self.spec.name}-watch")
             if self.spec.kind == "tau_bus_agent":
@@ -286,6 +320,10 @@ class AgentNode:
             )
             self._subs.append(await self._nc.subscribe(SPEECH_ACKS, cb=self._on_speech_completed))
             self._subs.append(await self._nc.subscribe(DELEGATE_ACKS, cb=self._on_delegate_ack))
+            if self.sessions is not None:
+                self._subs.append(
+                    await self._nc.subscribe(history_subject(self.agent), cb=self._on_history)
+                )
             # Answered only from here on: the substrate counts the node ready once τ is up
             # and the inbound rail is subscribed, so no routed utterance finds nobody.
             self._subs.append(
@@ -299,6 +337,25 @@ class AgentNode:
 
     async def _on_health(self, msg: Msg) -> None:
         await msg.respond(b"ok")
+
+    async def _on_history(self, msg: Msg) -> None:
+        """Answer for a device's conversation (``edge tui`` on home's NATS asks)."""
+        device, sessions = "?", self.sessions
+        if sessions is None:
+            return
+        try:
+            request = HistoryRequest.from_json(msg.data)
+            device = request.device
+            reply = await asyncio.to_thread(
+                device_history, self.book, sessions, request.device, request.turns
+            )
+        except (ContractError, AgentError, OSError) as exc:
+            reply = HistoryReply(self.agent, device, None, error=str(exc))
+        except Exception as exc:
+            self._internal_error("history", msg, exc)
+            reply = HistoryReply(self.agent, device, None, error="internal error")
+        if msg.reply:
+            await msg.respond(reply.to_json())
 
     async def close(self, grace_s: float = STOP_GRACE_S) -> None:
         """Let the turn in flight finish (up to ``grace_s``), then stop the worker, τ and NATS.
@@ -708,7 +765,40 @@ class AgentNode:
             self.stats.outcomes.append(outcome)
             return
 
+    async def _enter_conversation(self, tau: TauProcess, turn: PendingTurn) -> Entered | None:
+        """Put τ on the turn's device's conversation, and log the prompt against it."""
+        if self.sessions is None:
+            return None
+        try:
+            entered = await self._conversations.enter(tau, turn.binding.device)
+        except SessionError as exc:
+            # Answered without history rather than not at all, and never in another
+            # device's conversation; a τ that cannot even do that fails the turn.
+            self.stats.session_failures += 1
+            log.error(
+                "%s: turn %s runs without its conversation: %s",
+                self.spec.name, turn.binding.binding_id, exc,
+            )  # fmt: skip
+            await self._conversations.isolate(tau)
+            return None
+        self.stats.session_switches += entered.switched
+        self.stats.sessions_created += entered.created
+        if entered.session is not None:
+            record = TurnRecord(
+                session_id=entered.session.session_id,
+                binding_id=turn.binding.binding_id,
+                device=entered.session.device,
+                at=utc_now().isoformat(),
+                text=turn.text,
+            )
+            try:
+                self.book.record_turn(record)
+            except OSError as exc:
+                log.error("%s: could not log the turn: %s", self.spec.name, exc)
+        return entered
+
     async def _prompt_once(self, tau: TauProcess, turn: PendingTurn) -> TurnOutcome:
+        entered = await self._enter_conversation(tau, turn)
         write_binding(self.binding_file, turn.binding)
         submission_id = str(uuid.uuid4())
         ended: asyncio.Future[WireEvent] = asyncio.get_running_loop().create_future()
@@ -742,6 +832,8 @@ class AgentNode:
             received_at=turn.received_at,
             prompted_at=prompted,
             ended_at=time.monotonic(),
+            switch_s=entered.elapsed_s if entered is not None else 0.0,
+            switched=entered is not None and entered.switched,
         )
 
     async def _submit(self, tau: TauProcess, turn: PendingTurn, submission_id: str) -> None:

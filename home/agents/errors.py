@@ -12,6 +12,10 @@ parentheses::
     │   └── TauRpcError         (RefusedError) τ answered a request with a JSON-RPC error
     ├── TauExited               (UnavailableError) the τ process is gone (exit code, last
     │                           stderr lines)
+    ├── SessionError            (UnavailableError) τ could not be moved onto a device's
+    │                           conversation
+    ├── SessionBookError        (InputError) the device → conversation map or the turn
+    │                           ledger on disk cannot be read
     └── RestartBudgetExhausted  (UnavailableError) the restart policy allows no further restart
 """
 
@@ -60,6 +64,15 @@ class TauExited(AgentError, UnavailableError):
         self.stderr_tail = stderr_tail
         tail = f"; last stderr: {stderr_tail.strip()[-400:]}" if stderr_tail.strip() else ""
         super().__init__(f"τ exited with code {returncode}{tail}")
+
+
+class SessionError(AgentError, UnavailableError):
+    """τ could not be moved onto a device's conversation (a store that does not answer,
+    a reply the node cannot read)."""
+
+
+class SessionBookError(AgentError, InputError):
+    """``sessions.json`` or ``turns.jsonl`` of an agent holds something unreadable."""
 
 
 class RestartBudgetExhausted(AgentError, UnavailableError):

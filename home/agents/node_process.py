@@ -27,6 +27,7 @@ from rich.console import Console
 import home
 from home.agents.agent_node import AgentNode
 from home.agents.errors import AgentError
+from home.agents.sessions import JmftsStore, SessionStore, file_store, jmfts_sessions_path
 from home.llm.endpoint import ModelEndpoint, embedded_endpoint
 from home.llm.errors import LlmError
 from home.llm.server import LlamaServer, LlamaServerConfig
@@ -90,7 +91,12 @@ def run(
         str, typer.Option("--llm-model", help="Model id sent to an openai-profile server.")
     ] = "default",
     jmfts_url: Annotated[
-        str | None, typer.Option("--jmfts-url", help="JMFTS base URL, for extensions that ask.")
+        str | None,
+        typer.Option(
+            "--jmfts-url",
+            help="JMFTS base URL: for extensions that ask, and, with --jmfts-token-file, "
+            "where the agent's conversations are kept (else under --data-dir).",
+        ),
     ] = None,
     jmfts_token_file: Annotated[
         Path | None,
@@ -145,6 +151,17 @@ def _report(console: Console, status: dict[str, object], as_json: bool) -> None:
         console.print(" ".join(f"[bold]{k}[/]={v}" for k, v in status.items()))
 
 
+def session_store(
+    spec: NodeSpec, data_dir: Path, jmfts_url: str | None, token_file: Path | None
+) -> SessionStore:
+    """Where the agent's conversations go: JMFTS when the node has its memory server
+    (under ``journal/<agent>/sessions``), else τ's file store under its run directory."""
+    agent = spec.agent or ""
+    if jmfts_url is not None and token_file is not None:
+        return JmftsStore(jmfts_url, token_file, jmfts_sessions_path(agent))
+    return file_store(data_dir / "agents" / agent)
+
+
 async def _serve(
     spec: NodeSpec,
     *,
@@ -177,6 +194,7 @@ async def _serve(
                 repo_root=PACKAGE_ROOT,
                 jmfts_url=jmfts_url,
                 jmfts_token_file=jmfts_token_file,
+                sessions=session_store(spec, data_dir, jmfts_url, jmfts_token_file),
             )
         )
         report({"node": spec.name, "tau_pid": agent.tau_pid, "llm": llm_url, "state": "running"})

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from home.agents.errors import AgentConfigError
+from home.agents.sessions import SessionStore, store_flags
 from home.llm.endpoint import ModelEndpoint
 from shared.schema.catalog import NodeSpec
 from shared.subjects import workspace_in_subject
@@ -187,13 +188,26 @@ def builtin_nats_bus(spec: NodeSpec, context: RunContext) -> ExtensionFile:
     )
 
 
-def write_tau_home(tau_home: Path, model: ModelEndpoint) -> None:
-    """Write the τ home the process runs with: one model entry, nothing discovered."""
+def write_tau_home(
+    tau_home: Path, model: ModelEndpoint, session_store: dict[str, Any] | None = None
+) -> None:
+    """Write the τ home the process runs with: one model entry, nothing discovered, and
+    the session store when it is not the file store named on the command line.
+
+    The file is 0600: a JMFTS session store's section holds the agent's token.
+    """
     tau_home.mkdir(parents=True, exist_ok=True)
-    config = {"models": {MODEL_ENTRY: model.tau_entry()}, "default_model": MODEL_ENTRY}
+    config: dict[str, Any] = {
+        "models": {MODEL_ENTRY: model.tau_entry()},
+        "default_model": MODEL_ENTRY,
+    }
+    if session_store is not None:
+        config["session_store"] = session_store
     path = tau_home / "config.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(config, indent=2))
     os.replace(tmp, path)
 
 
@@ -206,11 +220,14 @@ def build_launch(
     system_prompt: str | None = None,
     extra_extensions: tuple[ExtensionFile, ...] = (),
     environ: dict[str, str] | None = None,
+    sessions: SessionStore | None = None,
 ) -> TauLaunch:
     """The full launch of ``spec``'s τ process (headless, no built-in tools, by-path extensions).
 
     ``run_dir`` is where the τ home and the process's working directory go.
-    Extension paths in the catalog are relative to ``repo_root``.
+    Extension paths in the catalog are relative to ``repo_root``. ``sessions`` names
+    the store the node's per-device conversations are kept in (docs/architecture.md
+    "Sessions"); the conversation τ starts on is never one of them.
     """
     if spec.kind == "tau_agent":
         extensions = [
@@ -234,7 +251,7 @@ def build_launch(
         # extension tools stay, which --no-tools would also remove.
         "--no-builtin-tools",
         "--no-extensions",
-        "--no-session",
+        *store_flags(sessions),
         "--no-context-files",
         "--no-skills",
         "--no-prompt-templates",

@@ -44,8 +44,10 @@ class TauProcess:
         *,
         stderr_path: Path,
         handshake_timeout_s: float = 60.0,
+        session_store: dict[str, Any] | None = None,
     ) -> None:
         self.launch = launch
+        self.session_store = session_store
         self.model = model
         self._on_event = on_event
         self._stderr_path = stderr_path
@@ -87,7 +89,7 @@ class TauProcess:
 
     async def start(self) -> None:
         """Start the process and its reader task."""
-        write_tau_home(self.launch.tau_home, self.model)
+        write_tau_home(self.launch.tau_home, self.model, self.session_store)
         self.launch.cwd.mkdir(parents=True, exist_ok=True)
         self._stderr_path.parent.mkdir(parents=True, exist_ok=True)
         with self._stderr_path.open("ab") as stderr:

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from home.agents.errors import AgentError, RestartBudgetExhausted
 from home.agents.restart import RestartTracker
@@ -49,6 +50,8 @@ class TauSupervisor:
         self._restarts = RestartTracker(policy)
         self._tau: TauProcess | None = None
         self._lock = asyncio.Lock()
+        # τ's config.json session_store section, when it is not the file store.
+        self.session_store: dict[str, Any] | None = None
 
     @property
     def current(self) -> TauProcess | None:
@@ -62,7 +65,13 @@ class TauSupervisor:
 
     async def start(self) -> TauProcess:
         """Start τ and wait for its handshake."""
-        tau = TauProcess(self._launch, self._model, self._on_event, stderr_path=self._stderr_path)
+        tau = TauProcess(
+            self._launch,
+            self._model,
+            self._on_event,
+            stderr_path=self._stderr_path,
+            session_store=self.session_store,
+        )
         await tau.__aenter__()
         self._tau = tau
         log.info("%s: τ started, pid %s", self.name, tau.pid)

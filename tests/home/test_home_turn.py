@@ -26,18 +26,20 @@ pytestmark = pytest.mark.slow
 DEVICE = "tui"
 
 
-async def play_edge_turn(url: str, text: str, within_s: float) -> tuple[str, Event, Event]:
+async def play_edge_turn(
+    url: str, text: str, within_s: float, device: str = DEVICE
+) -> tuple[str, Event, Event]:
     """Publish a turn as the edge does, answer its speak with an ack; return what came back."""
     nc = await nats.connect(url)
     try:
-        answers = await nc.subscribe(f"events.workspace.*.out.*.{DEVICE}")
+        answers = await nc.subscribe(f"events.workspace.*.out.*.{device}")
         await nc.flush()
         binding_id = new_binding_id()
         turn = Event.new(
-            "sensation.turn", {"text": text, "device": DEVICE}, source=f"edge.audio.{DEVICE}",
+            "sensation.turn", {"text": text, "device": device}, source=f"edge.audio.{device}",
             sequence_number=1, binding_id=binding_id,
         )  # fmt: skip
-        await nc.publish(sensation_turn_subject(DEVICE), turn.to_json())
+        await nc.publish(sensation_turn_subject(device), turn.to_json())
         async with asyncio.timeout(within_s):
             while True:
                 msg = await answers.next_msg(timeout=within_s)
@@ -47,7 +49,7 @@ async def play_edge_turn(url: str, text: str, within_s: float) -> tuple[str, Eve
                 ):
                     break
         ack = Event.new(
-            "speech.completed", {"ok": True, "device": DEVICE}, source=f"edge.audio.{DEVICE}",
+            "speech.completed", {"ok": True, "device": device}, source=f"edge.audio.{device}",
             sequence_number=2, binding_id=binding_id,
         )  # fmt: skip
         if ".speak." in msg.subject:

@@ -6,12 +6,14 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from nats.aio.msg import Msg
 from textual.pilot import Pilot
 
 from edge.natsd import LocalNatsServer
 from edge.tui.app import TetherTui, raw_body
 from edge.tui.session import EdgeSession
 from shared.event import Event
+from shared.messages.history import HistoryReply, HistoryRequest, HistoryTurn, history_subject
 from shared.proc import free_port
 from shared.subjects import speech_completed_subject
 from tests.edge.tui.conftest import DEVICE, PlayedAgent, until
@@ -206,3 +208,39 @@ def test_raw_lines_put_the_telling_keys_first() -> None:
     assert line.startswith('{"event_type":"speak","binding_id":"b1","payload":{"text":"Hi."}')
     assert json.loads(line) == event.to_dict()
     assert raw_body(b"\xffnot json") == "\ufffdnot json"
+
+
+async def test_f3_shows_the_devices_earlier_conversation_with_the_active_agent(
+    nats_server: LocalNatsServer, agent: PlayedAgent
+) -> None:
+    asked: list[HistoryRequest] = []
+
+    async def answer_history(msg: Msg) -> None:
+        asked.append(HistoryRequest.from_json(msg.data))
+        earlier = HistoryTurn("2026-12-01T09:00:00Z", "b1", "my name is Ada", ("speak: Hi Ada.",))
+        await msg.respond(HistoryReply("edge_asr", DEVICE, "s-1", (earlier,)).to_json())
+
+    async with running_tui(nats_server.url) as (app, pilot):
+        await pilot.press("f3")
+        await until(lambda: not asked and "no agent has answered" in str(app.notices), "")
+        await type_line(pilot, "hello")
+        turn = await agent.next_turn()
+        assert turn.binding_id is not None
+        await agent.speak(turn.binding_id, "Hello.")
+        await agent.next_ack()
+        sub = await app.session.client.subscribe(history_subject("edge_asr"), cb=answer_history)
+        await pilot.press("f3")
+        await until(lambda: "my name is Ada" in screen_text(app), "the history")
+        shown = screen_text(app)
+        await sub.unsubscribe()
+        await pilot.press("f3")  # nobody answers now: a notice, not a crash
+        await until(lambda: "no history from edge_asr" in str(app.notices), "the notice")
+
+    assert asked == [HistoryRequest(DEVICE)]
+    assert shown.index("my name is Ada") < shown.index("you hello")
+    assert "edge_asr speak: Hi Ada." in shown
+
+
+def screen_text(app: TetherTui) -> str:
+    """Every block of the conversation view, in screen order, as plain text."""
+    return "\n".join(str(w.render()) for w in app.query(".turn"))

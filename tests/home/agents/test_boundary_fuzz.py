@@ -1,7 +1,7 @@
-"""Fuzzing the agent node's outside input: its inbound rail, its own ``out.>`` and the
-speech acks it watches.
+"""Fuzzing the agent node's outside input: its inbound rail, its own ``out.>``, the
+speech acks it watches and the history requests it answers.
 
-Any local client can publish on all three. Whatever arrives, the node either
+Any local client can publish on all four. Whatever arrives, the node either
 queues a turn or counts the message under a named reason (invalid, stale,
 duplicate); nothing escapes a handler, nothing lands in ``internal_errors``, and
 a good utterance sent after the fuzzed ones is still queued. No τ runs: the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from home.agents.admission import Admission
 from home.agents.agent_node import AgentNode
 from home.llm.endpoint import ModelEndpoint
 from shared.event import Event
+from shared.messages.history import HistoryReply, HistoryRequest, history_subject
 from shared.schema.catalog import NodeCatalog
 from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report
@@ -33,6 +34,7 @@ from tests.support.home_fixtures import REPO_ROOT
 IN = "events.workspace.edge_asr.in"
 INBOX = Slowest("agent inbox")
 OWN_OUT = Slowest("agent out rail")
+HISTORY = Slowest("agent history requests")
 
 
 @dataclass
@@ -47,7 +49,7 @@ class Msg:
 @pytest.fixture(scope="module", autouse=True)
 def slowest_cases() -> Iterator[None]:
     yield
-    report(INBOX, OWN_OUT)
+    report(INBOX, OWN_OUT, HISTORY)
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +163,44 @@ async def test_a_bug_met_by_inbound_input_is_counted_logged_and_survived(
     assert node.stats.internal_errors == errors + 1
     (line,) = [r.getMessage() for r in caplog.records if "inbound handler failed" in r.getMessage()]
     assert "a bug in parsing" in line and IN in line
+
+
+@dataclass
+class Request:
+    """A core message with a reply subject: what the node answers is kept."""
+
+    subject: str
+    data: bytes
+    reply: str = "_INBOX.fuzz"
+    answers: list[bytes] = field(default_factory=list)
+
+    async def respond(self, data: bytes) -> None:
+        self.answers.append(data)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.dictionaries(st.sampled_from(["device", "turns", "x"]), json_values, max_size=3).map(
+        lambda body: json.dumps(body).encode()
+    )
+    | st.binary(max_size=200)
+    | st.sampled_from(POISONED)
+)
+async def test_every_history_request_gets_one_readable_answer_and_the_next_good_one_too(
+    node: AgentNode, raw: bytes
+) -> None:
+    errors = node.stats.internal_errors
+    fuzzed = Request(history_subject("edge_asr"), raw)
+    with HISTORY.timed(raw):
+        await node._on_history(fuzzed)  # type: ignore[arg-type]
+    good = Request(history_subject("edge_asr"), HistoryRequest("hall").to_json())
+    await node._on_history(good)  # type: ignore[arg-type]
+    assert len(fuzzed.answers) == 1
+    HistoryReply.from_json(fuzzed.answers[0])
+    assert HistoryReply.from_json(good.answers[0]).error == "hall has no conversation yet"
+    assert node.stats.internal_errors == errors
 
 
 def test_the_fixture_node_is_never_started(node: AgentNode) -> None:

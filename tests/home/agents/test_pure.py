@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from home.agents.errors import (
     AgentConfigError,
     InboundError,
     RestartBudgetExhausted,
+    SessionBookError,
     TauProtocolError,
 )
 from home.agents.inbound import parse_inbound
@@ -23,7 +25,15 @@ from home.agents.protocol import (
     parse_line,
 )
 from home.agents.restart import RestartTracker
-from home.agents.tau_command import RunContext, build_launch, read_extension
+from home.agents.sessions import (
+    FileStore,
+    JmftsStore,
+    TurnRecord,
+    read_sessions,
+    tau_store_config,
+)
+from home.agents.tau_command import RunContext, build_launch, read_extension, write_tau_home
+from home.agents.transcript import turns_of
 from home.agents.turn_queue import DeviceQueues
 from home.llm.endpoint import ModelEndpoint
 from shared.event import Event
@@ -247,3 +257,69 @@ def test_device_queues_serve_devices_round_robin_and_a_silent_one_last() -> None
     assert not queues.is_unresponsive("board")
     with pytest.raises(IndexError):
         queues.pop()
+
+
+def test_a_stored_conversation_reads_back_as_turns_with_their_binding_ids() -> None:
+    def user(text: str, at: str) -> dict[str, Any]:
+        content = [{"type": "text", "text": text}]
+        return {"type": "message", "timestamp": at, "message": {"role": "user", "content": content}}
+
+    def speak(text: str) -> dict[str, Any]:
+        call = {"type": "toolCall", "name": "speak", "arguments": {"text": text}}
+        return {"type": "message", "message": {"role": "assistant", "content": [call]}}
+
+    entries = [
+        {"type": "session_info", "name": "edge_asr kitchen"},
+        user("my name is Ada", "t1"),
+        speak("Hello Ada."),
+        user("what is my name", "t2"),  # τ died here; the node delivered it again
+        user("what is my name", "t3"),
+        {"type": "message", "message": {"role": "assistant", "content": "Ada."}},
+    ]
+    ledger = [
+        TurnRecord("s", "b1", "kitchen", "t1", "my name is Ada"),
+        TurnRecord("s", "b2", "kitchen", "t2", "what is my name"),
+    ]
+    turns = turns_of(entries, ledger)
+    assert [(t.at, t.said, t.binding_id, t.answer) for t in turns] == [
+        ("t1", "my name is Ada", "b1", ["speak: Hello Ada."]),
+        ("t2", "what is my name", "b2", []),
+        ("t3", "what is my name", "b2", ["Ada."]),
+    ]
+
+
+def test_the_session_book_names_the_file_and_key_it_cannot_read(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.json"
+    path.write_text('{"sessions": [{"agent": "a", "device": "kitchen", "store": "file"}]}')
+    with pytest.raises(SessionBookError, match=r"sessions\.json: sessions\[0\]\.ref"):
+        read_sessions(path)
+    path.write_text("{")
+    with pytest.raises(SessionBookError, match=r"sessions\.json:1: not JSON"):
+        read_sessions(path)
+
+
+def test_the_file_store_is_named_on_the_command_line_and_jmfts_in_the_tau_home(
+    catalog: NodeCatalog, tmp_path: Path
+) -> None:
+    spec = catalog["agent.edge_asr"]
+    on_disk = build_launch(
+        spec, repo_root=REPO_ROOT, run_dir=tmp_path, context=context(tmp_path),
+        sessions=FileStore(tmp_path / "sessions"),
+    )  # fmt: skip
+    assert on_disk.argv[on_disk.argv.index("--session-dir") + 1] == str(tmp_path / "sessions")
+    # τ refuses --no-session beside --session-dir; without it τ starts on a scratch one.
+    assert "--no-session" not in on_disk.argv
+    token = tmp_path / "token"
+    token.write_text("tok-secret\n")
+    store = JmftsStore("http://127.0.0.1:8700", token, "journal/edge_asr/sessions")
+    in_jmfts = build_launch(
+        spec, repo_root=REPO_ROOT, run_dir=tmp_path, context=context(tmp_path), sessions=store
+    )
+    assert "--no-session" in in_jmfts.argv and "--session-dir" not in in_jmfts.argv
+    assert not any("tok-secret" in a for a in in_jmfts.argv)
+    write_tau_home(tmp_path / "home", ModelEndpoint("http://m/v1"), tau_store_config(store, 7))
+    config = tmp_path / "home" / "config.json"
+    assert json.loads(config.read_text())["session_store"] == {
+        "backend": "jmfts", "url": "http://127.0.0.1:8700", "token": "tok-secret", "parent_id": 7,
+    }  # fmt: skip
+    assert config.stat().st_mode & 0o777 == 0o600

@@ -1,0 +1,155 @@
+"""Moving τ onto a device's conversation before its turn (docs/architecture.md "Sessions").
+
+:class:`Conversations` keeps, for the one τ process the node runs, which
+conversation it is on. Before a turn it makes that the turn's device's:
+
+- already on it (the same device spoke last, to the same τ): nothing is sent;
+- the device has a conversation in the :class:`~home.agents.sessions.SessionBook`:
+  ``switch_session`` with its ref, which τ loads straight from its store;
+- it has none (or its store no longer has it): ``new_session {"persist": true}``,
+  ``list_sessions`` for the new conversation's ref, ``set_session_name``
+  ``"<agent> <device>"``, and the book remembers it.
+
+A τ that was started again begins on a scratch conversation of its own
+(``--no-session``), so the first turn after a restart always switches: the
+restart resumes every device where it was. When the store cannot give a device
+its conversation, :meth:`Conversations.isolate` puts τ on a fresh in-memory one,
+so that turn is answered without history and never inside another device's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from home.agents.errors import AgentError, SessionError, TauExited, TauRpcError
+from home.agents.sessions import DeviceSession, SessionBook, device_key
+from shared.event import utc_now
+
+log = logging.getLogger(__name__)
+
+# JSON-RPC "invalid params": switch_session's answer for a ref its store does not hold.
+INVALID_PARAMS = -32602
+
+
+class TauRequester(Protocol):
+    """What the switch needs of a τ process: one request, one result."""
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, *, timeout_s: float = 30.0
+    ) -> dict[str, Any]:
+        """Send ``method`` and return its result; TauRpcError on a JSON-RPC error."""
+        ...
+
+
+@dataclass(frozen=True)
+class Entered:
+    """The conversation a turn runs in, and what it took to get there."""
+
+    session: DeviceSession | None
+    switched: bool
+    created: bool
+    elapsed_s: float
+
+
+class Conversations:
+    """Which conversation τ is on, and the moves that put it on a device's."""
+
+    def __init__(self, book: SessionBook, store: str) -> None:
+        self.book = book
+        self.store = store
+        self._on: tuple[object, str] | None = None
+
+    async def enter(self, tau: TauRequester, device: str | None) -> Entered:
+        """Put ``tau`` on ``device``'s conversation (created on its first turn).
+
+        Raises SessionError when the store could not give it (τ is then left where it
+        was: call :meth:`isolate`), TauExited when τ died meanwhile.
+        """
+        started = time.perf_counter()
+        known = self.book.get(device)
+        if known is not None and self._on == (tau, known.ref):
+            return Entered(known, switched=False, created=False, elapsed_s=0.0)
+        self._on = None
+        if known is not None and await self._switch(tau, known):
+            return Entered(known, True, False, time.perf_counter() - started)
+        session = await self._create(tau, device)
+        return Entered(session, True, True, time.perf_counter() - started)
+
+    async def isolate(self, tau: TauRequester) -> None:
+        """Put ``tau`` on a fresh in-memory conversation (no store is asked)."""
+        self._on = None
+        try:
+            await tau.request("new_session", {"persist": False})
+        except TauExited:
+            raise
+        except AgentError as exc:
+            raise SessionError(f"τ could not start an unpersisted conversation: {exc}") from exc
+
+    async def _switch(self, tau: TauRequester, known: DeviceSession) -> bool:
+        """``switch_session`` to ``known``; False when the store no longer holds it."""
+        try:
+            await tau.request("switch_session", {"session_id": known.ref})
+        except TauRpcError as exc:
+            if exc.code != INVALID_PARAMS:
+                raise SessionError(
+                    f"τ could not load {known.device}'s conversation {known.session_id}: "
+                    f"{exc.message}"
+                ) from exc
+            log.warning(
+                "%s: the conversation of %s (%s, ref %s) is gone from its store: %s; "
+                "starting a new one",
+                self.book.agent, known.device, known.session_id, known.ref, exc.message,
+            )  # fmt: skip
+            return False
+        self._on = (tau, known.ref)
+        return True
+
+    async def _create(self, tau: TauRequester, device: str | None) -> DeviceSession:
+        key = device_key(device)
+        try:
+            created = await tau.request("new_session", {"persist": True})
+            session_id = _session_id(created)
+            listing = await tau.request("list_sessions", {})
+            ref = _ref_of(listing, session_id)
+            await tau.request("set_session_name", {"name": f"{self.book.agent} {key}"})
+        except TauRpcError as exc:
+            raise SessionError(
+                f"τ could not start a persisted conversation for {key}: {exc.message}"
+            ) from exc
+        session = DeviceSession(
+            agent=self.book.agent,
+            device=key,
+            store=self.store,
+            ref=ref,
+            session_id=session_id,
+            created=utc_now().isoformat(),
+        )
+        self.book.put(session)
+        self._on = (tau, ref)
+        log.info("%s: new conversation %s for %s", self.book.agent, session_id, key)
+        return session
+
+
+def _session_id(result: dict[str, Any]) -> str:
+    session = result.get("session")
+    if result.get("cancelled") or not isinstance(session, dict):
+        raise SessionError(f"new_session did not start a conversation: {result!r:.200}")
+    session_id = session.get("session_id")
+    if not isinstance(session_id, str) or not session.get("addressable"):
+        raise SessionError(f"new_session gave no addressable conversation: {session!r:.200}")
+    return session_id
+
+
+def _ref_of(listing: dict[str, Any], session_id: str) -> str:
+    rows = listing.get("sessions")
+    if not isinstance(rows, list):
+        raise SessionError("list_sessions answered without a 'sessions' list")
+    for row in rows:
+        if isinstance(row, dict) and row.get("session_id") == session_id:
+            ref = row.get("ref")
+            if isinstance(ref, str | int) and str(ref):
+                return str(ref)
+    raise SessionError(f"list_sessions does not list the new conversation {session_id}")
