@@ -25,9 +25,12 @@ def _last(request: RecordedRequest) -> dict[str, Any]:
 def _operator(request: RecordedRequest) -> Reply:
     final = _last(request)
     if final.get("role") == "tool":
-        hits = content_text(final.get("content"))
-        first = hits.splitlines()[0] if hits else ""
-        found = first.split(": ", 1)[1] if ": " in first else first
+        # The asker's conversations are searchable too (journal/<agent>/sessions),
+        # so the question itself can come back as a hit: answer with the first
+        # hit that is not the question, as a model reading the hits would.
+        hits = content_text(final.get("content")).splitlines()
+        texts = [hit.split(": ", 1)[1] if ": " in hit else hit for hit in hits]
+        found = next((t for t in texts if QUESTION not in t.lower()), texts[0] if texts else "")
         return Reply.say(f"I remember this: {found}")
     return Reply.call("memory_search", {"query": "blue shed"})
 
