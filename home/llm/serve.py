@@ -12,12 +12,21 @@ asked for it), then renders a probe conversation through the handler and
 raises :class:`~home.llm.errors.LlmServerError` unless the probe comes out
 verbatim: a llama-cpp-python upgrade that changes the handler's shape stops the
 server at start instead of bringing the escaping back.
+
+The same handler's template also writes ``{{ message.content }}`` as it comes:
+τ sends content as a list of parts, which reached the model as the Python repr
+``[{'type': 'text', 'text': 'hello'}]`` (and the model answered in that shape),
+and it has no branch for ``role: tool``, so a tool result became an
+unterminated ``<|im_start|>tool`` header with its content dropped.
+:func:`plain_messages` hands the handler text content and leaves tool results
+out (the only tool an answering agent calls under it is the terminal ``speak``,
+whose result tells the model nothing); the probe checks that too.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, cast
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -35,6 +44,43 @@ from home.llm.server import CHAT_FORMAT
 # The name llama_chat_format builds every chat template's Jinja environment with.
 _ENVIRONMENT_NAME = "ImmutableSandboxedEnvironment"
 _PROBE_TEXT = "it's Tom & Jerry"
+_PROBE_TOOL_RESULT = "the tool result"
+
+
+def _text_of(content: object) -> object:
+    """Content parts (``[{"type": "text", "text": ...}, ...]``) as one string; else as is."""
+    if not isinstance(content, list):
+        return content
+    return "".join(
+        str(part.get("text", ""))
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "text"
+    )
+
+
+def plain_messages(
+    messages: Iterable[ChatCompletionRequestMessage],
+) -> list[ChatCompletionRequestMessage]:
+    """Messages as the chatml-function-calling template can render them.
+
+    Content parts joined into their text; ``role: tool`` messages left out (the
+    template has no place for them).
+    """
+    return [
+        cast(ChatCompletionRequestMessage, {**message, "content": _text_of(message.get("content"))})
+        for message in messages
+        if message.get("role") != "tool"
+    ]
+
+
+def _plain_message_handler(library_handler: Any) -> Any:
+    """``library_handler`` given :func:`plain_messages` of every request's messages."""
+
+    def handler(*, messages: list[ChatCompletionRequestMessage], **options: Any) -> Any:
+        return library_handler(messages=plain_messages(messages), **options)
+
+    handler.plain_messages = True  # type: ignore[attr-defined]  # marks the handler as ours
+    return handler
 
 
 class _PlainTextSandboxedEnvironment(ImmutableSandboxedEnvironment):
@@ -84,7 +130,10 @@ def render_chat_prompt(
 
 
 def render_chat_prompts_verbatim() -> None:
-    """Turn off llama_chat_format's HTML autoescaping; raise LlmServerError if it stays on."""
+    """Render chat prompts verbatim: no HTML autoescaping, text content, no tool headers.
+
+    Raises LlmServerError unless a probe conversation comes out as it should.
+    """
     current = getattr(llama_chat_format, _ENVIRONMENT_NAME, None)
     if current not in (ImmutableSandboxedEnvironment, _PlainTextSandboxedEnvironment):
         raise LlmServerError(
@@ -92,11 +141,17 @@ def render_chat_prompts_verbatim() -> None:
             f"expected jinja2's; the autoescape fix in {__name__} needs a look"
         )
     setattr(llama_chat_format, _ENVIRONMENT_NAME, _PlainTextSandboxedEnvironment)
+    handler = llama_chat_format.get_chat_completion_handler(CHAT_FORMAT)
+    if not getattr(handler, "plain_messages", False):
+        llama_chat_format.LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
+            CHAT_FORMAT, _plain_message_handler(handler), overwrite=True
+        )
     prompt = _render_probe()
-    if prompt.count(_PROBE_TEXT) != 3:
+    if prompt.count(_PROBE_TEXT) != 3 or "<|im_start|>tool" in prompt or "'type'" in prompt:
         raise LlmServerError(
             f"the {CHAT_FORMAT} prompt should hold {_PROBE_TEXT!r} verbatim 3 times "
-            f"(user, assistant, tool-call arguments), got {prompt!r}"
+            f"(user, assistant, tool-call arguments) as text and no tool message, "
+            f"got {prompt!r}"
         )
 
 
@@ -104,7 +159,7 @@ def _render_probe() -> str:
     arguments = json.dumps({"text": _PROBE_TEXT})
     return render_chat_prompt(
         [
-            {"role": "user", "content": _PROBE_TEXT},
+            {"role": "user", "content": [{"type": "text", "text": _PROBE_TEXT}]},
             {
                 "role": "assistant",
                 "content": _PROBE_TEXT,
@@ -116,6 +171,7 @@ def _render_probe() -> str:
                     }
                 ],
             },
+            {"role": "tool", "tool_call_id": "call_0", "content": _PROBE_TOOL_RESULT},
         ],
         tools=[{"type": "function", "function": {"name": "speak", "parameters": {}}}],
         tool_choice={"type": "function", "function": {"name": "speak"}},

@@ -6,7 +6,6 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from home.llm.endpoint import embedded_endpoint, forced_tool_choice
 from home.llm.errors import ModelFileError
 from home.llm.model_file import packaged_gguf
 from home.llm.serve import render_chat_prompt
-from home.llm.server import LlamaServer, LlamaServerConfig
+from home.llm.server import LlamaServer
 from home.tau_extensions.handset import SPEAK_SCHEMA
 from shared.schema.catalog import NodeCatalog
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
@@ -30,13 +29,6 @@ def test_the_gguf_is_found_through_package_metadata() -> None:
     assert path.stat().st_size > 50_000_000
     with pytest.raises(ModelFileError, match="not installed"):
         packaged_gguf("no-such-model-package")
-
-
-@pytest.fixture
-async def llm(tmp_path: Path) -> AsyncIterator[LlamaServer]:
-    log = tmp_path / "llama.log"
-    async with LlamaServer(LlamaServerConfig(log_path=log)) as server:
-        yield server
 
 
 @pytest.mark.slow

@@ -68,6 +68,33 @@ def test_user_text_earlier_answers_and_tool_arguments_reach_the_model_verbatim(
         assert entity not in prompt
 
 
+@pytest.mark.usefixtures("verbatim_prompts")
+@pytest.mark.parametrize("request_tools", TOOL_CHOICES.values(), ids=TOOL_CHOICES.keys())
+def test_content_parts_reach_the_model_as_text_and_tool_results_leave_no_header(
+    request_tools: dict[str, Any],
+) -> None:
+    parts = [{"type": "text", "text": "it's "}, {"type": "image"}, {"type": "text", "text": "on"}]
+    conversation = [*CONVERSATION, {"role": "user", "content": parts}]
+
+    prompt = render_chat_prompt(conversation, **request_tools)
+
+    assert "<|im_start|>user\nit's on<|im_end|>" in prompt
+    assert "'type'" not in prompt
+    assert "<|im_start|>tool" not in prompt
+    assert "spoken" not in prompt
+    assert f"<|im_end|>\n<|im_start|>user\n{USER_TEXT}<|im_end|>" in prompt
+
+
+@pytest.mark.usefixtures("library_as_shipped")
+def test_the_library_alone_renders_content_parts_as_python_and_a_bare_tool_header() -> None:
+    """What plain_messages corrects; once this fails after an upgrade, it can go."""
+    parts = [{"type": "text", "text": "hello"}]
+    prompt = render_chat_prompt([*CONVERSATION, {"role": "user", "content": parts}])
+
+    assert "[{&#39;type&#39;: &#39;text&#39;, &#39;text&#39;: &#39;hello&#39;}]" in prompt
+    assert "<|im_start|>tool\n<|im_start|>user" in prompt
+
+
 @pytest.mark.usefixtures("library_as_shipped")
 def test_the_library_alone_html_escapes_the_prompt() -> None:
     """The bug home.llm.serve corrects; once this fails after an upgrade, the correction can go."""
