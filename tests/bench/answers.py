@@ -6,7 +6,10 @@ mode; see :mod:`tests.support.answer_quality` for what is scored. Per mode:
 
 - parrot rate and unspeakable rate of what reached the speaker (after the
   handset's speakable filter), beside the same rates of what the model wrote;
-- silent rate (no speech at all), seconds per turn (p50, max), the run's wall time.
+- self-repeat rate (an answer made mostly of the previous answer's words), silent
+  rate (no speech at all), seconds per turn (p50, max), the run's wall time.
+
+Each mode runs on its own model server (the history shown is the server's setting).
 
 The shipped mode (``prose``) is the one the slow test holds to ≤ 5 % parrot and
 0 unspeakable. ``BENCH_ANSWER_MODES=prose,forced-tool`` runs only the named modes.
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from home.agents.tau_command import DEFAULT_SYSTEM_PROMPT
 from home.llm.endpoint import AnswerMode, Sampling, embedded_endpoint
+from home.llm.serve import DEFAULT_HISTORY_TURNS
 from home.llm.server import LlamaServer, LlamaServerConfig
 from shared.schema.catalog import load_node_catalog
 from tests.bench.report import RESULTS_DIR, Result, publish
@@ -37,24 +41,40 @@ TOOL_SYSTEM_PROMPT = (
     "spoken sentences by calling the speak tool. No lists, tables, code or links."
 )
 
+WHOLE_SESSION = 10_000
+
 SETUPS = (
     AnswerSetup(
         "prose",
         lambda url: embedded_endpoint(url, "speak", AnswerMode.PROSE),
         DEFAULT_SYSTEM_PROMPT,
-        "shipped: prose answers, the handset speaks them",
+        f"shipped: prose answers, {DEFAULT_HISTORY_TURNS} earlier turn shown",
     ),
     AnswerSetup(
         "forced-tool",
         lambda url: embedded_endpoint(url, "speak", AnswerMode.FORCED_TOOL),
         TOOL_SYSTEM_PROMPT,
-        "shipped before: speak forced under a JSON-schema grammar",
+        "speak forced under a JSON-schema grammar (shipped before, with the whole session)",
+    ),
+    AnswerSetup(
+        "prose+whole-session",
+        lambda url: embedded_endpoint(url, "speak", AnswerMode.PROSE),
+        DEFAULT_SYSTEM_PROMPT,
+        "the model sees every earlier turn",
+        history_turns=WHOLE_SESSION,
+    ),
+    AnswerSetup(
+        "prose+no-history",
+        lambda url: embedded_endpoint(url, "speak", AnswerMode.PROSE),
+        DEFAULT_SYSTEM_PROMPT,
+        "the model sees the current turn only",
+        history_turns=0,
     ),
     AnswerSetup(
         "prose+tool-prompt",
         lambda url: embedded_endpoint(url, "speak", AnswerMode.PROSE),
         TOOL_SYSTEM_PROMPT,
-        "prose, with the system prompt that asked for the speak tool",
+        "the system prompt that asked for the speak tool",
     ),
     AnswerSetup(
         "prose+temperature-0.7",
@@ -94,6 +114,13 @@ def _results(report: AnswerReport) -> list[Result]:
             note="spoken text after the handset's filter; goal 0",
         ),
         Result(
+            metric=f"{report.mode}: self-repeat rate",
+            value=100 * report.self_repeat_rate,
+            unit="%",
+            n=n,
+            note="answers mostly the words of the previous answer",
+        ),
+        Result(
             metric=f"{report.mode}: silent rate",
             value=100 * report.silent_rate,
             unit="%",
@@ -120,11 +147,14 @@ async def run() -> tuple[list[Result], list[AnswerReport]]:
     reports: list[AnswerReport] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        async with LlamaServer(LlamaServerConfig(log_path=work / "llama.log")) as llm:
-            for n, setup in enumerate(setups):
+        for n, setup in enumerate(setups):
+            config = LlamaServerConfig(
+                log_path=work / "llama.log", history_turns=setup.history_turns
+            )
+            async with LlamaServer(config) as llm:
                 report = await measure(setup, llm.url, spec, work / f"mode{n}", prompts)
-                reports.append(report)
-                results += [replace(r, note=f"{r.note}; {setup.note}") for r in _results(report)]
+            reports.append(report)
+            results += [replace(r, note=f"{r.note}; {setup.note}") for r in _results(report)]
     return results, reports
 
 

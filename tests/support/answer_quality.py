@@ -42,6 +42,7 @@ PROMPT_SET = Path(__file__).parents[1] / "home" / "llm" / "everyday_prompts.yaml
 # How long one turn may take before it is scored as unanswered (2 shared cores,
 # a re-prompt possible).
 TURN_TIMEOUT_S = 90.0
+RPC_TIMEOUT_S = 10.0
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 _ENTITY = re.compile(r"&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
@@ -109,6 +110,8 @@ class AnswerSetup:
     endpoint: Callable[[str], ModelEndpoint]
     system_prompt: str | None = None
     note: str = ""
+    # Turns before the current one the model server shows the model (None: its default).
+    history_turns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,17 @@ class AnswerReport:
         return self._rate(sum(bool(a.written_marks) for a in self.answers))
 
     @property
+    def self_repeat_rate(self) -> float:
+        """Share of prompts answered mostly with the previous answer's words, in order."""
+        hits = sum(
+            bool(now.spoken and before.spoken)
+            and _common_in_order(words(now.spoken or ""), words(before.spoken or "")) * 2
+            > len(words(now.spoken or ""))
+            for before, now in zip(self.answers, self.answers[1:], strict=False)
+        )
+        return self._rate(hits)
+
+    @property
     def silent_rate(self) -> float:
         """Share of prompts answered with no speech at all."""
         return self._rate(sum(a.spoken is None for a in self.answers))
@@ -229,7 +243,11 @@ async def _written(node: AgentNode) -> str:
     tau = node._tau.current  # read over τ's RPC from the session the node owns
     if tau is None:
         return ""
-    messages = (await tau.request("get_messages", {})).get("messages") or []
+    try:
+        async with asyncio.timeout(RPC_TIMEOUT_S):
+            messages = (await tau.request("get_messages", {})).get("messages") or []
+    except TimeoutError:
+        return ""
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     texts: list[str] = []
     for message in messages[last_user + 1 :]:
