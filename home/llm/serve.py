@@ -98,7 +98,7 @@ def _plain_message_handler(library_handler: Any, history_turns: int | None) -> A
     def handler(*, messages: list[ChatCompletionRequestMessage], **options: Any) -> Any:
         return library_handler(messages=plain_messages(messages, history_turns), **options)
 
-    handler.plain_messages = True  # type: ignore[attr-defined]  # marks the handler as ours
+    handler.library_handler = library_handler  # type: ignore[attr-defined]  # to wrap it afresh
     return handler
 
 
@@ -162,10 +162,11 @@ def render_chat_prompts_verbatim(history_turns: int | None = None) -> None:
         )
     setattr(llama_chat_format, _ENVIRONMENT_NAME, _PlainTextSandboxedEnvironment)
     handler = llama_chat_format.get_chat_completion_handler(CHAT_FORMAT)
-    if not getattr(handler, "plain_messages", False):
-        llama_chat_format.LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
-            CHAT_FORMAT, _plain_message_handler(handler, history_turns), overwrite=True
-        )
+    library_handler = getattr(handler, "library_handler", handler)
+    registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
+    registry.register_chat_completion_handler(
+        CHAT_FORMAT, _plain_message_handler(library_handler, history_turns), overwrite=True
+    )
     prompt = _render_probe()
     if prompt.count(_PROBE_TEXT) != 3 or "<|im_start|>tool" in prompt or "'type'" in prompt:
         raise LlmServerError(
