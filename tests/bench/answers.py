@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from home.agents.tau_command import DEFAULT_SYSTEM_PROMPT
-from home.llm.endpoint import AnswerMode, Sampling, embedded_endpoint
+from home.llm.endpoint import EMBEDDED_SAMPLING, AnswerMode, embedded_endpoint
 from home.llm.serve import DEFAULT_HISTORY_TURNS
 from home.llm.server import LlamaServer, LlamaServerConfig
 from shared.schema.catalog import load_node_catalog
@@ -78,15 +78,19 @@ SETUPS = (
     ),
     AnswerSetup(
         "prose+temperature-0.7",
-        lambda url: embedded_endpoint(url, "speak", AnswerMode.PROSE, Sampling(temperature=0.7)),
+        lambda url: embedded_endpoint(
+            url, "speak", AnswerMode.PROSE, replace(EMBEDDED_SAMPLING, temperature=0.7)
+        ),
         DEFAULT_SYSTEM_PROMPT,
         "sampling: llama.cpp's server default is 0.8",
     ),
     AnswerSetup(
-        "prose+repeat-penalty-1.3",
-        lambda url: embedded_endpoint(url, "speak", AnswerMode.PROSE, Sampling(repeat_penalty=1.3)),
+        "prose+repeat-penalty-1.1",
+        lambda url: embedded_endpoint(
+            url, "speak", AnswerMode.PROSE, replace(EMBEDDED_SAMPLING, repeat_penalty=1.1)
+        ),
         DEFAULT_SYSTEM_PROMPT,
-        "sampling: a stronger penalty on repeated tokens",
+        "sampling: llama.cpp's default penalty on repeated tokens",
     ),
 )
 
@@ -112,6 +116,13 @@ def _results(report: AnswerReport) -> list[Result]:
             peer="as the model wrote it",
             peer_value=100 * report.written_unspeakable_rate,
             note="spoken text after the handset's filter; goal 0",
+        ),
+        Result(
+            metric=f"{report.mode}: restate rate",
+            value=100 * report.restate_rate,
+            unit="%",
+            n=n,
+            note="the answer holds most of the prompt's words, in order",
         ),
         Result(
             metric=f"{report.mode}: self-repeat rate",

@@ -6,11 +6,13 @@ shipped handset, the event log's nats-server) as the edge sends an utterance;
 what is scored is the text of the speak events, exactly what the board would
 hand to Piper.
 
-- **parrot**: the answer repeats the user's words: over half of the answer's
-  words appear in the prompt in order, or the answer restates the prompt
-  (at least 3 words and over two thirds of the prompt's words, in order), as in
-  "How long should I boil an egg? Here's a joke." (the common subsequence of
-  the two word lists);
+- **parrot** (the issue's measure): over half of the answer's words appear in
+  the prompt, in order (the longest common subsequence of the two word lists);
+- **restates**, reported beside it: the answer holds at least 3 words and over
+  two thirds of the prompt's, in order. It catches "How long should I boil an
+  egg? Here's a joke." (a parrot padded with filler) and also an answer that
+  starts by restating the question ("The best way to learn a language is ...");
+- **self-repeat**: over half of the answer's words are the previous answer's, in order;
 - **unspeakable**: the spoken text holds an HTML entity, markup, a character
   Piper cannot say as a word (emoji, symbols, control characters), a run of
   symbols, or a link. Checked here independently of the handset's own filter.
@@ -78,12 +80,16 @@ def _common_in_order(a: list[str], b: list[str]) -> int:
 
 
 def is_parrot(prompt: str, answer: str) -> bool:
-    """Over half of the answer's words are the prompt's in order, or it restates the prompt."""
-    said, asked = words(answer), words(prompt)
-    if not said:
-        return False
-    common = _common_in_order(said, asked)
-    return common * 2 > len(said) or (common >= 3 and common * 3 > 2 * len(asked))
+    """Over half of the answer's words are the prompt's, in the prompt's order."""
+    said = words(answer)
+    return bool(said) and _common_in_order(said, words(prompt)) * 2 > len(said)
+
+
+def restates(prompt: str, answer: str) -> bool:
+    """The answer holds at least 3 and over two thirds of the prompt's words, in order."""
+    asked = words(prompt)
+    common = _common_in_order(words(answer), asked)
+    return common >= 3 and common * 3 > 2 * len(asked)
 
 
 def unspeakable_marks(text: str) -> list[str]:
@@ -131,6 +137,11 @@ class Answer:
         return self.spoken is not None and is_parrot(self.prompt, self.spoken)
 
     @property
+    def restates(self) -> bool:
+        """The answer restates the prompt."""
+        return self.spoken is not None and restates(self.prompt, self.spoken)
+
+    @property
     def marks(self) -> list[str]:
         """What in the spoken text is unspeakable."""
         return [] if self.spoken is None else unspeakable_marks(self.spoken)
@@ -161,6 +172,11 @@ class AnswerReport:
     def parrot_rate(self) -> float:
         """Share of prompts whose answer repeats the prompt."""
         return self._rate(sum(a.parrot for a in self.answers))
+
+    @property
+    def restate_rate(self) -> float:
+        """Share of prompts whose answer restates the prompt."""
+        return self._rate(sum(a.restates for a in self.answers))
 
     @property
     def unspeakable_rate(self) -> float:
