@@ -31,7 +31,7 @@ TOKENS_DIR = "tokens"
 class ModelChoice:
     """Which model every agent talks to: the embedded server's, or one given by URL."""
 
-    profile: str = "embedded"  # "embedded" (llama.cpp, speak under a grammar) or "openai"
+    profile: str = "embedded"  # "embedded" (llama.cpp, prose answers) or "openai"
     model: str = "default"
 
 

@@ -83,7 +83,7 @@ def run(
         LlmProfile,
         typer.Option(
             "--llm-profile",
-            help="embedded: llama.cpp with speak forced under a JSON-schema grammar; "
+            help="embedded: llama.cpp, answers in prose that the handset speaks; "
             "openai: any other OpenAI-compatible server, tools offered freely.",
         ),
     ] = LlmProfile.embedded,

@@ -38,10 +38,12 @@ NATS_BUS_MODULE = "tau_agent_core.extensions_builtin.nats_bus"
 # The τ config name of the one model entry the node writes.
 MODEL_ENTRY = "agent"
 
+# Names no tool: the embedded model answers in prose, which the handset speaks
+# (home/llm/endpoint.py; measured by `make bench NAME=answers`).
 DEFAULT_SYSTEM_PROMPT = (
     "You are a voice assistant at home. The user speaks to you through a small "
     "device and hears your answers read aloud. Answer in one or two short, plain "
-    "spoken sentences by calling the speak tool. No lists, tables, code or links."
+    "spoken sentences, in your own words. No lists, tables, code or links."
 )
 
 

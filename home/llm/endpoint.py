@@ -1,17 +1,23 @@
-"""How an agent talks to the embedded model: tool calls under a JSON-schema grammar.
+"""How an agent talks to the embedded model: answers in prose, or tool calls under a grammar.
 
-A model of 135M parameters calls tools reliably only under a constraint
-(measured here: free-form tool calls 0/5, JSON-schema constrained 5/5). τ's
-OpenAI provider refuses a ``grammar`` or ``json_schema`` beside tools, because
-llama.cpp 400s on the first and silently drops tool calling on the second. The
-constraint that works with τ is the one llama-cpp-python applies itself: a
-request whose ``tool_choice`` names one function is answered by a call to that
-function, its arguments generated under a grammar compiled from the function's
-JSON schema (``chat_format=chatml-function-calling``). ``tool_choice`` rides in
-the model's ``extra_body``, which τ merges into every request.
+An agent that answers aloud (one with a handset) gets its answer from the
+embedded model in one of two modes (:class:`AnswerMode`), measured on 64
+everyday prompts (``make bench NAME=answers``; docs/architecture.md "Prose rules"):
 
-For an agent that answers aloud the named tool is ``speak``, which is terminal:
-every turn ends in one well-formed speak call.
+- ``prose`` (the default): the model writes its answer as a plain chat reply and
+  the handset speaks it. llama-cpp-python renders a request without
+  ``tool_choice`` as a plain ChatML chat (no tool schemas in the prompt), which
+  is what SmolLM2 was tuned on.
+- ``forced-tool``: a request whose ``tool_choice`` names one function is answered
+  by a call to that function, its arguments generated under a grammar compiled
+  from the function's JSON schema (``chat_format=chatml-function-calling``).
+  A model of 135M parameters calls tools reliably only under such a constraint
+  (free-form tool calls 0/5, JSON-schema constrained 5/5), but writing its
+  answer as a JSON string after the schema-laden system prompt it copied the
+  user's words (most prompts, before the prompt fixes of :mod:`home.llm.serve`)
+  or its own previous answer (45 % of turns, after them). τ's OpenAI provider
+  refuses a ``grammar`` or ``json_schema`` beside tools, so ``tool_choice`` rides
+  in the model's ``extra_body``, which τ merges into every request.
 
 Requests are not streamed: llama-cpp-python repeats the function name in every
 streamed tool-call delta, and τ, reading the OpenAI wire, concatenates the
@@ -20,6 +26,7 @@ fragments into a tool name that does not exist (``speakspeakspeak``).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,21 +98,47 @@ def forced_tool_choice(tool: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": tool}}
 
 
-def embedded_endpoint(url: str, answer_tool: str | None) -> ModelEndpoint:
+class AnswerMode(enum.Enum):
+    """How an agent that answers aloud gets its answer from the embedded model."""
+
+    PROSE = "prose"
+    FORCED_TOOL = "forced-tool"
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The sampling settings of an agent's turns on the embedded model (llama.cpp's names)."""
+
+    temperature: float = 0.2
+    repeat_penalty: float = 1.1
+
+
+EMBEDDED_ANSWER_MODE = AnswerMode.PROSE
+# Over the everyday prompt set a penalty of 1.3 left fewer answers made of the user's
+# words than llama.cpp's 1.1 (2 of 64 against 5; `make bench NAME=answers`).
+EMBEDDED_SAMPLING = Sampling(temperature=0.2, repeat_penalty=1.3)
+
+
+def embedded_endpoint(
+    url: str,
+    answer_tool: str | None,
+    mode: AnswerMode = EMBEDDED_ANSWER_MODE,
+    sampling: Sampling = EMBEDDED_SAMPLING,
+) -> ModelEndpoint:
     """The endpoint of the embedded server for an agent whose answers go through ``answer_tool``.
 
-    With ``answer_tool`` None (an agent without a handset) the model answers in
-    prose, unconstrained.
+    In ``forced-tool`` mode every request names ``answer_tool``; in ``prose`` mode, and
+    for an agent without one (no handset), the model answers in prose, unconstrained.
     """
-    extra: dict[str, Any] = {}
-    if answer_tool is not None:
+    extra: dict[str, Any] = {"repeat_penalty": sampling.repeat_penalty}
+    if answer_tool is not None and mode is AnswerMode.FORCED_TOOL:
         extra["tool_choice"] = forced_tool_choice(answer_tool)
     return ModelEndpoint(
         base_url=url,
         model=EMBEDDED_MODEL_ID,
         max_tokens=EMBEDDED_MAX_TOKENS,
         context_window=EMBEDDED_CONTEXT,
-        temperature=0.2,
+        temperature=sampling.temperature,
         extra_body=extra,
         stream=False,
         # llama-cpp-python's server takes a GBNF ``grammar`` on a request without tools

@@ -12,12 +12,29 @@ asked for it), then renders a probe conversation through the handler and
 raises :class:`~home.llm.errors.LlmServerError` unless the probe comes out
 verbatim: a llama-cpp-python upgrade that changes the handler's shape stops the
 server at start instead of bringing the escaping back.
+
+The same handler's template also writes ``{{ message.content }}`` as it comes:
+τ sends content as a list of parts, which reached the model as the Python repr
+``[{'type': 'text', 'text': 'hello'}]`` (and the model answered in that shape),
+and it has no branch for ``role: tool``, so a tool result became an
+unterminated ``<|im_start|>tool`` header with its content dropped.
+:func:`plain_messages` hands the handler text content and leaves tool results
+out (the only tool an answering agent calls under it is the terminal ``speak``,
+whose result tells the model nothing); the probe checks that too.
+
+It also keeps the model's view of a conversation short: the system prompt, the
+current turn and the ``--history_turns`` turns before it (:data:`DEFAULT_HISTORY_TURNS`).
+Given a whole session, SmolLM2-135M answered most turns with a copy of its
+previous answer ("The answer is ... in Spanish." to every question after the
+twentieth; ``make bench NAME=answers``). The session itself stays whole in τ, and
+what the user told earlier is the memory reflex's to recall.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, cast
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -30,11 +47,59 @@ from llama_cpp.llama_types import (
 from llama_cpp.server.__main__ import main as llama_server_main
 
 from home.llm.errors import LlmServerError
-from home.llm.server import CHAT_FORMAT
+from home.llm.server import CHAT_FORMAT, HISTORY_TURNS_FLAG
 
 # The name llama_chat_format builds every chat template's Jinja environment with.
 _ENVIRONMENT_NAME = "ImmutableSandboxedEnvironment"
 _PROBE_TEXT = "it's Tom & Jerry"
+_PROBE_TOOL_RESULT = "the tool result"
+
+# Earlier turns the model sees besides the current one (docs/architecture.md "Prose rules").
+DEFAULT_HISTORY_TURNS = 1
+
+
+def _text_of(content: object) -> object:
+    """Content parts (``[{"type": "text", "text": ...}, ...]``) as one string; else as is."""
+    if not isinstance(content, list):
+        return content
+    return "".join(
+        str(part.get("text", ""))
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "text"
+    )
+
+
+def plain_messages(
+    messages: Iterable[ChatCompletionRequestMessage], history_turns: int | None = None
+) -> list[ChatCompletionRequestMessage]:
+    """Messages as the chatml-function-calling template can render them.
+
+    Content parts joined into their text; ``role: tool`` messages left out (the
+    template has no place for them). With ``history_turns``, the leading system
+    messages and the conversation from the user message ``history_turns`` turns
+    before the last one.
+    """
+    plain = [
+        cast(ChatCompletionRequestMessage, {**message, "content": _text_of(message.get("content"))})
+        for message in messages
+        if message.get("role") != "tool"
+    ]
+    if history_turns is None:
+        return plain
+    system = next((i for i, m in enumerate(plain) if m.get("role") != "system"), len(plain))
+    users = [i for i, m in enumerate(plain) if i >= system and m.get("role") == "user"]
+    start = users[-(history_turns + 1)] if len(users) > history_turns else system
+    return plain[:system] + plain[start:]
+
+
+def _plain_message_handler(library_handler: Any, history_turns: int | None) -> Any:
+    """``library_handler`` given :func:`plain_messages` of every request's messages."""
+
+    def handler(*, messages: list[ChatCompletionRequestMessage], **options: Any) -> Any:
+        return library_handler(messages=plain_messages(messages, history_turns), **options)
+
+    handler.library_handler = library_handler  # type: ignore[attr-defined]  # to wrap it afresh
+    return handler
 
 
 class _PlainTextSandboxedEnvironment(ImmutableSandboxedEnvironment):
@@ -83,8 +148,12 @@ def render_chat_prompt(
     raise LlmServerError(f"the {CHAT_FORMAT} handler answered without asking for a completion")
 
 
-def render_chat_prompts_verbatim() -> None:
-    """Turn off llama_chat_format's HTML autoescaping; raise LlmServerError if it stays on."""
+def render_chat_prompts_verbatim(history_turns: int | None = None) -> None:
+    """Render chat prompts verbatim: no HTML autoescaping, text content, no tool headers.
+
+    ``history_turns``: how many turns before the current one the model sees (None: all).
+    Raises LlmServerError unless a probe conversation comes out as it should.
+    """
     current = getattr(llama_chat_format, _ENVIRONMENT_NAME, None)
     if current not in (ImmutableSandboxedEnvironment, _PlainTextSandboxedEnvironment):
         raise LlmServerError(
@@ -92,11 +161,18 @@ def render_chat_prompts_verbatim() -> None:
             f"expected jinja2's; the autoescape fix in {__name__} needs a look"
         )
     setattr(llama_chat_format, _ENVIRONMENT_NAME, _PlainTextSandboxedEnvironment)
+    handler = llama_chat_format.get_chat_completion_handler(CHAT_FORMAT)
+    library_handler = getattr(handler, "library_handler", handler)
+    registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
+    registry.register_chat_completion_handler(
+        CHAT_FORMAT, _plain_message_handler(library_handler, history_turns), overwrite=True
+    )
     prompt = _render_probe()
-    if prompt.count(_PROBE_TEXT) != 3:
+    if prompt.count(_PROBE_TEXT) != 3 or "<|im_start|>tool" in prompt or "'type'" in prompt:
         raise LlmServerError(
             f"the {CHAT_FORMAT} prompt should hold {_PROBE_TEXT!r} verbatim 3 times "
-            f"(user, assistant, tool-call arguments), got {prompt!r}"
+            f"(user, assistant, tool-call arguments) as text and no tool message, "
+            f"got {prompt!r}"
         )
 
 
@@ -104,7 +180,7 @@ def _render_probe() -> str:
     arguments = json.dumps({"text": _PROBE_TEXT})
     return render_chat_prompt(
         [
-            {"role": "user", "content": _PROBE_TEXT},
+            {"role": "user", "content": [{"type": "text", "text": _PROBE_TEXT}]},
             {
                 "role": "assistant",
                 "content": _PROBE_TEXT,
@@ -116,15 +192,28 @@ def _render_probe() -> str:
                     }
                 ],
             },
+            {"role": "tool", "tool_call_id": "call_0", "content": _PROBE_TOOL_RESULT},
         ],
         tools=[{"type": "function", "function": {"name": "speak", "parameters": {}}}],
         tool_choice={"type": "function", "function": {"name": "speak"}},
     )
 
 
+def history_turns_option(argv: list[str]) -> tuple[int, list[str]]:
+    """This module's ``--history_turns N`` out of ``argv``; the rest is llama_cpp.server's."""
+    if HISTORY_TURNS_FLAG not in argv:
+        return DEFAULT_HISTORY_TURNS, argv
+    at = argv.index(HISTORY_TURNS_FLAG)
+    value = argv[at + 1] if at + 1 < len(argv) else ""
+    if not value.isdigit():
+        raise LlmServerError(f"{HISTORY_TURNS_FLAG} takes a whole number >= 0, got {value!r}")
+    return int(value), argv[:at] + argv[at + 2 :]
+
+
 def main() -> None:
     """Run ``llama_cpp.server`` on this process's arguments, chat prompts rendered verbatim."""
-    render_chat_prompts_verbatim()
+    history_turns, sys.argv[1:] = history_turns_option(sys.argv[1:])
+    render_chat_prompts_verbatim(history_turns)
     llama_server_main()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
 
 

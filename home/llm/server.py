@@ -33,6 +33,8 @@ from shared.proc import die_with_parent, free_port, terminate
 CHAT_FORMAT = "chatml-function-calling"
 log = logging.getLogger(__name__)
 
+# home.llm.serve's own option: how many turns before the current one the model sees.
+HISTORY_TURNS_FLAG = "--history_turns"
 _STOP_GRACE_S = 5.0
 HEALTH_TIMEOUT_S = 2.0
 
@@ -58,6 +60,8 @@ class LlamaServerConfig:
     n_threads: int = field(default_factory=default_threads)
     n_threads_batch: int = field(default_factory=default_threads)
     n_ctx: int = 4096
+    # Turns before the current one the model sees (home.llm.serve); None: serve's default.
+    history_turns: int | None = None
     log_path: Path | None = None
     start_timeout_s: float = 120.0
     # One tiny completion before the server counts as started: the first turn then finds
@@ -98,6 +102,7 @@ class LlamaServer:
     def argv(self) -> list[str]:
         """The server's command line."""
         model = self.config.model_path or packaged_gguf()
+        history = self.config.history_turns
         return [
             sys.executable,
             "-m",
@@ -120,6 +125,7 @@ class LlamaServer:
             CHAT_FORMAT,
             "--verbose",
             "False",
+            *([] if history is None else [HISTORY_TURNS_FLAG, str(history)]),
         ]
 
     async def __aenter__(self) -> LlamaServer:

@@ -11,6 +11,12 @@ reply rail (the latter with ``spoken: false`` and the reason, which the node
 reads off its own ``out.>`` and answers with one re-prompt), speakable answers
 are spoken, silence is allowed.
 
+Whatever is spoken, by the tool or as prose, is first passed through
+:func:`~home.tau_extensions.speakable.speakable_text`: only letters, digits and
+spoken punctuation reach the board. An answer with nothing speakable left is
+refused (one re-prompt); in the re-prompted turn, what is left of an
+unspeakable answer is spoken, or else a short apology.
+
 Config (``--ext-config handset:KEY=VALUE``): ``agent``, ``nats_url``,
 ``binding_file`` (run context, given by the node), ``ack_timeout_s``.
 """
@@ -26,6 +32,7 @@ from tau_agent_core.tools.base import ToolError
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
 from home.tau_extensions.prose import ProseKind, assistant_prose, unspeakable_reason
+from home.tau_extensions.speakable import APOLOGY, speakable_text
 from shared.messages.voice import REPLY_EVENT_TYPE, SPEAK_EVENT_TYPE, Reply, Speak
 from shared.subjects import (
     check_name,
@@ -65,6 +72,7 @@ SPEAK_DESCRIPTION = (
     "Your turn is over once it returns."
 )
 SPOKEN_RESULT = "Spoken. Your turn is over: make no further tool calls and write nothing."
+NOTHING_SPEAKABLE = "nothing in it can be read aloud"
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +91,7 @@ class Handset:
         self.ack_timeout_s = float(config.get("ack_timeout_s", DEFAULT_ACK_TIMEOUT_S))
 
     async def speak_and_wait(self, text: str, signal: Any = None) -> None:
-        """Publish a speak event for the turn's device and wait for its speech ack."""
+        """Publish a speak event of ``text`` (already speakable) and wait for its ack."""
         binding = self.link.binding()
         subject = (
             speak_subject(self.agent, binding.device)
@@ -100,6 +108,24 @@ class Handset:
             timeout_s=self.ack_timeout_s,
             signal=signal,
         )
+
+    async def say(self, text: str, reason: str | None = None, signal: Any = None) -> bool:
+        """Speak what of ``text`` is speakable; False when it was refused instead.
+
+        ``reason`` (why the text as a whole cannot be read aloud) or nothing speakable
+        left: a refusal on the reply rail, which earns one re-prompt. In the
+        re-prompted turn the speakable part is spoken anyway, or else the apology.
+        """
+        spoken = speakable_text(text)
+        if reason is None and not spoken:
+            reason = NOTHING_SPEAKABLE
+        if reason is not None:
+            if not self.link.binding().reprompt:
+                await self.publish_reply(text, "refusal", reason)
+                return False
+            spoken = spoken or APOLOGY
+        await self.speak_and_wait(spoken, signal)
+        return True
 
     async def publish_reply(self, text: str, kind: str, reason: str | None = None) -> None:
         """Publish prose that was not spoken (status, refusal, failure) on the reply rail."""
@@ -119,19 +145,16 @@ class Handset:
         if not isinstance(text, str) or not text.strip():
             raise ToolError(f"speak: 'text' must be a non-empty string, got {text!r}")
         try:
-            await self.speak_and_wait(text.strip(), signal)
+            spoken = await self.say(text, signal=signal)
         except ExtensionError as exc:
             raise ToolError(f"speak: {exc}") from exc
-        return {"content": [{"type": "text", "text": SPOKEN_RESULT}], "terminate": True}
+        result = SPOKEN_RESULT if spoken else f"Not spoken: {NOTHING_SPEAKABLE}."
+        return {"content": [{"type": "text", "text": result}], "terminate": True}
 
     async def route_answer(self, text: str) -> None:
         """Speak prose the model answered with, or report why it cannot be spoken."""
-        reason = unspeakable_reason(text)
-        if reason is not None:
-            await self.publish_reply(text, "refusal", reason)
-            return
         try:
-            await self.speak_and_wait(text)
+            await self.say(text, unspeakable_reason(text))
         except ExtensionError as exc:
             # No tool result to carry it: the failure goes on the bus instead.
             await self.publish_reply(text, "failed", str(exc))

@@ -398,7 +398,7 @@ class MemoryReflex:
         # τ's ctx.complete sends no temperature of its own (only its agent loop does), so it
         # rides in the body: at llama.cpp's default of 0.8 the 135M model invented facts
         # ("my dog is called Biscuit" → "The user's dog is a cat."). The body replaces the
-        # agent's, whose forced speak tool_choice has no place in a grammar-only request.
+        # agent's, whose tool_choice (forced-tool mode) has no place in a grammar-only request.
         model = model.model_copy(
             update={
                 "max_tokens": UTTERANCE_MAX_TOKENS,

@@ -415,7 +415,7 @@ async def run() -> list[Result]:
                     n=len(embedded),
                     peer=f"n_threads={threads + 1}",
                     peer_value=statistics.median(wider),
-                    note=f"max {max(embedded):.2f} s; one-sentence answers via forced speak",
+                    note=f"max {max(embedded):.2f} s; one-sentence answers in prose",
                 )
             )
     return results

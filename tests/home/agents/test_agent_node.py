@@ -21,6 +21,8 @@ import nats
 from home.agents.agent_node import AgentNode
 from home.agents.errors import RestartBudgetExhausted
 from home.llm.endpoint import ModelEndpoint
+from home.tau_extensions.handset import NOTHING_SPEAKABLE
+from home.tau_extensions.speakable import APOLOGY
 from shared.event import Event, new_binding_id, utc_now
 from shared.schema.catalog import NodeCatalog, NodeSpec, RestartPolicy
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
@@ -124,7 +126,7 @@ async def test_unspeakable_answer_goes_to_the_reply_rail_and_is_reprompted_once(
     assert speaks[0].event.binding_id == said.binding_id
 
 
-async def test_a_second_refusal_earns_no_second_reprompt(
+async def test_a_second_refusal_earns_no_second_reprompt_and_what_is_speakable_is_spoken(
     catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
 ) -> None:
     model.script(
@@ -133,13 +135,37 @@ async def test_a_second_refusal_earns_no_second_reprompt(
     )
     async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
         await edge.say("what is on", received=lambda: node.stats.received)
-        await edge.wait_for("reply.tui", 2)
+        await edge.wait_for("reply.tui")
+        speaks = await edge.wait_for("speak.tui")
         await until(lambda: len(node.stats.outcomes) == 2)
         await asyncio.sleep(0.3)  # room for a wrong third prompt to show up
 
     assert node.stats.reprompts == 1
     assert len(model.requests) == 2
-    assert edge.on("speak") == []
+    assert len(edge.on("reply.tui")) == 1
+    assert [s.event.payload["text"] for s in speaks] == ["kettle on toaster off"]
+
+
+async def test_the_speak_tool_says_only_what_is_speakable_and_apologises_for_nothing(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    model.script(
+        Reply.call("speak", {"text": "It&#39;s <b>on</b> 😀 #*#*#"}),
+        Reply.call("speak", {"text": "#&#39;*n*m*r*h*t*"}),
+        Reply.call("speak", {"text": "&lt;&gt; ### ***"}),
+    )
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        await edge.say("is the kettle on", received=lambda: node.stats.received)
+        await edge.wait_for("speak.tui")
+        await edge.say("and the toaster", received=lambda: node.stats.received)
+        speaks = await edge.wait_for("speak.tui", 2)
+        await until(lambda: len(node.stats.outcomes) == 3)
+
+    assert [s.event.payload["text"] for s in speaks] == ["It's on", APOLOGY]
+    (refusal,) = edge.on("reply.tui")
+    assert refusal.event.payload["reason"] == NOTHING_SPEAKABLE
+    assert node.stats.reprompts == 1
+    assert "could not be read aloud because nothing in it" in model.requests[2].last_user_text
 
 
 async def test_status_lines_go_to_the_reply_rail_and_silence_is_a_valid_turn(

@@ -14,8 +14,14 @@ import pytest
 from llama_cpp import llama_chat_format
 
 from home.llm.errors import LlmServerError
-from home.llm.serve import render_chat_prompt, render_chat_prompts_verbatim
-from home.llm.server import CHAT_FORMAT, LlamaServer
+from home.llm.serve import (
+    DEFAULT_HISTORY_TURNS,
+    history_turns_option,
+    plain_messages,
+    render_chat_prompt,
+    render_chat_prompts_verbatim,
+)
+from home.llm.server import CHAT_FORMAT, LlamaServer, LlamaServerConfig
 
 USER_TEXT = "it's Tom & Jerry"
 ASSISTANT_TEXT = "Biscuit's bowl & lead"
@@ -68,6 +74,33 @@ def test_user_text_earlier_answers_and_tool_arguments_reach_the_model_verbatim(
         assert entity not in prompt
 
 
+@pytest.mark.usefixtures("verbatim_prompts")
+@pytest.mark.parametrize("request_tools", TOOL_CHOICES.values(), ids=TOOL_CHOICES.keys())
+def test_content_parts_reach_the_model_as_text_and_tool_results_leave_no_header(
+    request_tools: dict[str, Any],
+) -> None:
+    parts = [{"type": "text", "text": "it's "}, {"type": "image"}, {"type": "text", "text": "on"}]
+    conversation = [*CONVERSATION, {"role": "user", "content": parts}]
+
+    prompt = render_chat_prompt(conversation, **request_tools)
+
+    assert "<|im_start|>user\nit's on<|im_end|>" in prompt
+    assert "'type'" not in prompt
+    assert "<|im_start|>tool" not in prompt
+    assert "spoken" not in prompt
+    assert f"<|im_end|>\n<|im_start|>user\n{USER_TEXT}<|im_end|>" in prompt
+
+
+@pytest.mark.usefixtures("library_as_shipped")
+def test_the_library_alone_renders_content_parts_as_python_and_a_bare_tool_header() -> None:
+    """What plain_messages corrects; once this fails after an upgrade, it can go."""
+    parts = [{"type": "text", "text": "hello"}]
+    prompt = render_chat_prompt([*CONVERSATION, {"role": "user", "content": parts}])
+
+    assert "[{&#39;type&#39;: &#39;text&#39;, &#39;text&#39;: &#39;hello&#39;}]" in prompt
+    assert "<|im_start|>tool\n<|im_start|>user" in prompt
+
+
 @pytest.mark.usefixtures("library_as_shipped")
 def test_the_library_alone_html_escapes_the_prompt() -> None:
     """The bug home.llm.serve corrects; once this fails after an upgrade, the correction can go."""
@@ -113,3 +146,34 @@ def test_the_embedded_server_runs_through_the_correcting_entry_module() -> None:
 
     assert argv[1:3] == ["-m", "home.llm.serve"]
     assert argv[argv.index("--chat_format") + 1] == CHAT_FORMAT
+
+
+def test_the_model_sees_the_system_prompt_and_the_last_turns_only() -> None:
+    conversation: list[Any] = [{"role": "system", "content": "Be brief."}]
+    for n in range(1, 5):
+        conversation += [
+            {"role": "user", "content": [{"type": "text", "text": f"question {n}"}]},
+            {"role": "assistant", "content": f"answer {n}"},
+        ]
+    conversation.append({"role": "user", "content": "question 5"})
+
+    def seen(history_turns: int | None) -> list[str]:
+        return [str(m.get("content")) for m in plain_messages(conversation, history_turns)]
+
+    assert seen(0) == ["Be brief.", "question 5"]
+    assert seen(1) == ["Be brief.", "question 4", "answer 4", "question 5"]
+    assert seen(None) == seen(100)
+    assert len(seen(100)) == 10
+
+
+def test_the_history_option_is_taken_out_of_the_servers_arguments() -> None:
+    llama_args = ["--model", "m.gguf", "--port", "1"]
+    assert history_turns_option(llama_args) == (DEFAULT_HISTORY_TURNS, llama_args)
+    assert history_turns_option(["--history_turns", "0", *llama_args]) == (0, llama_args)
+    with pytest.raises(LlmServerError, match="--history_turns takes a whole number >= 0, got '-1'"):
+        history_turns_option(["--history_turns", "-1"])
+    with pytest.raises(LlmServerError, match="got ''"):
+        history_turns_option(["--history_turns"])
+    argv = LlamaServer(LlamaServerConfig(history_turns=3)).argv()
+    assert argv[argv.index("--history_turns") + 1] == "3"
+    assert "--history_turns" not in LlamaServer().argv()

@@ -118,7 +118,7 @@ async def memory_agent(
 
     ``grammar`` declares the scripted model's decode-constraint dialect, as the
     embedded model's endpoint does (``gbnf``): the evaluator then takes its utterance form.
-    Such an endpoint also forces the speak tool, as the embedded one does.
+    Such an endpoint also forces the speak tool, as the embedded one can (forced-tool mode).
     """
     token_file = data_dir / f"{spec.agent}.token"
     token_file.parent.mkdir(parents=True, exist_ok=True)

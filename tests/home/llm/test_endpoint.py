@@ -1,0 +1,35 @@
+"""The embedded endpoint per answer mode: what rides in every request's body."""
+
+from __future__ import annotations
+
+from home.llm.endpoint import (
+    EMBEDDED_ANSWER_MODE,
+    AnswerMode,
+    Sampling,
+    embedded_endpoint,
+    forced_tool_choice,
+)
+
+
+def test_the_shipped_mode_answers_in_prose_with_no_tool_named() -> None:
+    assert EMBEDDED_ANSWER_MODE is AnswerMode.PROSE
+    endpoint = embedded_endpoint("http://127.0.0.1:1/v1", "speak")
+    assert "tool_choice" not in endpoint.extra_body
+    assert "tool_choice" not in endpoint.tau_entry()["extra_body"]
+
+
+def test_forced_tool_mode_names_the_answer_tool_and_no_tool_names_nothing() -> None:
+    forced = embedded_endpoint("http://127.0.0.1:1/v1", "speak", AnswerMode.FORCED_TOOL)
+    assert forced.extra_body["tool_choice"] == forced_tool_choice("speak")
+    toolless = embedded_endpoint("http://127.0.0.1:1/v1", None, AnswerMode.FORCED_TOOL)
+    assert "tool_choice" not in toolless.extra_body
+
+
+def test_sampling_rides_in_the_request() -> None:
+    endpoint = embedded_endpoint(
+        "http://127.0.0.1:1/v1", "speak", sampling=Sampling(temperature=0.5, repeat_penalty=1.2)
+    )
+    entry = endpoint.tau_entry()
+    assert entry["temperature"] == 0.5
+    assert entry["extra_body"]["repeat_penalty"] == 1.2
+    assert entry["stream"] is False
