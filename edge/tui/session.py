@@ -36,6 +36,7 @@ from edge.tui.wire import (
     parse_incoming,
     speech_ack,
 )
+from shared.bus_credentials import credentials_refused, redact, refused_message
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id, utc_now
 from shared.nats_confirm import confirm_subscriptions
@@ -119,7 +120,11 @@ class EdgeSession:
                 error_cb=self._error,
             )
         except (NatsError, OSError, TimeoutError) as exc:
-            raise TransportError(f"cannot reach NATS at {self.nats_url}: {exc}") from exc
+            if credentials_refused(exc):
+                raise TransportError(
+                    f"home's NATS refused the connection: {refused_message(self.nats_url)}"
+                ) from exc
+            raise TransportError(f"cannot reach NATS at {redact(self.nats_url)}: {exc}") from exc
         # ...then, once connected, never give up: a restarted home or edge NATS comes back.
         self._nc.options["max_reconnect_attempts"] = -1
         return self

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from shared.bus_credentials import home_admin_url
+
 # The embedded model loads before its agent reports running.
 START_TIMEOUT_S = 180.0
 
@@ -77,7 +79,10 @@ async def running_home(
             while not await home.ready():
                 assert proc.returncode is None, (data_dir.parent / "home-up.log").read_text()
                 await asyncio.sleep(0.5)
-        home.nats_url = json.loads((data_dir / "home.json").read_text())["nats_url"]
+        # As the home's admin bus user, the way the CLI connects.
+        home.nats_url = home_admin_url(
+            data_dir, json.loads((data_dir / "home.json").read_text())["nats_url"]
+        )
         yield home
     finally:
         try:
