@@ -112,9 +112,9 @@ def has_credentials(url: str) -> bool:
     return bool(parts.username and parts.password)
 
 
-def credentials_refused(exc: BaseException) -> bool:
+def credentials_refused(exc: BaseException | None) -> bool:
     """True if a connection failed because the server refused its credentials (or none)."""
-    return "authorization violation" in str(exc).lower()
+    return exc is not None and "authorization violation" in str(exc).lower()
 
 
 def refused_message(url: str) -> str:

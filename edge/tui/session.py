@@ -102,6 +102,7 @@ class EdgeSession:
         self._subs: list[Subscription] = []
         self._rtt_task: asyncio.Task[None] | None = None
         self._sequences: dict[str, itertools.count[int]] = {}
+        self._last_error: BaseException | None = None
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -120,7 +121,8 @@ class EdgeSession:
                 error_cb=self._error,
             )
         except (NatsError, OSError, TimeoutError) as exc:
-            if credentials_refused(exc):
+            # After its retries nats-py says only "no servers"; the refusal came before.
+            if credentials_refused(exc) or credentials_refused(self._last_error):
                 raise TransportError(
                     f"home's NATS refused the connection: {refused_message(self.nats_url)}"
                 ) from exc
@@ -283,4 +285,5 @@ class EdgeSession:
 
     async def _error(self, exc: Exception) -> None:
         # Reconnect attempts against a dead server land here; the link state says enough.
-        log.debug("NATS error on %s: %s", self.nats_url, exc)
+        self._last_error = exc
+        log.debug("NATS error on %s: %s", redact(self.nats_url), exc)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -387,3 +388,29 @@ async def test_with_authorization_off_anyone_may_write_as_any_agent_and_control_
             await anyone.close()
     finally:
         await stop_home(live)
+
+
+async def edge_say(*args: str) -> tuple[int, str]:
+    """``edge say ARGS``: its exit code and everything it printed."""
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("edge")), "say", "hello", *args,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode()
+
+
+async def test_direct_without_credentials_is_refused_with_what_to_give_instead(
+    home: LiveHome, tmp_path: Path
+) -> None:
+    code, out = await edge_say("--direct", home.url, "--data-dir", str(tmp_path / "elsewhere"))
+    assert code == 1
+    assert "carries no credentials" in out and "--data-dir" in out
+    # With the home's own data dir, the admin's credentials get it onto the bus: it
+    # then waits for an answer no agent gives (no model here), and says so.
+    code, out = await edge_say(
+        "--direct", home.url, "--data-dir", str(home.config.data_dir), "--timeout", "0.5"
+    )
+    assert code == 1
+    assert "timeout" in out and "credentials" not in out
