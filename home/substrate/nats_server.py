@@ -173,13 +173,21 @@ class NatsServer:
         """When the server last (re)loaded its configuration, from its monitoring endpoint."""
         if self.monitor_url is None:
             raise ComponentError("nats-server has no monitoring endpoint to confirm a reload")
-        with urllib.request.urlopen(f"{self.monitor_url}/varz", timeout=2) as answer:
-            return str(json.load(answer)["config_load_time"])
+        try:
+            with urllib.request.urlopen(f"{self.monitor_url}/varz", timeout=2) as answer:
+                return str(json.load(answer)["config_load_time"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise ComponentError(
+                f"nats-server's monitoring endpoint {self.monitor_url} cannot confirm a "
+                f"configuration reload: {exc!r}"
+            ) from exc
 
     def scan_violations(self) -> list[tuple[str, str, str]]:
         """Read the server's log since the last scan; count and log each permissions violation."""
         path = self.work_dir / "nats-server.log"
         try:
+            if path.stat().st_size < self._log_offset:
+                self._log_offset = 0  # a new log (truncated or replaced): read it all
             with path.open("rb") as handle:
                 handle.seek(self._log_offset)
                 text = handle.read()

@@ -14,6 +14,7 @@ from home.substrate.bus_auth import (
     render_authorization,
     router_user,
 )
+from home.substrate.nats_server import NatsServer
 from home.substrate.routing import Route
 from shared.bus_credentials import BusCredentials
 from shared.schema import NodeCatalog, load_bridge_half, load_node_catalog
@@ -104,3 +105,27 @@ async def test_the_authority_writes_files_and_reloads_only_on_change(tmp_path: P
     assert len(reloads) == 2
     assert not (tmp_path / "nats" / "users" / "agent.edge_asr.json").exists()
     assert {u["user"] for u in authority.view()} == {"admin", "substrate", "router"}
+
+
+def test_violations_are_read_from_the_server_log_once_each(tmp_path: Path) -> None:
+    server = NatsServer(tmp_path)
+    log = tmp_path / "nats-server.log"
+    lines = [
+        '[1] 2026/12/01 21:41:08.274692 [ERR] 127.0.0.1:49794 - cid:5 - "v2.16.0:python3" - '
+        '"$G/user:agent.edge_asr" - Publish Violation - Subject "home.control.ping"',
+        '[1] 2026/12/01 21:41:08.274712 [ERR] 127.0.0.1:49794 - cid:5 - "v2.16.0:python3" - '
+        '"$G/user:bridge.board" - Subscription Violation - '
+        'Subject "events.sensation.tui.turn", SID 1',
+    ]
+    log.write_text(lines[0] + "\n" + lines[1])  # the second line is still being written
+    assert server.scan_violations() == [("agent.edge_asr", "publish", "home.control.ping")]
+    with log.open("a") as more:
+        more.write("\n" + lines[0] + "\n")
+    assert server.scan_violations() == [
+        ("bridge.board", "subscribe", "events.sensation.tui.turn"),
+        ("agent.edge_asr", "publish", "home.control.ping"),
+    ]
+    assert server.scan_violations() == []
+    assert server.violations_view()[0] == {
+        "user": "agent.edge_asr", "kind": "publish", "subject": "home.control.ping", "count": 2,
+    }  # fmt: skip
