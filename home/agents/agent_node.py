@@ -82,6 +82,7 @@ from shared.schema.catalog import NodeSpec
 from shared.subjects import (
     agent_out_prefix,
     parse_subject,
+    private_inbox_prefix,
     reply_subject,
     workspace_in_subject,
 )
@@ -241,7 +242,11 @@ class AgentNode:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._nc = await nats.connect(
-                self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
+                self.nats_url,
+                name=self.spec.name,
+                max_reconnect_attempts=-1,
+                # Its replies and its inbox's deliveries, where only it may subscribe.
+                inbox_prefix=private_inbox_prefix(self.spec.name),
             )
             await self._tau.start()
             self._watcher = asyncio.create_task(self._watch_tau(), name=f"{self.spec.name}-watch")

@@ -4,9 +4,11 @@ nats-server enforces all of it (docs/architecture.md "Security"); this module on
 decides, as pure functions, and writes what it decided:
 
 - :func:`node_user`: a catalog node publishes what the catalog says it publishes
-  (an agent: its own ``events.workspace.<agent>.out.>``, whatever else it declares)
-  and subscribes what it declares, its own rails and its health subjects; it may
-  answer requests made to it (``allow_responses``), nothing more.
+  (an agent: its own ``events.workspace.<agent>.out.>``, whatever else it declares,
+  plus the JetStream calls of its own durable inbox consumer and nothing else of
+  JetStream) and subscribes what it declares, its own rails, its health subjects
+  (an agent: and its private ``_INBOX.<node>.>``); it may answer requests made to
+  it (``allow_responses``), nothing more.
 - :func:`bridge_user`: a device's bridge half publishes that device's imports and
   its link status, and subscribes that device's exports.
 - :func:`router_user`: the router subscribes the active bindings and the
@@ -33,7 +35,12 @@ from home.substrate.launchers import node_health_subject
 from home.substrate.routing import Route
 from shared.bus_credentials import ADMIN_USER, USERS_DIR, BusCredentials, credentials_file
 from shared.schema import BridgeHalf, NodeSpec
-from shared.subjects import agent_out_prefix, bridge_status_subject
+from shared.subjects import (
+    agent_inbox_durable,
+    agent_out_prefix,
+    bridge_status_subject,
+    private_inbox_prefix,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,7 @@ ROUTER_USER = "router"
 EVERYTHING = (">",)
 DEVICELESS_SPEAK = "events.workspace.*.out.speak"
 RESOLVED_SPEAK = "events.workspace.*.out.speak.*"
+SPEECH_ACKS = "events.action.speech.completed.*"
 
 
 @dataclass(frozen=True)
@@ -76,16 +84,37 @@ def _unique(patterns: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(patterns))
 
 
+def durable_inbox_rights(agent: str) -> list[str]:
+    """What an agent node publishes to read its rail through its own durable consumer
+    (``home/agents/inbox.py``): find the stream, make and look up that consumer, ack
+    its messages; nothing of any other consumer or stream."""
+    durable = agent_inbox_durable(agent)
+    return [
+        "$JS.API.STREAM.NAMES",
+        f"$JS.API.CONSUMER.INFO.*.{durable}",
+        f"$JS.API.CONSUMER.CREATE.*.{durable}",
+        f"$JS.API.CONSUMER.CREATE.*.{durable}.>",
+        f"$JS.API.CONSUMER.DURABLE.CREATE.*.{durable}",
+        f"$JS.ACK.*.{durable}.>",
+    ]
+
+
 def node_user(spec: NodeSpec) -> BusUser:
     """A catalog node's user, named after the node."""
     publish = list(spec.publishes)
+    own = list(spec.publishes)
+    replies: list[str] = []
     if spec.agent is not None:
-        publish = [f"{agent_out_prefix(spec.agent)}.>"]
+        own = [f"{agent_out_prefix(spec.agent)}.>"]
+        publish = [*own, *durable_inbox_rights(spec.agent)]
+        # Every agent node watches the speech acks (which device has gone silent), and
+        # reads its replies and its inbox's deliveries under its own prefix.
+        replies = [SPEECH_ACKS, f"{private_inbox_prefix(spec.name)}.>"]
     health = [node_health_subject(spec.name)]
     declared = spec.config.get("health_subject")  # a service node may name its own
     if isinstance(declared, str):
         health.append(declared)
-    subscribe = [*spec.subscribes, *publish, *health]
+    subscribe = [*spec.subscribes, *own, *health, *replies]
     return BusUser(spec.name, _unique(publish), _unique(subscribe), allow_responses=True)
 
 

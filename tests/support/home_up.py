@@ -38,6 +38,10 @@ class RunningHome:
         out, _ = await run.communicate()
         return run.returncode or 0, out.decode()
 
+    def server_log(self) -> str:
+        """What home's nats-server has logged so far."""
+        return (self.data_dir / "nats" / "nats-server.log").read_text(encoding="utf-8")
+
     async def status(self) -> dict[str, Any] | None:
         """``home status --json``, or None while home cannot say."""
         _, out = await self.cli("status", "--json")
@@ -84,6 +88,9 @@ async def running_home(
             data_dir, json.loads((data_dir / "home.json").read_text())["nats_url"]
         )
         yield home
+        # Everything the block made home do stayed within each node's bus rights.
+        refused = [line for line in home.server_log().splitlines() if "Violation" in line]
+        assert not refused, "nats-server refused:\n" + "\n".join(refused)
     finally:
         try:
             if proc.returncode is None:

@@ -28,11 +28,17 @@ def shipped() -> NodeCatalog:
 
 def test_an_agent_publishes_only_its_own_out_rail() -> None:
     user = node_user(shipped()["agent.edge_asr"])
-    assert user.publish == ("events.workspace.edge_asr.out.>",)
+    assert user.publish[0] == "events.workspace.edge_asr.out.>"
+    assert not any(p.startswith("events.") for p in user.publish[1:])
     assert "events.workspace.edge_asr.in" in user.subscribe
     assert "home.node.agent.edge_asr.health" in user.subscribe
     assert user.allow_responses
     assert not any(p.startswith(("home.control", "$JS")) for p in user.subscribe)
+    # Of JetStream, only its own durable inbox consumer, and its own replies.
+    jetstream = [p for p in user.publish if p.startswith("$JS")]
+    assert all("agent_edge_asr_inbox" in p for p in jetstream if "CONSUMER" in p or "ACK" in p)
+    assert not any(".DELETE." in p or p.startswith("$JS.API.STREAM.INFO") for p in jetstream)
+    assert "_INBOX.agent.edge_asr.>" in user.subscribe and "_INBOX.>" not in user.subscribe
 
 
 def test_an_effector_publishes_only_its_acks() -> None:

@@ -251,7 +251,7 @@ def classes(agent: str | None, device: str | None) -> dict[str, tuple[str, str]]
             f"events.workspace.visitor.out.speak.{other_device}",
         ),
         "control": ("home.control.ping", "home.control.ping"),
-        "jetstream": ("$JS.API.STREAM.NAMES", "$JS.API.STREAM.NAMES"),
+        "jetstream": ("$JS.API.STREAM.INFO.EVENTS", "$JS.API.STREAM.INFO.EVENTS"),
         "journal": ("events.journal.append.b1", "events.journal.append.b1"),
     }
 
