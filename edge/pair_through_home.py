@@ -18,7 +18,8 @@ from nats.errors import Error as NatsError
 from bridge.pair import PairingFiles
 from edge.config.model import BridgeConfig, EdgeConfig
 from edge.errors import BridgeUnavailable
-from shared.bus_credentials import BusCredentialsError, home_admin_url
+from shared.bus_credentials import home_admin_url
+from shared.errors import BusCredentialsError
 
 STATE_FILE = "home.json"
 PAIR_SUBJECT = "home.control.bridge.pair"

@@ -16,15 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from shared.errors import ConfigurationError
+from shared.errors import BusCredentialsError
 
 USERS_DIR = Path("nats") / "users"
 ADMIN_USER = "admin"
 PASSWORD_BYTES = 24
-
-
-class BusCredentialsError(ConfigurationError):
-    """A bus credentials file is missing or unreadable, or a URL carries none."""
 
 
 @dataclass(frozen=True)

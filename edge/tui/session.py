@@ -102,7 +102,7 @@ class EdgeSession:
         self._subs: list[Subscription] = []
         self._rtt_task: asyncio.Task[None] | None = None
         self._sequences: dict[str, itertools.count[int]] = {}
-        self._last_error: BaseException | None = None
+        self._refused_credentials = False
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -122,7 +122,7 @@ class EdgeSession:
             )
         except (NatsError, OSError, TimeoutError) as exc:
             # After its retries nats-py says only "no servers"; the refusal came before.
-            if credentials_refused(exc) or credentials_refused(self._last_error):
+            if credentials_refused(exc) or self._refused_credentials:
                 raise TransportError(
                     f"home's NATS refused the connection: {refused_message(self.nats_url)}"
                 ) from exc
@@ -285,5 +285,6 @@ class EdgeSession:
 
     async def _error(self, exc: Exception) -> None:
         # Reconnect attempts against a dead server land here; the link state says enough.
-        self._last_error = exc
+        # Any attempt refused for credentials says more than a later one's timeout.
+        self._refused_credentials = self._refused_credentials or credentials_refused(exc)
         log.debug("NATS error on %s: %s", redact(self.nats_url), exc)

@@ -21,7 +21,8 @@ from edge.errors import NatsServerError
 from edge.natsd import LocalNatsServer
 from edge.pair_through_home import STATE_FILE
 from edge.tui.errors import TransportError
-from shared.bus_credentials import BusCredentialsError, with_home_credentials
+from shared.bus_credentials import with_home_credentials
+from shared.errors import BusCredentialsError
 
 _LINK_POLL_S = 0.05
 

@@ -20,7 +20,8 @@ from home.substrate import control
 from home.substrate.control import ControlReply, ControlRequest
 from home.substrate.datadir import HomeState, find_home
 from home.substrate.errors import ControlTimeout, HomeNotRunning
-from shared.bus_credentials import BusCredentialsError, home_admin_url
+from shared.bus_credentials import home_admin_url
+from shared.errors import BusCredentialsError
 
 DEFAULT_TIMEOUT_S = 10.0
 

@@ -10,7 +10,6 @@ import pytest
 from shared.bus_credentials import (
     ADMIN_USER,
     BusCredentials,
-    BusCredentialsError,
     credentials_file,
     has_credentials,
     home_admin_url,
@@ -18,6 +17,7 @@ from shared.bus_credentials import (
     refused_message,
     with_home_credentials,
 )
+from shared.errors import BusCredentialsError
 
 
 def test_written_owner_only_and_read_back(tmp_path: Path) -> None:
