@@ -18,6 +18,8 @@ from nats.errors import Error as NatsError
 from bridge.pair import PairingFiles
 from edge.config.model import BridgeConfig, EdgeConfig
 from edge.errors import BridgeUnavailable
+from shared.bus_credentials import home_admin_url
+from shared.errors import BusCredentialsError
 
 STATE_FILE = "home.json"
 PAIR_SUBJECT = "home.control.bridge.pair"
@@ -55,7 +57,12 @@ async def pair_through_home(data_dir: Path, device: str) -> HomePairing:
             f"`home up --data-dir {data_dir}`"
         ) from exc
     try:
-        nc = await nats.connect(nats_url, allow_reconnect=False, connect_timeout=CONNECT_TIMEOUT_S)
+        # As the home's admin: pairing is a control verb (docs/architecture.md "Security").
+        admin = home_admin_url(data_dir, nats_url)
+    except BusCredentialsError as exc:
+        raise HomeNotRunning(f"the home in {data_dir} cannot be spoken to: {exc}") from exc
+    try:
+        nc = await nats.connect(admin, allow_reconnect=False, connect_timeout=CONNECT_TIMEOUT_S)
     except (NatsError, OSError) as exc:
         raise HomeNotRunning(
             f"the home in {data_dir} does not answer at {nats_url} ({exc}); is "

@@ -14,17 +14,19 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from home.agents.launchers import TOKENS_DIR, EffectorLauncher, ModelChoice, TauAgentLauncher
 from home.bridge import HomeBridgeComponent
+from home.bridge.component import paired_home_halves
 from home.jmfts.component import JmftsComponent
 from home.jmfts.locate import HOME_SUBDIR as JMFTS_HOME_SUBDIR
 from home.llm.component import EmbeddedLlmComponent, ExternalLlmComponent
 from home.substrate import control
+from home.substrate.bus_auth import BusAuthority, bridge_user_name
 from home.substrate.component import ComponentRegistry, ComponentStatus
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import DataDirLock, HomeState
@@ -33,7 +35,7 @@ from home.substrate.launchers import LAUNCHERS, Launcher
 from home.substrate.nats_server import NatsServer
 from home.substrate.substrate_component import Substrate
 from shared.errors import SchemaError
-from shared.schema import load_node_catalog
+from shared.schema import BridgeHalf, load_bridge_half, load_node_catalog
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +47,28 @@ ReadyCallback = Callable[[HomeState, ComponentRegistry], None]
 def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, Substrate]:
     """The components of a home, in start order."""
     registry = ComponentRegistry()
-    nats_server = NatsServer(config.data_dir / "nats", config.host, config.nats_port)
+    authority = bus_authority(config)
+    nats_server = NatsServer(
+        config.data_dir / "nats", config.host, config.nats_port, authority=authority
+    )
 
     async def components_view() -> dict[str, Any]:
-        return {"components": components_table(registry)}
+        bus = {
+            "authorization": authority is not None,
+            "users": authority.view() if authority is not None else [],
+            "violations": nats_server.violations_view(),
+        }
+        return {"components": components_table(registry), "bus": bus}
 
     def services() -> dict[str, str]:
         return {c.name: c.info().address for c in registry.components}
 
     bridge = HomeBridgeComponent(
-        config.data_dir, lambda: nats_server.url, host=config.host, port=config.bridge_port
+        config.data_dir,
+        lambda: nats_server.url,
+        host=config.host,
+        port=config.bridge_port,
+        device_url=None if authority is None else device_urls(authority, nats_server),
     )
     substrate = Substrate(
         config,
@@ -63,6 +77,7 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
         status_extra=components_view,
         services=services,
         handlers={control.BRIDGE_PAIR: bridge.pair_device},
+        authority=authority,
     )
     registry.register(nats_server)
     llm = llm_component(config)
@@ -79,6 +94,39 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
     registry.register(substrate)
     registry.register(bridge)
     return registry, nats_server, substrate
+
+
+def bus_authority(config: HomeConfig) -> BusAuthority | None:
+    """The bus's users for this home (None: a bus without authorization)."""
+    if not config.bus_auth:
+        return None
+    return BusAuthority(
+        config.data_dir,
+        config.data_dir / "nats" / "authorization.conf",
+        halves=lambda: usable_halves(config.data_dir),
+    )
+
+
+def device_urls(authority: BusAuthority, server: NatsServer) -> Callable[[str], Awaitable[str]]:
+    """Each device's bus URL, as its bridge half's own user."""
+
+    async def device_url(device: str) -> str:
+        # A device paired a moment ago needs its user before its half connects.
+        await authority.refresh()
+        return authority.url(bridge_user_name(device), server.url)
+
+    return device_url
+
+
+def usable_halves(data_dir: Path) -> list[BridgeHalf]:
+    """The paired home halves that load; the bridge component reports the others."""
+    halves = []
+    for path in paired_home_halves(data_dir):
+        try:
+            halves.append(load_bridge_half(path))
+        except SchemaError as exc:
+            log.warning("bus authorization: skipping unusable half %s: %s", path, exc)
+    return halves
 
 
 def catalog_agents(catalog: Path) -> dict[str, tuple[str, ...]]:

@@ -88,6 +88,15 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
             "2222); it runs when a device is paired into DATA_DIR/bridge.",
         ),
     ] = None,
+    bus_auth: Annotated[
+        bool,
+        typer.Option(
+            "--bus-auth/--no-bus-auth",
+            hidden=True,
+            help="One bus user per node, enforced by nats-server. Off only to measure its "
+            "cost (tests/bench/substrate.py): then any local process can speak for any node.",
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Log JSON lines to stderr.")] = False,
 ) -> None:
     """Start the home and stay in the foreground until Ctrl-C or SIGTERM.
@@ -118,6 +127,7 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
         llm_url=llm_url,
         llm_model=llm_model,
         memory=memory,
+        bus_auth=bus_auth,
     )
 
     def ready(state: HomeState, registry: ComponentRegistry) -> None:

@@ -15,7 +15,7 @@
 #   edge tui --data-dir DATA_DIR --device tui     (pairs through the running home, once)
 # and, with TETHER_UP_VIA=direct (no bridge: the TUI on home's own NATS), instead of the
 # bridge: the `nats_url` key of DATA_DIR/home.json, the running home's state file, and
-# `edge tui --direct NATS_URL --device tui`.
+# `edge tui --direct NATS_URL --data-dir DATA_DIR --device tui`.
 #
 # Environment: TETHER_UP_TIMEOUT (seconds to wait for a healthy home, default 300),
 # TETHER_BRIDGE_PORT (home's SSH endpoint, default 2222), TETHER_UP_SCHEMA (the schema
@@ -95,7 +95,8 @@ fi
 if [ "$via" = direct ]; then
     nats_url="$("$bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["nats_url"])' \
         "$data_dir/home.json")" || die "cannot read the home's nats_url from $data_dir/home.json"
-    tui_args=(--direct "$nats_url")
+    # --data-dir too: home's bus admits the TUI with that home's admin credentials.
+    tui_args=(--direct "$nats_url" --data-dir "$data_dir")
 else
     tui_args=(--data-dir "$data_dir")
 fi

@@ -20,9 +20,11 @@ The wire contract's own tree::
     │   ├── EnvelopeTooLarge   the serialized event exceeds the configured limit
     │   └── NotTextOnly        audio, bytes, a base64 blob or an oversize string
     ├── SubjectError           (InputError) a subject, pattern or token is malformed
-    └── SchemaError            (ConfigurationError) a YAML document (catalog, activation
-                               schema, bridge half) is malformed; carries every issue with
-                               file, line and key
+    ├── SchemaError            (ConfigurationError) a YAML document (catalog, activation
+    │                          schema, bridge half) is malformed; carries every issue with
+    │                          file, line and key
+    └── BusCredentialsError    (ConfigurationError) a bus credentials file is missing or
+                               unreadable (shared/bus_credentials.py)
 
 Each package's ``errors`` module draws its part of the tree the same way.
 """
@@ -110,3 +112,7 @@ class SchemaError(ContractError, ConfigurationError):
             raise ValueError("SchemaError needs at least one issue")
         self.issues = list(issues)
         super().__init__("\n".join(str(i) for i in self.issues))
+
+
+class BusCredentialsError(ContractError, ConfigurationError):
+    """A bus credentials file is missing or unreadable (:mod:`shared.bus_credentials`)."""

@@ -138,6 +138,20 @@ def edge_notice_subject(device: str) -> str:
 BRIDGE_STATUS_EVENT_TYPE = "bridge.status"
 
 
+def agent_inbox_durable(agent: str) -> str:
+    """The JetStream consumer an agent reads its inbound rail through, shared by its lives."""
+    return f"agent_{check_name(agent, 'agent')}_inbox"
+
+
+def private_inbox_prefix(user: str) -> str:
+    """``_INBOX.<user>``: where a bus user's request replies and push deliveries arrive.
+
+    A client that connects with it as its inbox prefix can be allowed to subscribe
+    its own replies without seeing anyone else's.
+    """
+    return f"_INBOX.{user}"
+
+
 def speech_completed_subject(binding_id: str) -> str:
     """``events.action.speech.completed.<binding_id>``: the TTS ack after playback."""
     return f"events.action.speech.completed.{check_binding_id(binding_id)}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,11 @@ class HomeBridgeEndpoint:
     host key; ``host``/``port`` override the halves' ``listen`` (``port=0``: any free port).
     It listens on every distinct address the halves declare: a device paired with
     another ``--listen`` host must not be cut off because another half came first.
+
+    ``device_url``, when given, names the local NATS URL (with that device's own
+    credentials) each device's core connects with, one connection per device, so
+    the bus can hold each device to its own half; without it every core shares one
+    connection to ``nats_url``.
     """
 
     def __init__(
@@ -59,6 +64,7 @@ class HomeBridgeEndpoint:
         host: str | None = None,
         port: int | None = None,
         heartbeat_s: float = 2.0,
+        device_url: Callable[[str], Awaitable[str]] | None = None,
     ) -> None:
         if not halves:
             raise BridgeError("the home bridge endpoint needs at least one home half")
@@ -76,6 +82,9 @@ class HomeBridgeEndpoint:
         self._nats_url = nats_url
         self._heartbeat_s = heartbeat_s
         self._nc: NATS | None = None
+        self._device_url = device_url
+        self._device_nc: dict[str, NATS] = {}
+        self._started = False
         self.cores: dict[str, BridgeCore] = {}
         self._acceptors: list[asyncssh.SSHAcceptor] = []
         self.logins = LoginGate()
@@ -98,19 +107,34 @@ class HomeBridgeEndpoint:
         self.halves[half.device] = half
         self.clients[fingerprint] = AuthorizedClient(fingerprint, half.device, half.endpoint.user)
 
-    async def _start_core(self, nc: NATS, half: BridgeHalf) -> None:
+    async def _connection(self, device: str) -> NATS:
+        if self._device_url is None:
+            if self._nc is None:
+                self._nc = await self._connect(self._nats_url, "bridge-home")
+            return self._nc
+        url = await self._device_url(device)
+        self._device_nc[device] = await self._connect(url, f"bridge-home-{device}")
+        return self._device_nc[device]
+
+    @staticmethod
+    async def _connect(url: str, name: str) -> NATS:
+        try:
+            return await nats.connect(url, name=name)
+        except (NatsError, OSError) as exc:
+            where = url.rpartition("@")[2]  # never the credentials in a message
+            raise LinkError(f"cannot connect to local NATS at {where} as {name}: {exc}") from exc
+
+    async def _start_core(self, half: BridgeHalf) -> None:
+        nc = await self._connection(half.device)
         core = BridgeCore(half, nc, device=half.device, heartbeat_s=self._heartbeat_s)
         await core.start()
         self.cores[half.device] = core
 
     async def start(self) -> None:
         """Connect to local NATS, subscribe every half's exports, listen for boards."""
-        try:
-            self._nc = await nats.connect(self._nats_url, name="bridge-home")
-        except (NatsError, OSError) as exc:
-            raise LinkError(f"cannot connect to local NATS at {self._nats_url}: {exc}") from exc
+        self._started = True
         for half in self.halves.values():
-            await self._start_core(self._nc, half)
+            await self._start_core(half)
         for i, (host, port) in enumerate(self._requested):
             self.addresses[i] = await self._listen(host, port)
         self.host, self.port = self.addresses[0]
@@ -140,17 +164,18 @@ class HomeBridgeEndpoint:
 
     async def add(self, half: BridgeHalf) -> None:
         """Serve one more paired device, on the running endpoint; links already up stay up."""
-        if self._nc is None:
+        if not self._started:
             raise BridgeError("the home bridge endpoint is not started")
         self._authorize(half)
         try:
-            await self._start_core(self._nc, half)
+            await self._start_core(half)
             requested = self._address_of(half)
             if requested not in self._requested:
                 self.addresses.append(await self._listen(*requested))
                 self._requested.append(requested)
         except BaseException:
             self._forget(half.device)
+            await self._close(self._device_nc.pop(half.device, None))
             raise
         log.info("home bridge endpoint now serves %s (on %s)", half.device, self.listening)
 
@@ -160,6 +185,13 @@ class HomeBridgeEndpoint:
         core = self.cores.pop(device, None)
         if core is not None:
             await core.stop()
+        await self._close(self._device_nc.pop(device, None))
+
+    @staticmethod
+    async def _close(nc: NATS | None) -> None:
+        if nc is not None:
+            with contextlib.suppress(NatsError, OSError):
+                await nc.drain()
 
     def _forget(self, device: str) -> None:
         self.halves.pop(device, None)
@@ -201,7 +233,8 @@ class HomeBridgeEndpoint:
         self._acceptors.clear()
         for core in self.cores.values():
             await core.stop()
-        if self._nc is not None:
-            with contextlib.suppress(NatsError, OSError):
-                await self._nc.drain()
-            self._nc = None
+        for device in list(self._device_nc):
+            await self._close(self._device_nc.pop(device))
+        await self._close(self._nc)
+        self._nc = None
+        self._started = False

@@ -76,7 +76,7 @@ def transport_for(
 ) -> tuple[AbstractAsyncContextManager[str], str]:
     """The NATS URL's context and a label for the status bar, from the CLI options."""
     if direct_url is not None:
-        return direct(direct_url), "direct"
+        return direct(direct_url, data_dir), "direct"
     return _bridged(data_dir, device, wait_link_s), "bridge"
 
 
@@ -118,7 +118,9 @@ DirectOpt = Annotated[
     typer.Option(
         "--direct",
         metavar="NATS_URL",
-        help="Skip the bridge: talk straight to a home's NATS (e.g. nats://127.0.0.1:4222).",
+        help="Skip the bridge: talk straight to a home's NATS (e.g. nats://127.0.0.1:4222). "
+        "Its bus admits only known users: the admin credentials of the home in --data-dir "
+        "are used when the URL names that home, else give nats://USER:PASSWORD@HOST:PORT.",
     ),
 ]
 

@@ -36,6 +36,7 @@ from edge.tui.wire import (
     parse_incoming,
     speech_ack,
 )
+from shared.bus_credentials import credentials_refused, redact, refused_message
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id, utc_now
 from shared.messages.history import HistoryReply, HistoryRequest, history_subject
@@ -102,6 +103,7 @@ class EdgeSession:
         self._subs: list[Subscription] = []
         self._rtt_task: asyncio.Task[None] | None = None
         self._sequences: dict[str, itertools.count[int]] = {}
+        self._refused_credentials = False
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -120,7 +122,12 @@ class EdgeSession:
                 error_cb=self._error,
             )
         except (NatsError, OSError, TimeoutError) as exc:
-            raise TransportError(f"cannot reach NATS at {self.nats_url}: {exc}") from exc
+            # After its retries nats-py says only "no servers"; the refusal came before.
+            if credentials_refused(exc) or self._refused_credentials:
+                raise TransportError(
+                    f"home's NATS refused the connection: {refused_message(self.nats_url)}"
+                ) from exc
+            raise TransportError(f"cannot reach NATS at {redact(self.nats_url)}: {exc}") from exc
         # ...then, once connected, never give up: a restarted home or edge NATS comes back.
         self._nc.options["max_reconnect_attempts"] = -1
         return self
@@ -302,4 +309,6 @@ class EdgeSession:
 
     async def _error(self, exc: Exception) -> None:
         # Reconnect attempts against a dead server land here; the link state says enough.
-        log.debug("NATS error on %s: %s", self.nats_url, exc)
+        # Any attempt refused for credentials says more than a later one's timeout.
+        self._refused_credentials = self._refused_credentials or credentials_refused(exc)
+        log.debug("NATS error on %s: %s", redact(self.nats_url), exc)

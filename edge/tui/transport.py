@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from edge.errors import NatsServerError
 from edge.natsd import LocalNatsServer
+from edge.pair_through_home import STATE_FILE
 from edge.tui.errors import TransportError
+from shared.bus_credentials import with_home_credentials
+from shared.errors import BusCredentialsError
 
 _LINK_POLL_S = 0.05
 
@@ -40,9 +45,22 @@ BridgeFactory = Callable[[str], EdgeBridge]
 
 
 @contextlib.asynccontextmanager
-async def direct(nats_url: str) -> AsyncIterator[str]:
-    """Talk straight to ``nats_url`` (a home on this machine); nothing to start."""
-    yield nats_url
+async def direct(nats_url: str, data_dir: Path | None = None) -> AsyncIterator[str]:
+    """Talk straight to ``nats_url`` (a home on this machine); nothing to start.
+
+    A URL without credentials gets the admin's of the home in ``data_dir`` when it
+    names that home's server; otherwise home's bus refuses it, and the session
+    says so (docs/architecture.md "Security").
+    """
+    home_url = None
+    if data_dir is not None:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            home_url = str(json.loads((data_dir / STATE_FILE).read_text())["nats_url"])
+    try:
+        url = nats_url if data_dir is None else with_home_credentials(nats_url, data_dir, home_url)
+    except BusCredentialsError as exc:
+        raise TransportError(str(exc)) from exc
+    yield url
 
 
 @contextlib.asynccontextmanager

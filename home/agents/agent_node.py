@@ -107,6 +107,7 @@ from shared.subjects import (
     delegate_ack_subject,
     delegate_answer_subject,
     parse_subject,
+    private_inbox_prefix,
     reply_subject,
     workspace_in_subject,
 )
@@ -297,7 +298,11 @@ class AgentNode:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._nc = await nats.connect(
-                self.nats_url, name=self.spec.name, max_reconnect_attempts=-1
+                self.nats_url,
+                name=self.spec.name,
+                max_reconnect_attempts=-1,
+                # Its replies and its inbox's deliveries, where only it may subscribe.
+                inbox_prefix=private_inbox_prefix(self.spec.name),
             )
             self.book.load()
             if isinstance(self.sessions, JmftsStore):

@@ -46,6 +46,8 @@ from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from shared.subjects import agent_inbox_durable
+
 log = logging.getLogger(__name__)
 
 ACK_WAIT_S = 15.0
@@ -60,7 +62,7 @@ Settle = Literal["ack", "nak", "term"]
 
 def durable_name(agent: str) -> str:
     """The consumer's name: one per agent, shared by every life of its node."""
-    return f"agent_{agent}_inbox"
+    return agent_inbox_durable(agent)
 
 
 def is_stream_message(msg: Msg) -> bool:

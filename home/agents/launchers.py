@@ -4,7 +4,9 @@ Each node is a child process supervised by the substrate under its
 ``restart_policy``. The model's URL and JMFTS's come from the components
 ``home up`` started before the substrate (``llm``, ``jmfts``); each agent's
 JMFTS token stays in ``DATA_DIR/tokens/<agent>.token`` and is handed only by
-path, never on a command line.
+path, never on a command line. The bus URL carries the node's own bus
+credentials (docs/architecture.md "Security"), so it goes by environment
+(:data:`NATS_URL_ENV`), never on a command line either.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from home.substrate.process import spawn
 from shared.schema import NodeSpec
 
 TOKENS_DIR = "tokens"
+# The variable the node and effector programs read their bus URL (with credentials) from.
+NATS_URL_ENV = "TETHER_NATS_URL"
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,10 @@ def token_file(data_dir: Path, agent: str) -> Path:
 async def _spawn(
     spec: NodeSpec, ctx: LaunchContext, argv: list[str], health_subject: str | None = None
 ) -> NodeHandle:
+    env = inherited_environment()
+    env[NATS_URL_ENV] = ctx.nats_url
     try:
-        proc = await spawn(argv, env=inherited_environment(), log_path=ctx.node_dir / "node.log")
+        proc = await spawn(argv, env=env, log_path=ctx.node_dir / "node.log")
     except ComponentError as exc:
         raise LaunchError(f"node {spec.name}: {exc}") from exc
     return ProcessHandle(proc, ctx.nc, health_subject)
@@ -65,7 +71,7 @@ class TauAgentLauncher:
             raise LaunchError(f"node {spec.name}: no language model is running (component llm)")
         argv = [
             sys.executable, "-m", "home.agents.node_process", "--catalog", str(self.catalog),
-            "--node", spec.name, "--nats", ctx.nats_url, "--data-dir", str(self.data_dir),
+            "--node", spec.name, "--data-dir", str(self.data_dir),
             "--llm-url", llm_url, "--llm-profile", self.model.profile,
             "--llm-model", self.model.model, "--json",
         ]  # fmt: skip
@@ -94,7 +100,7 @@ class EffectorLauncher:
         tokens = self.data_dir / TOKENS_DIR
         tokens.mkdir(mode=0o700, parents=True, exist_ok=True)
         argv = [
-            sys.executable, "-m", f"home.effectors.{verb}", "--nats", ctx.nats_url,
+            sys.executable, "-m", f"home.effectors.{verb}",
             "--jmfts-url", jmfts_url, "--token-dir", str(tokens),
         ]  # fmt: skip
         return await _spawn(spec, ctx, argv)

@@ -65,7 +65,14 @@ def model_endpoint(spec: NodeSpec, url: str, profile: LlmProfile, model: str) ->
 def run(
     *,
     node: Annotated[str, typer.Option("--node", help="Catalog name, e.g. agent.edge_asr.")],
-    nats_url: Annotated[str, typer.Option("--nats", help="NATS server URL.")],
+    nats_url: Annotated[
+        str,
+        typer.Option(
+            "--nats",
+            envvar="TETHER_NATS_URL",
+            help="NATS server URL, with this node's bus credentials (nats://USER:PASSWORD@HOST:PORT).",
+        ),
+    ],
     data_dir: Annotated[
         Path, typer.Option("--data-dir", help="Where the node keeps its run state and logs.")
     ],

@@ -7,7 +7,12 @@ what each needs is read from its file with :mod:`ast`:
 
 - ``TOUCHES_BUS = True`` (τ's own declaration) → ``--bus`` is passed, and only then;
 - ``RUN_CONTEXT = ("agent", "nats_url", ...)`` → the run-context facts the node
-  adds to that extension's ``--ext-config``; an extension gets only what it names.
+  adds to that extension's config; an extension gets only what it names.
+
+Extension configs go into the τ home's ``config.json`` (``"extensions"``, mode
+0600), not onto the command line: ``nats_url`` carries the node's bus credentials
+(docs/architecture.md "Security"), and a command line is readable by anyone on
+the machine.
 """
 
 from __future__ import annotations
@@ -97,6 +102,8 @@ class TauLaunch:
     cwd: Path
     tau_home: Path
     extensions: tuple[ExtensionFile, ...]
+    # Each extension's config by its τ identifier, written into the τ home's config.json.
+    extensions_config: dict[str, dict[str, Any]]
 
     @property
     def uses_bus(self) -> bool:
@@ -148,17 +155,14 @@ def read_extension(name: str, path: Path, config: dict[str, Any]) -> ExtensionFi
     )
 
 
-def extension_flags(ext: ExtensionFile, context: RunContext) -> list[str]:
-    """``--extension PATH`` and one ``--ext-config NAME:KEY=JSON`` per config value."""
-    flags = ["--extension", ext.flag_value]
+def extension_config(ext: ExtensionFile, context: RunContext) -> dict[str, Any]:
+    """The extension's catalog config plus the run-context facts it names."""
     values: dict[str, Any] = dict(ext.config)
     for key in ext.run_context:
         fact = context.value(key)
         if fact is not None:
             values[key] = fact
-    for key, value in values.items():
-        flags += ["--ext-config", f"{ext.config_name}:{key}={json.dumps(value)}"]
-    return flags
+    return values
 
 
 def builtin_nats_bus(spec: NodeSpec, context: RunContext) -> ExtensionFile:
@@ -191,25 +195,30 @@ def builtin_nats_bus(spec: NodeSpec, context: RunContext) -> ExtensionFile:
 
 
 def write_tau_home(
-    tau_home: Path, model: ModelEndpoint, session_store: dict[str, Any] | None = None
+    tau_home: Path,
+    model: ModelEndpoint,
+    extensions: dict[str, dict[str, Any]] | None = None,
+    session_store: dict[str, Any] | None = None,
 ) -> None:
-    """Write the τ home the process runs with: one model entry, nothing discovered, and
-    the session store when it is not the file store named on the command line.
+    """Write the τ home the process runs with: one model entry, the extensions' configs,
+    and the session store when it is not the file store named on the command line.
 
-    The file is 0600: a JMFTS session store's section holds the agent's token.
+    Created 0600: the extensions' configs carry the node's bus credentials, and a
+    JMFTS session store's section holds the agent's token.
     """
     tau_home.mkdir(parents=True, exist_ok=True)
     config: dict[str, Any] = {
         "models": {MODEL_ENTRY: model.tau_entry()},
         "default_model": MODEL_ENTRY,
+        "extensions": extensions or {},
     }
     if session_store is not None:
         config["session_store"] = session_store
     path = tau_home / "config.json"
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(config, indent=2))
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(config, out, indent=2)
     os.replace(tmp, path)
 
 
@@ -263,13 +272,20 @@ def build_launch(
     if any(ext.touches_bus for ext in extensions):
         argv.append("--bus")
     for ext in extensions:
-        argv += extension_flags(ext, context)
+        argv += ["--extension", ext.flag_value]
     source = os.environ if environ is None else environ
     env = {k: source[k] for k in ENV_ALLOW if k in source}
     env["TAU_HOME"] = str(tau_home)
     env["HOME"] = str(run_dir)
     env["PYTHONUNBUFFERED"] = "1"
-    return TauLaunch(argv=argv, env=env, cwd=cwd, tau_home=tau_home, extensions=tuple(extensions))
+    return TauLaunch(
+        argv=argv,
+        env=env,
+        cwd=cwd,
+        tau_home=tau_home,
+        extensions=tuple(extensions),
+        extensions_config={ext.config_name: extension_config(ext, context) for ext in extensions},
+    )
 
 
 def _resolve(root: Path, path: str) -> Path:

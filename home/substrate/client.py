@@ -1,4 +1,8 @@
-"""A client of a running home: found through its data directory, spoken to over NATS."""
+"""A client of a running home: found through its data directory, spoken to over NATS.
+
+It connects as the home's admin bus user, with the credentials ``home up`` keeps
+in the data directory (docs/architecture.md "Security").
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ from home.substrate import control
 from home.substrate.control import ControlReply, ControlRequest
 from home.substrate.datadir import HomeState, find_home
 from home.substrate.errors import ControlTimeout, HomeNotRunning
+from shared.bus_credentials import home_admin_url
+from shared.errors import BusCredentialsError
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -39,8 +45,12 @@ class HomeClient:
     async def __aenter__(self) -> HomeClient:
         self.state = find_home(self.data_dir)
         try:
+            url = home_admin_url(self.data_dir, self.state.nats_url)
+        except BusCredentialsError as exc:
+            raise HomeNotRunning(str(exc)) from exc
+        try:
             self._nc = await nats.connect(
-                self.state.nats_url, name="home.cli", connect_timeout=2, max_reconnect_attempts=0
+                url, name="home.cli", connect_timeout=2, max_reconnect_attempts=0
             )
         except (NatsError, OSError) as exc:
             raise HomeNotRunning(

@@ -62,3 +62,6 @@ class HomeConfig:
     bridge_port: int | None = None
     # Schemas (names in schema_dir) to apply at start, after the restored ones.
     apply_at_start: tuple[str, ...] = ()
+    # One bus user per node, enforced by nats-server (docs/architecture.md "Security").
+    # Off only to measure what it costs, or to show what an open bus allows.
+    bus_auth: bool = True

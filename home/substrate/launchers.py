@@ -9,7 +9,8 @@ that adds ``tau_agent``, ``tau_bus_agent`` and ``effector``
 as unavailable ("no launcher for kind X yet"), never faked.
 
 The ``service`` launcher runs ``config.command`` (a list of strings) as a
-child process with ``NATS_URL``, ``TETHER_NODE`` and ``TETHER_NODE_DIR`` set
+child process with ``NATS_URL`` (carrying the node's own bus credentials),
+``TETHER_NODE`` and ``TETHER_NODE_DIR`` set
 plus ``config.env``. If ``config.health_subject`` is set, the node is healthy
 only while a request there is answered; otherwise while the process lives.
 ``config.ready_timeout_s`` (default 10) bounds how long it may take to become

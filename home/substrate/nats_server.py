@@ -3,6 +3,11 @@
 Ports are chosen by the server (``-p -1``) unless configured, and read back
 from the ports file it writes, so several homes run side by side without
 guessing free ports.
+
+With a :class:`~home.substrate.bus_auth.BusAuthority` the server runs with its
+``authorization`` block (one user per node, docs/architecture.md "Security"):
+nobody connects without credentials, and every permissions violation the
+server logs is read back, logged here and counted by user, kind and subject.
 """
 
 from __future__ import annotations
@@ -10,12 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import re
+import signal
+import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
 
+from home.substrate.bus_auth import SUBSTRATE_USER, BusAuthority
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.config import inherited_environment
 from home.substrate.errors import ComponentError
@@ -23,6 +34,14 @@ from home.substrate.process import spawn
 from shared.proc import nats_server_binary, terminate
 
 START_TIMEOUT_S = 10.0
+RELOAD_TIMEOUT_S = 10.0
+# nats-server's line for a refused publish or subscribe (its log format, 2.10 and later).
+VIOLATION = re.compile(
+    r'"\$G/user:(?P<user>[^"]+)" - (?P<kind>Publish|Subscription) Violation'
+    r' - Subject "(?P<subject>[^"]+)"'
+)
+
+log = logging.getLogger(__name__)
 
 
 class NatsServer:
@@ -30,12 +49,22 @@ class NatsServer:
 
     name = "nats-server"
 
-    def __init__(self, work_dir: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        authority: BusAuthority | None = None,
+    ) -> None:
         self.work_dir = work_dir
         self.host = host
         self.port = port
         self.url = ""
         self.monitor_url: str | None = None
+        self.authority = authority
+        # (user, "publish" | "subscribe", subject) -> times the server refused it.
+        self.violations: Counter[tuple[str, str, str]] = Counter()
+        self._log_offset = 0
         self._proc: asyncio.subprocess.Process | None = None
         # One long-lived client for health checks: a new connection every check would
         # cost more than the check itself.
@@ -60,6 +89,9 @@ class NatsServer:
             "--ports_file_dir", str(self.work_dir),
             "-l", str(self.work_dir / "nats-server.log"),
         ]  # fmt: skip
+        if self.authority is not None:
+            await self.authority.refresh()
+            argv += ["-c", str(self.authority.config_file)]
         self._proc = await spawn(
             argv, env=inherited_environment(), log_path=self.work_dir / "nats-server.out"
         )
@@ -74,6 +106,8 @@ class NatsServer:
                     f"see {self.work_dir / 'nats-server.log'}"
                 ) from None
             raise
+        if self.authority is not None:
+            self.authority.attach(self.reload)
 
     async def _await_ports(self, proc: asyncio.subprocess.Process) -> None:
         ports_file = self.work_dir / f"nats-server_{proc.pid}.ports"
@@ -96,19 +130,90 @@ class NatsServer:
         # A restart keeps the port, so clients reconnect to the address they know.
         self.port = int(self.url.rsplit(":", 1)[1])
 
+    @property
+    def probe_url(self) -> str:
+        """Where the health probe connects: as the substrate's user when authorization is on."""
+        if self.authority is None:
+            return self.url
+        return self.authority.url(SUBSTRATE_USER, self.url)
+
     async def _await_client(self) -> None:
         while True:
             try:
                 self._probe = await nats.connect(
-                    self.url, name="home.nats-probe", connect_timeout=1, max_reconnect_attempts=-1
+                    self.probe_url,
+                    name="home.nats-probe",
+                    connect_timeout=1,
+                    max_reconnect_attempts=-1,
                 )
             except (NatsError, OSError):
                 await asyncio.sleep(0.05)
                 continue
             return
 
+    async def reload(self) -> None:
+        """Have the running server read its configuration again; return once it has."""
+        if self._proc is None or self._proc.returncode is not None:
+            return
+        before = await asyncio.to_thread(self._config_load_time)
+        self._proc.send_signal(signal.SIGHUP)
+        try:
+            async with asyncio.timeout(RELOAD_TIMEOUT_S):
+                while True:
+                    if await asyncio.to_thread(self._config_load_time) != before:
+                        return
+                    await asyncio.sleep(0.01)
+        except TimeoutError:
+            raise ComponentError(
+                f"nats-server did not reload its configuration within {RELOAD_TIMEOUT_S:.0f} s; "
+                f"see {self.work_dir / 'nats-server.log'}"
+            ) from None
+
+    def _config_load_time(self) -> str:
+        """When the server last (re)loaded its configuration, from its monitoring endpoint."""
+        if self.monitor_url is None:
+            raise ComponentError("nats-server has no monitoring endpoint to confirm a reload")
+        try:
+            with urllib.request.urlopen(f"{self.monitor_url}/varz", timeout=2) as answer:
+                return str(json.load(answer)["config_load_time"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise ComponentError(
+                f"nats-server's monitoring endpoint {self.monitor_url} cannot confirm a "
+                f"configuration reload: {exc!r}"
+            ) from exc
+
+    def scan_violations(self) -> list[tuple[str, str, str]]:
+        """Read the server's log since the last scan; count and log each permissions violation."""
+        path = self.work_dir / "nats-server.log"
+        try:
+            if path.stat().st_size < self._log_offset:
+                self._log_offset = 0  # a new log (truncated or replaced): read it all
+            with path.open("rb") as handle:
+                handle.seek(self._log_offset)
+                text = handle.read()
+        except OSError:
+            return []
+        complete = text.rfind(b"\n") + 1  # a line still being written waits for the next scan
+        self._log_offset += complete
+        found = []
+        for match in VIOLATION.finditer(text[:complete].decode("utf-8", "replace")):
+            kind = "publish" if match["kind"] == "Publish" else "subscribe"
+            key = (match["user"], kind, match["subject"])
+            self.violations[key] += 1
+            found.append(key)
+            log.warning("bus permissions violation: user %s may not %s %s", *key)
+        return found
+
+    def violations_view(self) -> list[dict[str, object]]:
+        """Every refused (user, kind, subject) and how often, for `home status`."""
+        return [
+            {"user": user, "kind": kind, "subject": subject, "count": count}
+            for (user, kind, subject), count in sorted(self.violations.items())
+        ]
+
     async def health(self) -> Health:
         """Alive, and a client can connect and round-trip a flush."""
+        self.scan_violations()
         if self._proc is None or self._proc.returncode is not None:
             code = None if self._proc is None else self._proc.returncode
             return Health(False, f"nats-server is not running (exit code {code})")

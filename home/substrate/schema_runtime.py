@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from home.substrate.overlap import find_overlap
 from home.substrate.router import Router
 from home.substrate.routing import Route, delivery_subject
 from shared.errors import SchemaError
-from shared.schema import ActivationSchema, NodeCatalog
+from shared.schema import ActivationSchema, NodeCatalog, NodeSpec
 from shared.schema.activation import check_against_catalog, parse_activation_schema
 from shared.yaml_source import parse_yaml
 
@@ -36,6 +36,8 @@ ACTIVE, STARTING, DEGRADED = "active", "starting", "degraded"
 SAVED_FILE = "active-schemas.json"
 
 StatusPublisher = Callable[[str, str, str, str], Awaitable[None]]
+# Gives the bus rights to exactly these nodes and routes (home.substrate.bus_auth).
+Authorize = Callable[[Sequence[NodeSpec], Sequence[Route]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class SchemaRuntime:
         publish_status: StatusPublisher,
         saved_file: Path | None = None,
         health_interval_s: float = 1.0,
+        authorize: Authorize | None = None,
     ) -> None:
         self.catalog = catalog
         self.schema_dir = schema_dir
@@ -92,6 +95,7 @@ class SchemaRuntime:
         self._publish_status = publish_status
         self._saved_file = saved_file
         self._health_interval_s = health_interval_s
+        self._authorize = authorize
         self.active: dict[str, ActiveSchema] = {}
         self.runners: dict[str, NodeRunner] = {}
         self.refs: dict[str, set[str]] = {}
@@ -151,16 +155,18 @@ class SchemaRuntime:
                 raise OverlapRefused(overlap.message())
         entry = ActiveSchema(schema, source, allow_overlap)
         self.active[schema.name] = entry
+        try:
+            # Before any of its nodes connects, and before the router subscribes its bindings.
+            await self._grant()
+        except BaseException:
+            self.active.pop(schema.name)
+            raise
         for node in schema.nodes:
             holders = self.refs.setdefault(node, set())
             holders.add(schema.name)
             if node not in self.runners:
                 await self._start_node(node)
-        routes = [
-            Route(schema.name, b.from_, b.to, delivery_subject(self.catalog[b.to]))
-            for b in schema.bindings
-        ]
-        await self.router.add_routes(schema.name, routes)
+        await self.router.add_routes(schema.name, self._routes(schema))
         await self._refresh(schema.name, force=True)
         self._save()
         log.info("applied schema %s", schema.name)
@@ -182,6 +188,7 @@ class SchemaRuntime:
                 if runner is not None:
                     await runner.stop()
         entry.state, entry.reason = "unapplied", ""
+        await self._grant()
         await self._publish_status("schema", name, "unapplied", "")
         self._save()
         log.info("unapplied schema %s", name)
@@ -216,6 +223,20 @@ class SchemaRuntime:
     def list(self) -> list[dict[str, Any]]:
         """Every active schema with its state."""
         return [entry.view() for entry in self.active.values()]
+
+    def _routes(self, schema: ActivationSchema) -> tuple[Route, ...]:
+        return tuple(
+            Route(schema.name, b.from_, b.to, delivery_subject(self.catalog[b.to]))
+            for b in schema.bindings
+        )
+
+    async def _grant(self) -> None:
+        """Bus rights for the nodes and routes of the active schemas, and no others."""
+        if self._authorize is None:
+            return
+        nodes = {n for entry in self.active.values() for n in entry.schema.nodes}
+        routes = [r for entry in self.active.values() for r in self._routes(entry.schema)]
+        await self._authorize([self.catalog[n] for n in sorted(nodes)], routes)
 
     # --- node state → schema state ------------------------------------------------------
 

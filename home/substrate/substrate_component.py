@@ -25,6 +25,7 @@ from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
 from home.substrate import control
+from home.substrate.bus_auth import ROUTER_USER, SUBSTRATE_USER, BusAuthority
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.config import HomeConfig
 from home.substrate.control import ControlReply, ControlRequest, StatusChange
@@ -38,6 +39,7 @@ from home.substrate.eventlog import ensure_stream, stream_stats
 from home.substrate.launchers import LAUNCHERS, LaunchContext, Launcher
 from home.substrate.router import Router
 from home.substrate.schema_runtime import SAVED_FILE, SchemaRuntime, SchemaSource
+from shared.bus_credentials import redact
 from shared.errors import SchemaError
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema import NodeCatalog, load_node_catalog
@@ -67,8 +69,11 @@ class Substrate:
         status_extra: StatusExtra | None = None,
         services: Callable[[], Mapping[str, str]] | None = None,
         handlers: Mapping[str, Handler] | None = None,
+        authority: BusAuthority | None = None,
     ) -> None:
         self.config = config
+        # The bus's users; None: a bus without authorization (no credentials anywhere).
+        self._authority = authority
         # Control verbs other components answer (e.g. the bridge's bridge.pair).
         self._extra_handlers = dict(handlers or {})
         self._nats_url = nats_url
@@ -76,6 +81,8 @@ class Substrate:
         self._status_extra = status_extra
         self._services = services or dict
         self.nc: NatsClient | None = None
+        # The router's own connection, as its own bus user (the substrate's when no authority).
+        self._router_nc: NatsClient | None = None
         self.router: Router | None = None
         self.runtime: SchemaRuntime | None = None
         self.catalog: NodeCatalog | None = None
@@ -93,29 +100,42 @@ class Substrate:
 
     # --- lifecycle -------------------------------------------------------------------
 
+    def _url(self, user: str) -> str:
+        """The bus URL with ``user``'s credentials (the bare URL without an authority)."""
+        if self._authority is None:
+            return self._nats_url()
+        return self._authority.url(user, self._nats_url())
+
+    async def _connect(self, user: str) -> NatsClient:
+        try:
+            return await nats.connect(
+                self._url(user),
+                name=f"home.{user}",
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=RECONNECT_WAIT_S,
+            )
+        except (NatsError, OSError) as exc:
+            raise ComponentError(
+                f"substrate cannot connect to {redact(self._nats_url())} as {user}: {exc}"
+            ) from exc
+
     async def start(self) -> None:
         """Load the catalog, connect, make the stream, answer control, restore schemas."""
         try:
             self.catalog = load_node_catalog(self.config.catalog)
         except SchemaError as exc:
             raise HomeConfigError(f"the node catalog is invalid:\n{exc}") from exc
-        try:
-            self.nc = await nats.connect(
-                self._nats_url(),
-                name="home.substrate",
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=RECONNECT_WAIT_S,
-            )
-        except (NatsError, OSError) as exc:
-            raise ComponentError(f"substrate cannot connect to {self._nats_url()}: {exc}") from exc
+        self.nc = await self._connect(SUBSTRATE_USER)
         await ensure_stream(self.nc, self.config.event_log)
-        self.router = Router(self.nc, self.config.router_name)
+        if self._authority is not None:
+            self._router_nc = await self._connect(ROUTER_USER)
+        self.router = Router(self._router_nc or self.nc, self.config.router_name)
         await self.router.start()
         nodes_dir = self.config.data_dir / "nodes"
         nc = self.nc
 
         def launch_context(node: str) -> LaunchContext:
-            return LaunchContext(self._nats_url(), nc, nodes_dir / node, dict(self._services()))
+            return LaunchContext(self._url(node), nc, nodes_dir / node, dict(self._services()))
 
         self.runtime = SchemaRuntime(
             catalog=self.catalog,
@@ -126,6 +146,7 @@ class Substrate:
             publish_status=self.publish_status,
             saved_file=self.config.data_dir / SAVED_FILE,
             health_interval_s=self.config.health_interval_s,
+            authorize=None if self._authority is None else self._authority.authorize,
         )
         handlers: dict[str, Handler] = {
             control.PING: self._ping,
@@ -185,6 +206,10 @@ class Substrate:
             await self.runtime.close()
         if self.router is not None:
             await self.router.close()
+        if self._router_nc is not None:
+            with contextlib.suppress(NatsError):
+                await self._router_nc.drain()
+            self._router_nc = None
         if self.nc is not None:
             for sub in self._control_subs:
                 with contextlib.suppress(NatsError):

@@ -79,6 +79,13 @@ async def test_a_turn_through_home_up_with_the_scripted_model(tmp_path: Path) ->
         assert code == 0, trace
         assert "events.workspace.edge_asr.in" in trace
         assert "events.action.speech.completed" in trace
+        # The whole turn ran within every node's bus rights (running_home checks that
+        # the server refused nothing), each node as its own user.
+        status = await home.status()
+        assert status is not None
+        assert {"agent.edge_asr", "effector.journal_append", "router", "admin"} <= {
+            u["user"] for u in status["bus"]["users"]
+        }
 
 
 async def test_the_embedded_model_answers_a_turn_within_a_minute(tmp_path: Path) -> None:

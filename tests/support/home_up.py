@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from shared.bus_credentials import home_admin_url
+
 # The embedded model loads before its agent reports running.
 START_TIMEOUT_S = 180.0
 
@@ -35,6 +37,10 @@ class RunningHome:
         )  # fmt: skip
         out, _ = await run.communicate()
         return run.returncode or 0, out.decode()
+
+    def server_log(self) -> str:
+        """What home's nats-server has logged so far."""
+        return (self.data_dir / "nats" / "nats-server.log").read_text(encoding="utf-8")
 
     async def status(self) -> dict[str, Any] | None:
         """``home status --json``, or None while home cannot say."""
@@ -77,8 +83,14 @@ async def running_home(
             while not await home.ready():
                 assert proc.returncode is None, (data_dir.parent / "home-up.log").read_text()
                 await asyncio.sleep(0.5)
-        home.nats_url = json.loads((data_dir / "home.json").read_text())["nats_url"]
+        # As the home's admin bus user, the way the CLI connects.
+        home.nats_url = home_admin_url(
+            data_dir, json.loads((data_dir / "home.json").read_text())["nats_url"]
+        )
         yield home
+        # Everything the block made home do stayed within each node's bus rights.
+        refused = [line for line in home.server_log().splitlines() if "Violation" in line]
+        assert not refused, "nats-server refused:\n" + "\n".join(refused)
     finally:
         try:
             if proc.returncode is None:

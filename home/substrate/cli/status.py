@@ -117,6 +117,7 @@ def _print_status(result: dict[str, Any]) -> None:
     )
     for reason, message in router["last_error"].items():
         console.print(f"  last {reason}: {escape(message)}", highlight=False)
+    _print_bus(result.get("bus"))
     log = result["event_log"]
     if "messages" in log:
         console.print(
@@ -137,3 +138,24 @@ def print_schemas(schemas: list[dict[str, Any]]) -> None:
             s["name"], state_markup(s["state"]), ", ".join(s["nodes"]), escape(s["reason"])
         )
     console.print(table)
+
+
+def _print_bus(bus: dict[str, Any] | None) -> None:
+    """Each bus user with its permission counts, and every refusal the server counted."""
+    if bus is None:
+        return
+    if not bus["authorization"]:
+        console.print("bus: [red]no authorization[/red]: any local process can speak for any node")
+        return
+    users = Table(title="bus users")
+    for column in ("user", "publish", "subscribe"):
+        users.add_column(column)
+    for user in bus["users"]:
+        users.add_row(user["user"], str(user["publish"]), str(user["subscribe"]))
+    console.print(users)
+    for v in bus["violations"]:
+        console.print(
+            f"  refused: {escape(v['user'])} may not {v['kind']} {escape(v['subject'])} "
+            f"({v['count']}x)",
+            highlight=False,
+        )

@@ -127,11 +127,15 @@ def test_launch_is_headless_without_builtin_tools_and_hands_extensions_by_path(
     # --no-tools would also strip the extension tools: the verbs must stay.
     assert "--no-tools" not in argv
     assert argv[argv.index("--extension") + 1] == str(REPO_ROOT / "home/tau_extensions/handset.py")
-    assert 'handset:agent="edge_asr"' in argv
-    assert f'handset:binding_file="{tmp_path / "binding.json"}"' in argv
-    assert "verbs:ack_timeout_s=10" in argv
+    config = launch.extensions_config
+    assert config["handset"]["agent"] == "edge_asr"
+    assert config["handset"]["binding_file"] == str(tmp_path / "binding.json")
+    assert config["verbs"]["ack_timeout_s"] == 10
     # The token file is a fact only an extension that names it receives.
-    assert not any("jmfts_token_file" in a for a in argv)
+    assert not any("jmfts_token_file" in c for c in config.values())
+    # Configs go into the τ home's config.json: the bus URL carries credentials.
+    assert "--ext-config" not in argv
+    assert not any("nats://" in a for a in argv)
     assert set(launch.env) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT",
                                "TAU_HOME", "HOME", "PYTHONUNBUFFERED"}  # fmt: skip
 
@@ -160,8 +164,8 @@ def test_bus_flag_only_when_an_extension_touches_the_bus(
     )
     launch = build_launch(spec, repo_root=REPO_ROOT, run_dir=tmp_path, context=context(tmp_path))
     assert "--bus" not in launch.argv
-    assert f'quiet:jmfts_token_file="{tmp_path / "token"}"' in launch.argv
-    assert not any("nats_url" in a for a in launch.argv)
+    assert launch.extensions_config["quiet"]["jmfts_token_file"] == str(tmp_path / "token")
+    assert "nats_url" not in launch.extensions_config["quiet"]
 
 
 def test_extension_declarations_are_read_without_importing(tmp_path: Path) -> None:

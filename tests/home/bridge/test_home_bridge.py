@@ -17,6 +17,7 @@ from pathlib import Path
 import nats
 import pytest
 
+from shared.bus_credentials import home_admin_url
 from shared.event import Event
 from shared.proc import free_port
 from shared.subjects import sensation_turn_subject, speak_subject
@@ -62,7 +63,9 @@ def test_home_up_serves_the_paired_device_and_a_turn_crosses_both_ways(
     components = {c["name"]: c for c in _status(home)["components"]}  # type: ignore[attr-defined]
     assert components["bridge"]["state"] == "healthy"
     assert components["bridge"]["address"] == f"ssh://127.0.0.1:{port}"
-    nats_url = json.loads((home.data_dir / "home.json").read_text())["nats_url"]
+    nats_url = home_admin_url(
+        home.data_dir, json.loads((home.data_dir / "home.json").read_text())["nats_url"]
+    )
 
     async def play_agent_and_say() -> tuple[subprocess.CompletedProcess[str], Event, Event]:
         nc = await nats.connect(nats_url)

@@ -26,6 +26,7 @@ from home.substrate.client import HomeClient
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import STATE_FILE
 from home.up import run_home
+from shared.bus_credentials import home_admin_url
 
 ECHO_NODE = Path(__file__).with_name("echo_node.py")
 WAIT_S = 15.0
@@ -203,7 +204,7 @@ async def home(tmp_path: Path) -> AsyncIterator[Home]:
 
     await wait_for(up, "home up to write its state file")
     nats_url = json.loads(state_file.read_text())["nats_url"]
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(home_admin_url(config.data_dir, nats_url))
     try:
         yield Home(config, nc)
     finally:

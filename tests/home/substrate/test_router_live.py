@@ -15,6 +15,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from home.substrate import control
 from home.substrate.errors import HomeNotRunning
+from shared.bus_credentials import home_admin_url
 from shared.event import Event
 from shared.subjects import sensation_turn_subject
 from tests.home.substrate.conftest import Home, running_pid, wait_for
@@ -150,7 +151,7 @@ async def test_nats_server_killed_is_restarted_in_place_and_routing_resumes(home
     assert after["nats-server"]["pid"] != before["nats-server"]["pid"]
 
     # The substrate and the echo node reconnected by themselves; a turn still goes through.
-    nc = await nats.connect(after["nats-server"]["address"])
+    nc = await nats.connect(home_admin_url(home.config.data_dir, after["nats-server"]["address"]))
     try:
         spoken = await nc.subscribe("events.workspace.echo.out.speak.tui")
         await nc.flush()

@@ -1,0 +1,137 @@
+"""Bus users and their rights, derived from the catalog, the routes and the paired halves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bridge.pair import pair
+from home.substrate.bus_auth import (
+    BusAuthority,
+    BusUser,
+    derive_users,
+    node_user,
+    render_authorization,
+    router_user,
+)
+from home.substrate.nats_server import NatsServer
+from home.substrate.routing import Route
+from shared.bus_credentials import BusCredentials
+from shared.schema import NodeCatalog, load_bridge_half, load_node_catalog
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def shipped() -> NodeCatalog:
+    return load_node_catalog(REPO / "schemas" / "nodes.yaml")
+
+
+def test_an_agent_publishes_only_its_own_out_rail() -> None:
+    user = node_user(shipped()["agent.edge_asr"])
+    assert user.publish[0] == "events.workspace.edge_asr.out.>"
+    assert not any(p.startswith("events.") for p in user.publish[1:])
+    assert "events.workspace.edge_asr.in" in user.subscribe
+    assert "home.node.agent.edge_asr.health" in user.subscribe
+    assert user.allow_responses
+    assert not any(p.startswith(("home.control", "$JS")) for p in user.subscribe)
+    # Of JetStream, only its own durable inbox consumer, and its own replies.
+    jetstream = [p for p in user.publish if p.startswith("$JS")]
+    assert all("agent_edge_asr_inbox" in p for p in jetstream if "CONSUMER" in p or "ACK" in p)
+    assert not any(".DELETE." in p or p.startswith("$JS.API.STREAM.INFO") for p in jetstream)
+    assert "_INBOX.agent.edge_asr.>" in user.subscribe and "_INBOX.>" not in user.subscribe
+
+
+def test_an_effector_publishes_only_its_acks() -> None:
+    user = node_user(shipped()["effector.journal_append"])
+    assert user.publish == ("events.journal.append.*",)
+    assert "events.workspace.*.out.journal_append" in user.subscribe
+
+
+def test_the_router_gets_exactly_the_active_bindings() -> None:
+    routes = [
+        Route("s", "events.sensation.*.turn", "agent.edge_asr", "events.workspace.edge_asr.in"),
+        Route("s", "events.workspace.*.out.journal_append", "effector.journal_append", None),
+    ]
+    user = router_user(routes)
+    assert user.subscribe == ("events.workspace.*.out.speak", "events.sensation.*.turn")
+    assert user.publish == ("events.workspace.edge_asr.in", "events.workspace.*.out.speak.*")
+
+
+def test_a_bridge_half_publishes_its_imports_and_subscribes_its_exports(tmp_path: Path) -> None:
+    pair("board", "127.0.0.1:2222", tmp_path)
+    half = load_bridge_half(tmp_path / "board.home.yaml")
+    (user,) = (u for u in derive_users([], [], [half]) if u.name == "bridge.board")
+    assert set(user.publish) == {*half.import_patterns, "events.bridge.board.status"}
+    assert "events.sensation.board.turn" in user.publish
+    assert set(user.subscribe) == set(half.export_patterns)
+    assert "events.workspace.*.out.speak.board" in user.subscribe
+
+
+def test_only_admin_and_substrate_reach_control_and_jetstream() -> None:
+    catalog = shipped()
+    users = derive_users(catalog.nodes.values(), [], [])
+    wide = {u.name for u in users if ">" in u.publish}
+    assert wide == {"admin", "substrate"}
+
+
+def test_an_empty_right_denies_everything_rather_than_allowing_it() -> None:
+    perms = BusUser("quiet", (), ()).permissions()
+    assert perms["publish"] == {"deny": [">"]} and perms["subscribe"] == {"deny": [">"]}
+
+
+def test_the_rendered_block_names_every_user_with_its_password() -> None:
+    users = [BusUser("a", ("x",), ("y",), allow_responses=True)]
+    text = render_authorization(users, {"a": BusCredentials("a", "pw")})
+    (entry,) = json.loads(text)["authorization"]["users"]
+    assert entry == {
+        "user": "a",
+        "password": "pw",
+        "permissions": {
+            "publish": {"allow": ["x"]},
+            "subscribe": {"allow": ["y"]},
+            "allow_responses": True,
+        },
+    }
+
+
+async def test_the_authority_writes_files_and_reloads_only_on_change(tmp_path: Path) -> None:
+    reloads: list[int] = []
+
+    async def reload() -> None:
+        reloads.append(1)
+
+    authority = BusAuthority(tmp_path, tmp_path / "auth.conf")
+    authority.attach(reload)
+    spec = shipped()["agent.edge_asr"]
+    await authority.authorize([spec], [])
+    await authority.authorize([spec], [])
+    assert len(reloads) == 1
+    assert (tmp_path / "nats" / "users" / "agent.edge_asr.json").is_file()
+    await authority.authorize([], [])
+    assert len(reloads) == 2
+    assert not (tmp_path / "nats" / "users" / "agent.edge_asr.json").exists()
+    assert {u["user"] for u in authority.view()} == {"admin", "substrate", "router"}
+
+
+def test_violations_are_read_from_the_server_log_once_each(tmp_path: Path) -> None:
+    server = NatsServer(tmp_path)
+    log = tmp_path / "nats-server.log"
+    lines = [
+        '[1] 2026/12/01 21:41:08.274692 [ERR] 127.0.0.1:49794 - cid:5 - "v2.16.0:python3" - '
+        '"$G/user:agent.edge_asr" - Publish Violation - Subject "home.control.ping"',
+        '[1] 2026/12/01 21:41:08.274712 [ERR] 127.0.0.1:49794 - cid:5 - "v2.16.0:python3" - '
+        '"$G/user:bridge.board" - Subscription Violation - '
+        'Subject "events.sensation.tui.turn", SID 1',
+    ]
+    log.write_text(lines[0] + "\n" + lines[1])  # the second line is still being written
+    assert server.scan_violations() == [("agent.edge_asr", "publish", "home.control.ping")]
+    with log.open("a") as more:
+        more.write("\n" + lines[0] + "\n")
+    assert server.scan_violations() == [
+        ("bridge.board", "subscribe", "events.sensation.tui.turn"),
+        ("agent.edge_asr", "publish", "home.control.ping"),
+    ]
+    assert server.scan_violations() == []
+    assert server.violations_view()[0] == {
+        "user": "agent.edge_asr", "kind": "publish", "subject": "home.control.ping", "count": 2,
+    }  # fmt: skip
