@@ -64,6 +64,7 @@ from home.agents.delegation import (
     Pending,
     PendingDelegations,
     delegate_timeout,
+    delegates,
     delegation_ack,
     memory_refusal,
     timed_out,
@@ -324,7 +325,10 @@ class AgentNode:
                 await self._nc.subscribe(f"{agent_out_prefix(self.agent)}.>", cb=self._on_out)
             )
             self._subs.append(await self._nc.subscribe(SPEECH_ACKS, cb=self._on_speech_completed))
-            self._subs.append(await self._nc.subscribe(DELEGATE_ACKS, cb=self._on_delegate_ack))
+            if delegates(self.spec):
+                self._subs.append(
+                    await self._nc.subscribe(DELEGATE_ACKS, cb=self._on_delegate_ack)
+                )
             if self.sessions is not None:
                 self._subs.append(
                     await self._nc.subscribe(history_subject(self.agent), cb=self._on_history)

@@ -60,6 +60,15 @@ def delegate_timeout(spec: NodeSpec) -> float:
     return DEFAULT_DELEGATE_TIMEOUT_S
 
 
+def delegates(spec: NodeSpec) -> bool:
+    """Whether the node's agent is offered ``delegate`` (its verbs extension lists it):
+    only such a node watches the delegate acks, which its bus user may read."""
+    return any(
+        ext.name == "verbs" and "delegate" in ext.config.get("verbs", ())
+        for ext in spec.extensions
+    )
+
+
 def delegation_ack(
     delegated: Delegated,
     binding_id: str,

@@ -29,7 +29,9 @@ def shipped() -> NodeCatalog:
 def test_an_agent_publishes_only_its_own_out_rail() -> None:
     user = node_user(shipped()["agent.edge_asr"])
     assert user.publish[0] == "events.workspace.edge_asr.out.>"
-    assert not any(p.startswith("events.") for p in user.publish[1:])
+    # Besides its out rail, only its own inbox (a timed-out delegation is told there).
+    others = [p for p in user.publish[1:] if p.startswith("events.")]
+    assert others == ["events.workspace.edge_asr.in"]
     assert "events.workspace.edge_asr.in" in user.subscribe
     assert "home.node.agent.edge_asr.health" in user.subscribe
     assert user.allow_responses
@@ -39,6 +41,15 @@ def test_an_agent_publishes_only_its_own_out_rail() -> None:
     assert all("agent_edge_asr_inbox" in p for p in jetstream if "CONSUMER" in p or "ACK" in p)
     assert not any(".DELETE." in p or p.startswith("$JS.API.STREAM.INFO") for p in jetstream)
     assert "_INBOX.agent.edge_asr.>" in user.subscribe and "_INBOX.>" not in user.subscribe
+
+
+def test_the_operator_may_ack_delegations_and_the_asker_read_the_acks() -> None:
+    operator = node_user(shipped()["agent.jmfts_operator"])
+    asker = node_user(shipped()["agent.edge_asr"])
+    assert "events.journal.delegate.*" in operator.publish
+    assert "events.journal.delegate.*" not in asker.publish
+    assert "events.journal.delegate.*" in asker.subscribe
+    assert "home.history.edge_asr" in asker.subscribe
 
 
 def test_an_effector_publishes_only_its_acks() -> None:
