@@ -326,9 +326,7 @@ class AgentNode:
             )
             self._subs.append(await self._nc.subscribe(SPEECH_ACKS, cb=self._on_speech_completed))
             if delegates(self.spec):
-                self._subs.append(
-                    await self._nc.subscribe(DELEGATE_ACKS, cb=self._on_delegate_ack)
-                )
+                self._subs.append(await self._nc.subscribe(DELEGATE_ACKS, cb=self._on_delegate_ack))
             if self.sessions is not None:
                 self._subs.append(
                     await self._nc.subscribe(history_subject(self.agent), cb=self._on_history)

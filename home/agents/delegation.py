@@ -64,8 +64,7 @@ def delegates(spec: NodeSpec) -> bool:
     """Whether the node's agent is offered ``delegate`` (its verbs extension lists it):
     only such a node watches the delegate acks, which its bus user may read."""
     return any(
-        ext.name == "verbs" and "delegate" in ext.config.get("verbs", ())
-        for ext in spec.extensions
+        ext.name == "verbs" and "delegate" in ext.config.get("verbs", ()) for ext in spec.extensions
     )
 
 

@@ -321,7 +321,9 @@ def test_the_file_store_is_named_on_the_command_line_and_jmfts_in_the_tau_home(
     )
     assert "--no-session" in in_jmfts.argv and "--session-dir" not in in_jmfts.argv
     assert not any("tok-secret" in a for a in in_jmfts.argv)
-    write_tau_home(tmp_path / "home", ModelEndpoint("http://m/v1"), tau_store_config(store, 7))
+    write_tau_home(
+        tmp_path / "home", ModelEndpoint("http://m/v1"), session_store=tau_store_config(store, 7)
+    )
     config = tmp_path / "home" / "config.json"
     assert json.loads(config.read_text())["session_store"] == {
         "backend": "jmfts", "url": "http://127.0.0.1:8700", "token": "tok-secret", "parent_id": 7,
