@@ -857,22 +857,22 @@ class AgentNode:
         counted, never the turn's (docs/architecture.md "Sessions").
         """
         try:
-            messages = (await tau.request("get_messages", {})).get("messages")
-            tokens = context_tokens(messages if isinstance(messages, list) else [])
+            tokens = await self._context_tokens(tau)
             if not self._compaction.due(session_id, tokens):
                 return
             outcome = await self._compact(tau)
+            after = await self._context_tokens(tau) if outcome.performed else tokens
         except AgentError as exc:
             self.stats.compactions_unperformed += 1
             log.warning(
                 "%s: could not compact conversation %s: %s", self.spec.name, session_id, exc
             )
             return
-        self._compaction.record(session_id, tokens, outcome)
+        self._compaction.settled(session_id, after)
         if outcome.performed:
             log.info(
-                "%s: compacted conversation %s at %d tokens",
-                self.spec.name, session_id, tokens,
+                "%s: compacted conversation %s from %d to %d tokens",
+                self.spec.name, session_id, tokens, after,
             )  # fmt: skip
             return
         self.stats.compactions_unperformed += 1
@@ -881,6 +881,10 @@ class AgentNode:
             self.spec.name, session_id, tokens,
             f": {outcome.error}" if outcome.error else "",
         )  # fmt: skip
+
+    async def _context_tokens(self, tau: TauProcess) -> int:
+        messages = (await tau.request("get_messages", {})).get("messages")
+        return context_tokens(messages if isinstance(messages, list) else [])
 
     async def _compact(self, tau: TauProcess) -> CompactionOutcome:
         """``compact``, then wait for its ``compaction_end`` under the turn wall clock."""

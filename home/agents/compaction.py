@@ -12,8 +12,8 @@ its last ``keep_recent_tokens`` into one compaction entry (the earlier turns'
 gist), and the next turn's context is that summary and the recent turns.
 
 The threshold is twice what τ keeps, so a compaction always has turns to fold.
-One that folds nothing or fails is not asked again until the context has grown
-by half of what τ keeps.
+After one (folded, or not), the next waits until the context has grown by half
+of what τ keeps.
 """
 
 from __future__ import annotations
@@ -55,11 +55,12 @@ def context_tokens(messages: list[dict[str, Any]]) -> int:
 
 @dataclass
 class CompactionPolicy:
-    """When a conversation is compacted, and which ones were tried without effect."""
+    """When a conversation is compacted: past :attr:`at_tokens`, and not again until its
+    context has grown by half of what τ keeps since the last compaction or attempt."""
 
     keep_recent_tokens: int
     at_tokens: int
-    _tried: dict[str, int] = field(default_factory=dict)
+    _floors: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def for_endpoint(cls, model: ModelEndpoint) -> CompactionPolicy:
@@ -69,13 +70,12 @@ class CompactionPolicy:
 
     def due(self, session_id: str, tokens: int) -> bool:
         """Whether a conversation whose context holds ``tokens`` should be compacted now."""
-        tried = self._tried.get(session_id)
-        floor = self.at_tokens if tried is None else tried + self.keep_recent_tokens // 2
-        return tokens >= max(self.at_tokens, floor)
+        return tokens >= max(self.at_tokens, self._floors.get(session_id, 0))
 
-    def record(self, session_id: str, tokens: int, outcome: CompactionOutcome) -> None:
-        """Remember a compaction that folded nothing (or failed) at ``tokens``."""
-        if outcome.performed:
-            self._tried.pop(session_id, None)
-        else:
-            self._tried[session_id] = tokens
+    def settled(self, session_id: str, tokens: int) -> None:
+        """The context held ``tokens`` after a compaction, or when one folded nothing.
+
+        τ's summary and the turns it keeps can come close to :attr:`at_tokens` on
+        their own; measuring from here keeps a compaction from following every turn.
+        """
+        self._floors[session_id] = tokens + self.keep_recent_tokens // 2

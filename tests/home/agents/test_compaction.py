@@ -92,14 +92,16 @@ async def test_a_long_conversation_is_compacted_keeps_its_gist_and_resumes_compa
     assert summaries and all(not said(conversation_text(r), "Bo") for r in summaries)
 
 
-def test_the_policy_compacts_at_twice_what_tau_keeps_and_waits_after_a_fold_of_nothing() -> None:
+def test_the_policy_compacts_at_twice_what_tau_keeps_then_after_growth_of_half_that() -> None:
     policy = CompactionPolicy.for_endpoint(ModelEndpoint(base_url="x", context_window=WINDOW))
     assert (policy.keep_recent_tokens, policy.at_tokens) == (256, 512)
     assert not policy.due("a", 511) and policy.due("a", 512)
-    policy.record("a", 600, CompactionOutcome(performed=False))
+    policy.settled("a", 600)  # folded nothing at 600
     assert not policy.due("a", 727) and policy.due("a", 728) and policy.due("b", 512)
-    policy.record("a", 800, CompactionOutcome(performed=True))
-    assert policy.due("a", 512)
+    policy.settled("a", 480)  # folded down to 480: the summary and the kept turns
+    assert not policy.due("a", 607) and policy.due("a", 608)
+    policy.settled("a", 100)
+    assert not policy.due("a", 511) and policy.due("a", 512)
 
 
 def test_compaction_end_is_read_as_an_event_with_its_outcome() -> None:
