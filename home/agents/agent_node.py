@@ -58,6 +58,7 @@ from home.agents.admission import (
     may_redeliver,
     outlived,
 )
+from home.agents.compaction import CompactionOutcome, CompactionPolicy, context_tokens
 from home.agents.conversations import Conversations, Entered
 from home.agents.delegation import (
     DELEGATE_ACKS,
@@ -79,7 +80,7 @@ from home.agents.errors import (
 )
 from home.agents.inbound import Inbound, parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
-from home.agents.protocol import SUBMISSION_REJECTED, WireEvent, prompt_params
+from home.agents.protocol import COMPACTION_END, SUBMISSION_REJECTED, WireEvent, prompt_params
 from home.agents.sessions import (
     JmftsStore,
     SessionBook,
@@ -164,6 +165,10 @@ class NodeStats:
     dropped_at_stop: int = 0
     compactions: int = 0
     compaction_failures: int = 0
+    # Compactions the node asked for to keep a conversation bounded, and those that
+    # folded nothing, failed or timed out (home/agents/compaction.py).
+    compactions_asked: int = 0
+    compactions_unperformed: int = 0
     # Moves onto a device's conversation, conversations started, and turns that ran
     # without theirs because the store could not give it (docs/architecture.md "Sessions").
     session_switches: int = 0
@@ -226,6 +231,8 @@ class AgentNode:
         self._conversations = Conversations(
             self.book, self.sessions.name if self.sessions is not None else "none"
         )
+        self._compaction = CompactionPolicy.for_endpoint(model)
+        self._compaction_end: asyncio.Future[WireEvent] | None = None
         self.launch: TauLaunch = build_launch(
             spec,
             repo_root=repo_root,
@@ -438,6 +445,10 @@ class AgentNode:
                 log.warning("%s: τ could not compact: %s", self.spec.name, event.error)
             else:
                 self.stats.compactions += 1
+        if event.type == COMPACTION_END:
+            ended = self._compaction_end
+            if ended is not None and not ended.done():
+                ended.set_result(event)
         if event.type == "agent_end" and event.submission_id is not None:
             future = self._ends.get(event.submission_id)
             if future is not None and not future.done():
@@ -829,7 +840,7 @@ class AgentNode:
             await self._report(turn, "failed", ending.failure)
         else:
             self.stats.completed += 1
-        return TurnOutcome(
+        outcome = TurnOutcome(
             binding_id=turn.binding.binding_id,
             submission_id=submission_id,
             end_reason=ending.reason,
@@ -842,6 +853,72 @@ class AgentNode:
             switch_s=entered.elapsed_s if entered is not None else 0.0,
             switched=entered is not None and entered.switched,
         )
+        if entered is not None and entered.session is not None and ending.counted != "aborted":
+            await self._keep_bounded(tau, entered.session.session_id)
+        return outcome
+
+    async def _keep_bounded(self, tau: TauProcess, session_id: str) -> None:
+        """Compact the conversation the turn ran in once it has grown past the policy.
+
+        After the turn's answer, before the next turn: a failure here is logged and
+        counted, never the turn's (docs/architecture.md "Sessions").
+        """
+        try:
+            tokens = await self._context_tokens(tau)
+            if not self._compaction.due(session_id, tokens):
+                return
+            outcome = await self._compact(tau)
+            after = await self._context_tokens(tau) if outcome.performed else tokens
+        except AgentError as exc:
+            self.stats.compactions_unperformed += 1
+            log.warning(
+                "%s: could not compact conversation %s: %s", self.spec.name, session_id, exc
+            )
+            return
+        self._compaction.settled(session_id, after)
+        if outcome.performed:
+            log.info(
+                "%s: compacted conversation %s from %d to %d tokens",
+                self.spec.name, session_id, tokens, after,
+            )  # fmt: skip
+            return
+        self.stats.compactions_unperformed += 1
+        log.warning(
+            "%s: compacting conversation %s at %d tokens folded nothing%s",
+            self.spec.name, session_id, tokens,
+            f": {outcome.error}" if outcome.error else "",
+        )  # fmt: skip
+
+    async def _context_tokens(self, tau: TauProcess) -> int:
+        messages = (await tau.request("get_messages", {})).get("messages")
+        return context_tokens(messages if isinstance(messages, list) else [])
+
+    async def _compact(self, tau: TauProcess) -> CompactionOutcome:
+        """``compact``, then wait for its ``compaction_end`` under the turn wall clock."""
+        ended: asyncio.Future[WireEvent] = asyncio.get_running_loop().create_future()
+        self._compaction_end = ended
+        exited: asyncio.Future[Any] = asyncio.ensure_future(tau.exited.wait())
+        self.stats.compactions_asked += 1
+        try:
+            try:
+                await tau.request("compact", {})
+            except TauRpcError as exc:
+                return CompactionOutcome(performed=False, error=f"τ refused: {exc.message}")
+            done, _ = await asyncio.wait(
+                {ended, exited}, timeout=self.wall_clock_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if ended in done:
+                return CompactionOutcome.from_params(ended.result().raw)
+            if exited in done:
+                raise TauExited(tau.returncode, tau.stderr_tail())
+            with contextlib.suppress(AgentError):
+                await tau.request("abort", {}, timeout_s=ABORT_GRACE_S)
+            return CompactionOutcome(
+                performed=False, error=f"not over within {self.wall_clock_s:g} s, aborted"
+            )
+        finally:
+            self._compaction_end = None
+            exited.cancel()
 
     async def _submit(self, tau: TauProcess, turn: PendingTurn, submission_id: str) -> None:
         params = prompt_params(turn.text, submission_id, turn.correlation)

@@ -2,9 +2,10 @@
 
 One JSON-RPC 2.0 message per LF-terminated line on τ's stdio. A request the
 node sends gets one response by ``id``; τ also pushes ``event`` notifications,
-each carrying one WireEvent. A prompt answers twice: the acceptance response,
-then the ``agent_end`` event whose ``submission_id`` matches. Only the second
-means the turn is over.
+each carrying one WireEvent, and a ``compaction_end`` notification when a
+``compact`` is over (read as a WireEvent of that type). A prompt answers twice:
+the acceptance response, then the ``agent_end`` event whose ``submission_id``
+matches. Only the second means the turn is over.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ SUBMISSION_REJECTED = -32000
 
 # get_capabilities answers with ~180 KiB on one line; size the reader for the protocol.
 STDIO_READER_LIMIT = 16 * 1024 * 1024
+
+# The notification that ends a ``compact``; the node reads it as a WireEvent of this type.
+COMPACTION_END = "compaction_end"
 
 # Verbs the node needs; the handshake refuses a τ that lacks any of them.
 REQUIRED_COMMANDS = ("prompt", "abort", "get_capabilities")
@@ -84,6 +88,8 @@ def parse_line(line: bytes) -> RpcResponse | WireEvent:
         raise TauProtocolError(f"τ wrote a line that is not JSON-RPC 2.0: {line[:200]!r}")
     if data.get("method") == "event":
         return _parse_event(data.get("params"))
+    if data.get("method") == COMPACTION_END:
+        return _parse_event({**_params(data.get("params")), "type": COMPACTION_END})
     if "id" not in data:
         raise TauProtocolError(f"τ wrote a notification the node does not know: {line[:200]!r}")
     request_id = data["id"]
@@ -120,6 +126,12 @@ def _parse_event(params: Any) -> WireEvent:
         stop_reason=_opt_str(params, "stop_reason"),
         raw=params,
     )
+
+
+def _params(params: Any) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        raise TauProtocolError(f"τ wrote a notification without params: {params!r:.200}")
+    return params
 
 
 def _opt_str(params: dict[str, Any], key: str) -> str | None:

@@ -150,7 +150,10 @@ class DocumentResponse(BaseModel):
     title: str | None
     content: str | None
     structured_content: dict[str, Any]
-    path: list[int] = Field(description="Ancestor ids, root first, this document last.")
+    path: list[int] = Field(
+        description="Ancestor ids, root first, this document last; empty for a subtree's "
+        "descendants unless the subtree was asked with paths=true."
+    )
     depth: int
     usetype: str | None
     produced_by: str | None = None

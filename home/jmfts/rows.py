@@ -39,15 +39,17 @@ def usetype_clause(
     )
 
 
-def document_response(row: sqlite3.Row, embed: list[float] | None = None) -> DocumentResponse:
-    """A document row on the wire."""
+def document_response(
+    row: sqlite3.Row, embed: list[float] | None = None, *, with_path: bool = True
+) -> DocumentResponse:
+    """A document row on the wire; ``with_path=False`` leaves ``path`` empty (subtree answers)."""
     return DocumentResponse(
         id=row["id"],
         parent_id=row["parent_id"],
         title=row["title"],
         content=row["content"],
         structured_content=json.loads(row["structured_content"] or "{}"),
-        path=path_ids(row["path"]),
+        path=path_ids(row["path"]) if with_path else [],
         depth=row["depth"],
         usetype=row["usetype"],
         position=row["position"],

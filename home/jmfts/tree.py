@@ -95,9 +95,21 @@ class TreeReads:
         return [document_response(r) for r in rows]
 
     def subtree(
-        self, principal: Principal, doc_id: int, *, max_depth: int | None, usetype: str | None
+        self,
+        principal: Principal,
+        doc_id: int,
+        *,
+        max_depth: int | None,
+        usetype: str | None,
+        paths: bool = False,
     ) -> tuple[DocumentResponse, list[DocumentResponse]]:
-        """A document and its visible descendants, depth first by path."""
+        """A document and its visible descendants, depth first by path.
+
+        The descendants' ``path`` is empty unless ``paths``: each is placed by
+        ``parent_id`` and ``depth`` under the root, whose own path is always given.
+        A chain (τ stores each entry under the one before) would otherwise answer
+        ids that grow with the square of its length (docs/architecture.md "Sessions").
+        """
         root = self.visible(principal, doc_id)
         lo, hi = subtree_range(root["path"])
         where, params = "d.path >= ? AND d.path < ? AND d.id != ?", [lo, hi, doc_id]
@@ -106,7 +118,7 @@ class TreeReads:
             params.append(root["depth"] + max_depth)
         where, params = narrow(where, params, usetype, None, None)
         rows = self.query(principal, where, params, order="d.depth, d.position, d.id")
-        return document_response(root), [document_response(r) for r in rows]
+        return document_response(root), [document_response(r, with_path=paths) for r in rows]
 
     def ancestors(self, principal: Principal, doc_id: int) -> list[DocumentResponse]:
         """Visible ancestors, root first (the document itself excluded)."""

@@ -45,7 +45,15 @@ def test_jmfts_client_documents_tree_and_search(shared_server: ServerProcess) ->
         updated = jm.update_document(doc.id, DocumentUpdate(content="Sea otters sleep afloat"))
         assert updated.content == "Sea otters sleep afloat"
         assert [c.id for c in jm.get_children(root.id)] == [doc.id]
-        assert jm.get_subtree(root.id).total == 2
+        sub = jm.get_subtree(root.id)
+        assert sub.total == 2 and sub.root.path == [root.id]
+        # Descendants are placed by parent_id and depth; their paths come when asked.
+        assert [(d.id, d.parent_id, d.depth, d.path) for d in sub.descendants] == [
+            (doc.id, root.id, 1, [])
+        ]
+        with shared_server.client() as http:
+            asked = http.get(f"/documents/{root.id}/subtree", params={"paths": "true"}).json()
+        assert [d["path"] for d in asked["descendants"]] == [[root.id, doc.id]]
         assert [a.id for a in jm.get_ancestors(doc.id)] == [root.id]
         assert root.id in {r.id for r in jm.get_root_documents()}
         assert doc.id in {d.id for d in jm.list_documents(parent_id=root.id)}

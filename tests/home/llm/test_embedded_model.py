@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from home.agents.agent_node import AgentNode
+from home.agents.compaction import context_tokens
 from home.llm.endpoint import embedded_endpoint, forced_tool_choice
 from home.llm.errors import ModelFileError
 from home.llm.model_file import packaged_gguf
@@ -130,7 +131,8 @@ async def test_a_long_conversation_never_outgrows_the_window(
 ) -> None:
     # A small window the whole session would outgrow within a few turns (prose answers of
     # a sentence or two add some 50 tokens a turn); the server shows the model the last
-    # turns only (home.llm.serve --history_turns), so no request comes near it.
+    # turns only (home.llm.serve --history_turns), so no request comes near it, and the
+    # node compacts the conversation τ keeps (τ, seeing small prompts, never would).
     endpoint = replace(embedded_endpoint(llm.url, "speak"), context_window=1024)
     questions = ["What colour is the sky?", "Is water wet?", "What is two plus two?",
                  "Name a fruit.", "Is it day or night?", "Say something kind."]  # fmt: skip
@@ -151,7 +153,10 @@ async def test_a_long_conversation_never_outgrows_the_window(
         messages = (await tau.request("get_messages", {}))["messages"]
 
     assert [o.error for o in node.stats.outcomes if o.error] == []
+    assert len(node.stats.outcomes) == 24
     used = [m["usage"]["total_tokens"] for m in messages if m.get("role") == "assistant"]
-    assert len(used) >= 24
     assert max(used) < endpoint.context_window // 2, used
+    assert node.stats.compactions_asked >= 1 and node.stats.compactions_unperformed == 0
     assert node.stats.compaction_failures == 0
+    # What τ keeps stays bounded: its summary, and the turns since.
+    assert context_tokens(messages) < endpoint.context_window, messages
