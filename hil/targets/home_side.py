@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hil.runner import HilError
+from shared.bus_credentials import home_admin_url
 
 
 def tool(name: str) -> str:
@@ -29,15 +30,17 @@ class HomeSide:
     data_dir: Path
 
     def nats_url(self) -> str:
-        """Home's NATS URL, from the ``home.json`` that ``home up`` writes while it runs."""
+        """Home's NATS URL, from the ``home.json`` that ``home up`` writes while it runs,
+        carrying the home's admin credentials (its bus admits no one without)."""
         state = self.data_dir / "home.json"
         try:
-            return str(json.loads(state.read_text())["nats_url"])
+            url = str(json.loads(state.read_text())["nats_url"])
         except (OSError, ValueError, KeyError) as exc:
             raise HilError(
                 f"no running home at {self.data_dir} ({state}: {exc}); start it with "
                 f"`home up --data-dir {self.data_dir}`"
             ) from None
+        return home_admin_url(self.data_dir, url)
 
     def half(self, device: str) -> Path:
         """Home's copy of the edge half it paired ``device`` with."""

@@ -34,6 +34,7 @@ from hil.runner import HilError
 from hil.speech import SpeechLibrary
 from hil.targets.base import Headroom, HomeWatch, ResourceSample
 from hil.targets.proxy import CuttableRelay
+from shared.bus_credentials import home_admin_url
 from shared.errors import ContractError
 from shared.event import Event
 from shared.messages.bridge import BridgeStatus
@@ -143,7 +144,7 @@ class VirtualBoard:
              str(home_port), "--apply", self._schema, *self._home_args],
         )  # fmt: skip
         state = await self._wait_file(self.data_dir / "home.json", self._home, "home up")
-        self.home_url = str(json.loads(state)["nats_url"])
+        self.home_url = home_admin_url(self.data_dir, str(json.loads(state)["nats_url"]))
         pulse = self._sync.enter_context(pulse_daemon(self.work_dir / "pulse"))
         self._pulse_env = pulse.env
         config = self.work_dir / "edge.yaml"
