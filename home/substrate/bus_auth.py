@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import bcrypt
+
 from home.substrate.launchers import node_health_subject
 from home.substrate.routing import Route
 from shared.bus_credentials import ADMIN_USER, USERS_DIR, BusCredentials, credentials_file
@@ -166,11 +168,22 @@ def derive_users(
     return users
 
 
-def render_authorization(users: Iterable[BusUser], passwords: dict[str, BusCredentials]) -> str:
-    """The ``authorization`` block of nats-server's configuration (JSON is valid there)."""
+# bcrypt's work factor slows the guessing of a password a person chose; these are
+# random (shared/bus_credentials.py), so the lowest cost keeps a connect cheap and
+# the hash still keeps the secret out of the server's configuration file.
+BCRYPT_ROUNDS = 4
+
+
+def hash_password(password: str) -> str:
+    """``password`` as nats-server checks it without holding it (bcrypt)."""
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=BCRYPT_ROUNDS)).decode()
+
+
+def render_authorization(users: Iterable[BusUser], hashes: dict[str, str]) -> str:
+    """The ``authorization`` block of nats-server's configuration (JSON is valid there);
+    each user's password only as its bcrypt hash."""
     entries = [
-        {"user": u.name, "password": passwords[u.name].password, "permissions": u.permissions()}
-        for u in users
+        {"user": u.name, "password": hashes[u.name], "permissions": u.permissions()} for u in users
     ]
     return json.dumps({"authorization": {"users": entries}}, indent=2) + "\n"
 
@@ -199,6 +212,7 @@ class BusAuthority:
         self._nodes: tuple[NodeSpec, ...] = ()
         self._routes: tuple[Route, ...] = ()
         self._passwords: dict[str, BusCredentials] = {}
+        self._hashes: dict[str, str] = {}
         self._reload: Reload | None = None
         self._changing = asyncio.Lock()
         # Files of an earlier run name passwords no server knows any more; gone at first write.
@@ -215,6 +229,7 @@ class BusAuthority:
             found = BusCredentials.generate(user)
             found.write(credentials_file(self.data_dir, user))
             self._passwords[user] = found
+            self._hashes[user] = hash_password(found.password)
         return found
 
     def url(self, user: str, base_url: str) -> str:
@@ -242,9 +257,9 @@ class BusAuthority:
         for name in wanted:
             self.credentials(name)
         for gone in set(self._passwords) - set(wanted):
-            del self._passwords[gone]
+            del self._passwords[gone], self._hashes[gone]
             credentials_file(self.data_dir, gone).unlink(missing_ok=True)
-        text = render_authorization(wanted.values(), self._passwords)
+        text = render_authorization(wanted.values(), self._hashes)
         tmp = self.config_file.with_suffix(".tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.chmod(0o600)

@@ -5,18 +5,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import bcrypt
+
 from bridge.pair import pair
 from home.substrate.bus_auth import (
     BusAuthority,
     BusUser,
     derive_users,
+    hash_password,
     node_user,
     render_authorization,
     router_user,
 )
 from home.substrate.nats_server import NatsServer
 from home.substrate.routing import Route
-from shared.bus_credentials import BusCredentials
 from shared.schema import NodeCatalog, load_bridge_half, load_node_catalog
 
 REPO = Path(__file__).resolve().parents[3]
@@ -90,13 +92,14 @@ def test_an_empty_right_denies_everything_rather_than_allowing_it() -> None:
     assert perms["publish"] == {"deny": [">"]} and perms["subscribe"] == {"deny": [">"]}
 
 
-def test_the_rendered_block_names_every_user_with_its_password() -> None:
+def test_the_rendered_block_names_every_user_with_its_password_hash() -> None:
     users = [BusUser("a", ("x",), ("y",), allow_responses=True)]
-    text = render_authorization(users, {"a": BusCredentials("a", "pw")})
+    text = render_authorization(users, {"a": hash_password("pw")})
     (entry,) = json.loads(text)["authorization"]["users"]
+    assert "pw" not in entry["password"]
+    assert bcrypt.checkpw(b"pw", entry.pop("password").encode())
     assert entry == {
         "user": "a",
-        "password": "pw",
         "permissions": {
             "publish": {"allow": ["x"]},
             "subscribe": {"allow": ["y"]},
