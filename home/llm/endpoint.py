@@ -37,6 +37,12 @@ from home.llm.model_file import EMBEDDED_MODEL_ID
 # so the constrained JSON always closes (seen at 96: a 340-character run cut off).
 EMBEDDED_MAX_TOKENS = 160
 EMBEDDED_CONTEXT = 4096
+# A tighter cap for a spoken prose answer, measured but not shipped: the whole answer is
+# generated before the handset speaks it, so its length is the model's share of the wait
+# (answers ran p50 44 and p95 151 tokens), yet over the everyday prompts 64 tokens left
+# 4 answers of 64 made of the user's words against 2 (`make bench NAME=answers`).
+# An answer any cap cuts is spoken up to its last whole sentence (the handset).
+PROSE_MAX_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -124,19 +130,24 @@ def embedded_endpoint(
     answer_tool: str | None,
     mode: AnswerMode = EMBEDDED_ANSWER_MODE,
     sampling: Sampling = EMBEDDED_SAMPLING,
+    prose_max_tokens: int = EMBEDDED_MAX_TOKENS,
 ) -> ModelEndpoint:
     """The endpoint of the embedded server for an agent whose answers go through ``answer_tool``.
 
     In ``forced-tool`` mode every request names ``answer_tool``; in ``prose`` mode, and
     for an agent without one (no handset), the model answers in prose, unconstrained.
+    An agent that answers aloud in prose is capped at ``prose_max_tokens`` a request.
     """
     extra: dict[str, Any] = {"repeat_penalty": sampling.repeat_penalty}
+    max_tokens = EMBEDDED_MAX_TOKENS
     if answer_tool is not None and mode is AnswerMode.FORCED_TOOL:
         extra["tool_choice"] = forced_tool_choice(answer_tool)
+    elif answer_tool is not None:
+        max_tokens = prose_max_tokens
     return ModelEndpoint(
         base_url=url,
         model=EMBEDDED_MODEL_ID,
-        max_tokens=EMBEDDED_MAX_TOKENS,
+        max_tokens=max_tokens,
         context_window=EMBEDDED_CONTEXT,
         temperature=sampling.temperature,
         extra_body=extra,

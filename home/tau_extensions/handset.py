@@ -13,7 +13,8 @@ are spoken, silence is allowed.
 
 Whatever is spoken, by the tool or as prose, is first passed through
 :func:`~home.tau_extensions.speakable.speakable_text`: only letters, digits and
-spoken punctuation reach the board. An answer with nothing speakable left is
+spoken punctuation reach the board. An answer the token cap cut off is spoken
+up to its last whole sentence. An answer with nothing speakable left is
 refused (one re-prompt); in the re-prompted turn, what is left of an
 unspeakable answer is spoken, or else a short apology.
 
@@ -31,7 +32,13 @@ from tau_agent_core.tools.base import ToolError
 
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
-from home.tau_extensions.prose import ProseKind, assistant_prose, unspeakable_reason
+from home.tau_extensions.prose import (
+    TRUNCATED,
+    ProseKind,
+    assistant_prose,
+    unspeakable_reason,
+    whole_sentences,
+)
 from home.tau_extensions.speakable import APOLOGY, speakable_text
 from shared.messages.voice import REPLY_EVENT_TYPE, SPEAK_EVENT_TYPE, Reply, Speak
 from shared.subjects import (
@@ -168,7 +175,8 @@ class Handset:
             if prose.kind is ProseKind.STATUS:
                 await self.publish_reply(prose.text, "status")
             elif prose.kind is ProseKind.ANSWER:
-                await self.route_answer(prose.text)
+                cut = message.get("stop_reason") == TRUNCATED
+                await self.route_answer(whole_sentences(prose.text) if cut else prose.text)
 
     async def on_session_start(self, event: dict[str, Any], ctx: Any) -> None:
         """Connect the bus link."""

@@ -21,6 +21,11 @@ MAX_SPOKEN_CHARS = 600
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$", re.MULTILINE)
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
 _URL = re.compile(r"https?://\S+")
+# A sentence's end: its mark and any closing quotes or brackets, then a space or the end.
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*(?=\s|$)")
+
+# τ's stop reason of a message the output cap ended.
+TRUNCATED = "length"
 
 
 class ProseKind(enum.Enum):
@@ -51,6 +56,16 @@ def assistant_prose(message: dict[str, Any]) -> Prose:
     if not text:
         return Prose(ProseKind.SILENCE, "")
     return Prose(ProseKind.STATUS if called_tool else ProseKind.ANSWER, text)
+
+
+def whole_sentences(text: str) -> str:
+    """``text`` up to the end of its last whole sentence; all of it when it has none.
+
+    An answer the token cap cut off ends mid-sentence; reading the fragment aloud
+    would end the answer mid-thought.
+    """
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    return text[: ends[-1]].rstrip() if ends else text
 
 
 def unspeakable_reason(text: str) -> str | None:

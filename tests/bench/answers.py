@@ -26,7 +26,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from home.agents.tau_command import DEFAULT_SYSTEM_PROMPT
-from home.llm.endpoint import EMBEDDED_SAMPLING, AnswerMode, embedded_endpoint
+from home.llm.endpoint import (
+    EMBEDDED_SAMPLING,
+    PROSE_MAX_TOKENS,
+    AnswerMode,
+    embedded_endpoint,
+)
 from home.llm.serve import DEFAULT_HISTORY_TURNS
 from home.llm.server import LlamaServer, LlamaServerConfig
 from shared.schema.catalog import load_node_catalog
@@ -92,6 +97,14 @@ SETUPS = (
         DEFAULT_SYSTEM_PROMPT,
         "sampling: llama.cpp's default penalty on repeated tokens",
     ),
+    AnswerSetup(
+        f"prose+max-tokens-{PROSE_MAX_TOKENS}",
+        lambda url: embedded_endpoint(
+            url, "speak", AnswerMode.PROSE, prose_max_tokens=PROSE_MAX_TOKENS
+        ),
+        DEFAULT_SYSTEM_PROMPT,
+        "a spoken answer capped tighter; cut answers spoken to their last whole sentence",
+    ),
 )
 
 
@@ -144,6 +157,13 @@ def _results(report: AnswerReport) -> list[Result]:
             unit="s",
             n=n,
             note=f"max {max(seconds):.1f} s; run {report.wall_s:.0f} s (one τ session)",
+        ),
+        Result(
+            metric=f"{report.mode}: seconds per turn p95",
+            value=statistics.quantiles(seconds, n=20)[-1],
+            unit="s",
+            n=n,
+            note="the whole answer is written before it is spoken",
         ),
     ]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from home.llm.endpoint import (
     EMBEDDED_ANSWER_MODE,
+    EMBEDDED_MAX_TOKENS,
+    PROSE_MAX_TOKENS,
     AnswerMode,
     Sampling,
     embedded_endpoint,
@@ -33,3 +35,13 @@ def test_sampling_rides_in_the_request() -> None:
     assert entry["temperature"] == 0.5
     assert entry["extra_body"]["repeat_penalty"] == 1.2
     assert entry["stream"] is False
+
+
+def test_a_spoken_prose_answers_cap_is_a_setting_of_prose_mode_only() -> None:
+    url = "http://127.0.0.1:1/v1"
+    assert embedded_endpoint(url, "speak").tau_entry()["max_tokens"] == EMBEDDED_MAX_TOKENS
+    capped = embedded_endpoint(url, "speak", prose_max_tokens=PROSE_MAX_TOKENS)
+    assert capped.tau_entry()["max_tokens"] == PROSE_MAX_TOKENS
+    forced = embedded_endpoint(url, "speak", AnswerMode.FORCED_TOOL, prose_max_tokens=8)
+    assert forced.max_tokens == EMBEDDED_MAX_TOKENS
+    assert embedded_endpoint(url, None, prose_max_tokens=8).max_tokens == EMBEDDED_MAX_TOKENS

@@ -8,7 +8,13 @@ import pytest
 
 from home.tau_extensions.binding import TurnBinding, read_binding, write_binding
 from home.tau_extensions.errors import BindingFileError
-from home.tau_extensions.prose import ProseKind, assistant_prose, unspeakable_reason
+from home.tau_extensions.handset import Handset
+from home.tau_extensions.prose import (
+    ProseKind,
+    assistant_prose,
+    unspeakable_reason,
+    whole_sentences,
+)
 
 
 def test_binding_file_round_trips_and_names_its_problems(tmp_path: Path) -> None:
@@ -58,3 +64,47 @@ def test_prose_kind_follows_the_shape_of_the_turn() -> None:
 def test_unspeakable_reasons(text: str, reason: str | None) -> None:
     found = unspeakable_reason(text)
     assert (found is None) if reason is None else (found is not None and reason in found)
+
+
+@pytest.mark.parametrize(
+    ("text", "spoken"),
+    [
+        ("Boil it for six minutes. Then cool it in cold", "Boil it for six minutes."),
+        ('She said "go to bed early." Then she', 'She said "go to bed early."'),
+        ("Really? Yes! It is 3.5 degrees and", "Really? Yes!"),
+        ("No sentence ends in this cut", "No sentence ends in this cut"),
+        ("One whole sentence.", "One whole sentence."),
+    ],
+)
+def test_whole_sentences_drops_the_fragment_after_the_last_sentence(text: str, spoken: str) -> None:
+    assert whole_sentences(text) == spoken
+
+
+class _RecordingHandset(Handset):
+    """A handset whose answers are recorded instead of spoken (no bus)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(
+            {"agent": "a", "nats_url": "nats://127.0.0.1:1", "binding_file": tmp_path / "b"}
+        )
+        self.answers: list[str] = []
+
+    async def route_answer(self, text: str) -> None:
+        self.answers.append(text)
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "spoken"),
+    [("length", "Sleep at the same time."), ("stop", "Sleep at the same time. Keep")],
+)
+async def test_an_answer_the_token_cap_cut_is_spoken_to_its_last_whole_sentence(
+    tmp_path: Path, stop_reason: str, spoken: str
+) -> None:
+    handset = _RecordingHandset(tmp_path)
+    message = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Sleep at the same time. Keep"}],
+        "stop_reason": stop_reason,
+    }
+    await handset.on_turn_end({"messages": [message]}, None)
+    assert handset.answers == [spoken]
