@@ -67,5 +67,8 @@ async def test_a_booted_image_is_driven_like_a_real_board(
     verdicts = {f"{c.suite}/{c.name}": (c.verdict, c.reason) for c in result.cases}
     assert result.ok, verdicts
     stages = {m.stage for c in result.cases if c.suite == "turn" for m in c.measurements}
-    assert stages == {"asr", "agent", "playback"}
+    # The wait by stage (hil/wait.py): the board's own stages and home's; the bridge
+    # stages span the guest's clock and home's, which are never subtracted.
+    assert {"endpointing", "asr_final", "routing", "model", "tts_first_chunk"} <= stages
+    assert not {"bridge_up", "bridge_down"} & stages
     assert played is not None and played >= 2  # the answer and the notice while cut off
