@@ -106,9 +106,12 @@ class SchemaRuntime:
 
     def source_by_name(self, name: str) -> SchemaSource:
         """The shipped (or configured) schema ``name`` from the schema directory."""
-        path = self.schema_dir / f"{name}.yaml"
-        if not path.is_file():
-            known = sorted(p.stem for p in self.schema_dir.glob("*.yaml"))
+        # Looked up among the directory's files, never joined onto a path: a name from
+        # the bus cannot reach outside the directory or be too long for the filesystem.
+        schemas = {p.stem: p for p in self.schema_dir.glob("*.yaml") if p.is_file()}
+        path = schemas.get(name)
+        if path is None:
+            known = sorted(schemas)
             raise SchemaNotFound(
                 f"no activation schema named {name!r} in {self.schema_dir}; "
                 f"known: {', '.join(known) or 'none'}"
