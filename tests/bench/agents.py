@@ -54,7 +54,7 @@ from shared.event import Event, new_binding_id
 from shared.schema.catalog import NodeSpec, load_node_catalog, parse_node_catalog
 from shared.subjects import speech_completed_subject, workspace_in_subject
 from shared.yaml_source import parse_yaml
-from tests.bench.report import Result, publish
+from tests.bench.report import Result, publish, quantile
 from tests.support.home_fixtures import event_log_server
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
@@ -122,11 +122,6 @@ class Edge:
 
 def speak_back(request: RecordedRequest) -> Reply:
     return Reply.call("speak", {"text": "Yes."})
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def scripted_run(
@@ -294,11 +289,11 @@ def session_results(jmfts: SessionFigures, files: SessionFigures) -> list[Result
             results.append(
                 Result(
                     metric=f"switch onto a conversation of {span}, JMFTS {label}",
-                    value=pct(ours, q),
+                    value=quantile(ours, q),
                     unit="ms",
                     n=len(ours),
                     peer="τ's file store",
-                    peer_value=pct(peer, q),
+                    peer_value=quantile(peer, q),
                     note="τ loads the whole conversation from its store",
                 )
             )
@@ -307,11 +302,11 @@ def session_results(jmfts: SessionFigures, files: SessionFigures) -> list[Result
             results.append(
                 Result(
                     metric=f"publish → first model request, turn that switched, {store} {label}",
-                    value=pct(figures.switched_to_model, q),
+                    value=quantile(figures.switched_to_model, q),
                     unit="ms",
                     n=len(figures.switched_to_model),
                     peer="same device, no switch",
-                    peer_value=pct(figures.same_device_to_model, q),
+                    peer_value=quantile(figures.same_device_to_model, q),
                     note="goal: switching adds ≤ 5 ms p99",
                 )
             )
@@ -386,11 +381,11 @@ async def run() -> list[Result]:
                     results.append(
                         Result(
                             metric=f"{metric} {label}",
-                            value=pct(ours, q),
+                            value=quantile(ours, q),
                             unit="ms",
                             n=len(ours),
                             peer="τ builtin nats_bus",
-                            peer_value=pct(peer, q),
+                            peer_value=quantile(peer, q),
                             note="goal ≤ 10 ms; scripted model",
                         )
                     )
@@ -398,7 +393,7 @@ async def run() -> list[Result]:
                 results.append(
                     Result(
                         metric=f"publish → prompt written to τ (the node's share) {label}",
-                        value=pct(node_prompt, q),
+                        value=quantile(node_prompt, q),
                         unit="ms",
                         n=len(node_prompt),
                         note="the rest of publish → request is τ's own",

@@ -38,6 +38,12 @@ class Result:
         return self.value / self.peer_value  # type: ignore[operator]
 
 
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values`` by nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
 def machine() -> dict[str, object]:
     """What ran the benchmark."""
     model = platform.processor()

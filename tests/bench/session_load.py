@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from typing import Any
 from tau_jmfts.client import JmftsClient
 from tau_jmfts.store import JmftsSessionLog
 
-from tests.bench.report import Result, publish
+from tests.bench.report import Result, publish, quantile
 
 SIZES = (25, 100, 250)
 LOADS = int(os.environ.get("BENCH_SESSION_LOADS", "40"))
@@ -135,13 +134,6 @@ def run() -> list[Result]:
             server.terminate()
             server.wait(timeout=30)
     return results
-
-
-def quantile(values: list[float], q: float) -> float:
-    if q == 0.5:
-        return statistics.median(values)
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def main() -> None:
