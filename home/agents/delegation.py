@@ -17,7 +17,7 @@ still unanswered after ``delegate_timeout_s`` gets an answer that says so
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,20 +52,20 @@ class Pending:
     schema: str | None
 
 
+def _verbs_config(spec: NodeSpec) -> Mapping[str, Any]:
+    """The config of the node's verbs extension (empty when it loads none)."""
+    return next((ext.config for ext in spec.extensions if ext.name == "verbs"), {})
+
+
 def delegate_timeout(spec: NodeSpec) -> float:
     """How long the node's agent waits for a delegated answer (verbs' ``delegate_timeout_s``)."""
-    for ext in spec.extensions:
-        if ext.name == "verbs":
-            return float(ext.config.get("delegate_timeout_s", DEFAULT_DELEGATE_TIMEOUT_S))
-    return DEFAULT_DELEGATE_TIMEOUT_S
+    return float(_verbs_config(spec).get("delegate_timeout_s", DEFAULT_DELEGATE_TIMEOUT_S))
 
 
 def delegates(spec: NodeSpec) -> bool:
     """Whether the node's agent is offered ``delegate`` (its verbs extension lists it):
     only such a node watches the delegate acks, which its bus user may read."""
-    return any(
-        ext.name == "verbs" and "delegate" in ext.config.get("verbs", ()) for ext in spec.extensions
-    )
+    return "delegate" in _verbs_config(spec).get("verbs", ())
 
 
 def delegation_ack(
