@@ -33,8 +33,8 @@ from edge.audio.null_server import pulse_daemon
 from hil.runner import HilError
 from hil.speech import SpeechLibrary
 from hil.targets.base import Headroom, HomeWatch, ResourceSample
+from hil.targets.home_side import HomeSide
 from hil.targets.proxy import CuttableRelay
-from shared.bus_credentials import home_admin_url
 from shared.errors import ContractError
 from shared.event import Event
 from shared.messages.bridge import BridgeStatus
@@ -143,8 +143,8 @@ class VirtualBoard:
             [_tool("home"), "up", "--data-dir", str(self.data_dir), "--bridge-port",
              str(home_port), "--apply", self._schema, *self._home_args],
         )  # fmt: skip
-        state = await self._wait_file(self.data_dir / "home.json", self._home, "home up")
-        self.home_url = home_admin_url(self.data_dir, str(json.loads(state)["nats_url"]))
+        await self._wait_file(self.data_dir / "home.json", self._home, "home up")
+        self.home_url = HomeSide(self.data_dir).nats_url()
         pulse = self._sync.enter_context(pulse_daemon(self.work_dir / "pulse"))
         self._pulse_env = pulse.env
         config = self.work_dir / "edge.yaml"
