@@ -1,7 +1,7 @@
 """One qemu-profile board image per test session, paired with a home that is not running.
 
 ``build_qemu_image`` is what the ``built_qemu_image`` fixture (tests/conftest.py)
-yields: firmware's slow boot test and HIL's ``qemu:IMAGE`` target share the one
+yields: firmware's image tests and HIL's one qemu boot (tests/hil/test_qemu.py) share the one
 image instead of building their own (a warm build is about a minute here; the
 base system comes from the ``~/.cache/tether`` cache, built once cold).
 
