@@ -43,6 +43,7 @@ def _speak(request: RecordedRequest) -> Reply:
 
 
 HOME_WAIT_S = 120.0
+BOOT_LIMIT_S = 1500.0  # under TCG on a busy 2-core machine; ~160 s on a quiet one
 
 
 async def unit_properties(board: SshBoard) -> dict[str, str]:
@@ -115,7 +116,7 @@ async def test_a_booted_image_is_ready_with_home_down_then_driven_like_a_real_bo
         relay=relay,
         phrases=DEFAULT_PHRASES[:1],
     )
-    qemu = QemuBoard(built_qemu_image.image, tmp_path / "run", options)
+    qemu = QemuBoard(built_qemu_image.image, tmp_path / "run", options, limit_s=BOOT_LIMIT_S)
     async with qemu as board:
         assert await board.reachable() is None
         seen = await look_with_home_down(board)
