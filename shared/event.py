@@ -212,7 +212,7 @@ class Event:
         """Parse and validate one envelope object; errors name the key."""
         if not isinstance(data, dict):
             raise EnvelopeError("<event>", f"expected a JSON object, got {_kind(data)}")
-        _check_nesting(data)
+        check_nesting(data)
         for key in REQUIRED_KEYS:
             if key not in data:
                 raise EnvelopeError(key, "is required but missing")
@@ -368,7 +368,7 @@ def _looks_like_blob(text: str) -> bool:
     return True
 
 
-def _check_nesting(data: dict[str, Any]) -> None:
+def check_nesting(data: dict[str, Any]) -> None:
     """Refuse containers nested deeper than :data:`MAX_NESTING`, naming the top-level key.
 
     Iterative, so that checking the depth cannot itself run out of stack.
