@@ -38,23 +38,25 @@ _BLOB_MIN_CHARS = 256
 _BASE64_RUN = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
 _DATA_URL = re.compile(r"^data:[^,]{0,100};base64,", re.IGNORECASE)
 
-KNOWN_KEYS = (
-    "event_id",
-    "event_type",
-    "source",
-    "timestamp",
-    "sequence_number",
-    "ttl_ms",
-    "payload",
-    "produced_by_schema",
-    "routed_by_schema",
-    "binding_id",
-    "expectation",
-    "residual",
-    "origin_node",
-    "hops",
-    "seen_by",
-    "audit",
+KNOWN_KEYS = frozenset(
+    (
+        "event_id",
+        "event_type",
+        "source",
+        "timestamp",
+        "sequence_number",
+        "ttl_ms",
+        "payload",
+        "produced_by_schema",
+        "routed_by_schema",
+        "binding_id",
+        "expectation",
+        "residual",
+        "origin_node",
+        "hops",
+        "seen_by",
+        "audit",
+    )
 )
 REQUIRED_KEYS = (
     "event_id",
@@ -373,7 +375,10 @@ def check_nesting(data: dict[str, Any]) -> None:
 
     Iterative, so that checking the depth cannot itself run out of stack.
     """
-    stack: list[tuple[Any, int, str]] = [(value, 2, key) for key, value in data.items()]
+    containers = (dict, list)
+    stack: list[tuple[Any, int, str]] = [
+        (value, 2, key) for key, value in data.items() if isinstance(value, containers)
+    ]
     while stack:
         value, depth, key = stack.pop()
         if isinstance(value, dict):
@@ -384,7 +389,7 @@ def check_nesting(data: dict[str, Any]) -> None:
             continue
         if depth > MAX_NESTING:
             raise EnvelopeError(key, f"nests deeper than {MAX_NESTING} levels")
-        stack.extend((child, depth + 1, key) for child in children)
+        stack.extend((c, depth + 1, key) for c in children if isinstance(c, containers))
 
 
 def _kind(value: Any) -> str:

@@ -10,7 +10,6 @@ belongs to (on home: the device the SSH key proved).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +19,7 @@ import orjson
 from bridge.errors import Refused
 from shared.errors import EnvelopeError, EnvelopeTooLarge, NotTextOnly, SubjectError
 from shared.event import (
+    AUDIO_KEYS,
     DEFAULT_TTL_MS,
     MAX_NESTING,
     MAX_TTL_MS,
@@ -42,9 +42,19 @@ FOREIGN_DEVICE = "foreign_device"
 _SUBJECT_CACHE = 4096
 _PASS = ("", "")
 
-# orjson reads integers beyond 64 bits as floats; a run this long may be one, and then the
-# exact (slower) standard parser reads the event instead.
-_LONG_DIGITS = re.compile(rb"[0-9]{20}")
+# orjson reads integers beyond 64 bits as floats; a run of 20 digits may be one, and then
+# the exact (slower) standard parser reads the event instead. Found by mapping every digit
+# to "0" and searching for the run: several times faster than a regular expression.
+_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_DIGITS = b"0" * 20
+
+_AUDIO_NAMES = tuple(name.encode() for name in AUDIO_KEYS)
+_BLOB_MIN_CHARS = 256
+_BASE64_TO_A = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-=\\",
+    b"A" * 68,
+)
+_BLOB_RUN = b"A" * _BLOB_MIN_CHARS
 
 REASONS = (NOT_DECLARED, NOT_TEXT, OVERSIZE, MALFORMED, LOOP, FOREIGN_DEVICE, "outbox_full")
 
@@ -66,7 +76,7 @@ class Crossing:
 
 def decode_json(data: bytes) -> Any:
     """Parse JSON bytes exactly as :func:`json.loads` would, through orjson where that is exact."""
-    if _LONG_DIGITS.search(data):
+    if _LONG_DIGITS in data.translate(_DIGITS_TO_ZERO):
         return json.loads(data)
     return orjson.loads(data)
 
@@ -77,6 +87,24 @@ def encode_json(obj: Any) -> bytes:
         return orjson.dumps(obj)
     except orjson.JSONEncodeError:  # integers beyond 64 bits
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def surely_text(data: bytes, limits: EnvelopeLimits) -> bool:
+    """True when JSON ``data`` certainly passes :func:`check_text_only`; False when in doubt.
+
+    Sound because each thing the walk refuses leaves a trace in the bytes that this
+    looks for, and escapes that could hide one (``\\uXXXX``) send it to the walk:
+    no string can be longer than the whole text; an audio key, lower-cased, contains
+    its name in the lower-cased bytes (no other character lower-cases into those
+    letters); a data URL contains ``data:``; a base64 blob is a run of at least
+    256 bytes of the base64 alphabet (``\\/`` counted in).
+    """
+    if len(data) > limits.max_string_bytes or b"\\u" in data:
+        return False
+    low = data.lower()
+    if any(name in low for name in _AUDIO_NAMES) or b"data:" in low:
+        return False
+    return len(data) < _BLOB_MIN_CHARS or _BLOB_RUN not in data.translate(_BASE64_TO_A)
 
 
 def _delivery_keys(obj: dict[str, Any]) -> tuple[str, float, tuple[str, ...]]:
@@ -128,9 +156,8 @@ class HalfPolicy:
         self._check_subject(subject, self.half.export_patterns, "exports")
         obj = self._parse(subject, data)
         try:
-            event = Event.from_dict(obj, self.limits)
-        except EnvelopeTooLarge as exc:
-            raise Refused(OVERSIZE, f"{subject!r}: {exc}") from exc
+            self._check_text(obj, data)
+            event = Event.from_dict(obj)
         except NotTextOnly as exc:
             raise Refused(NOT_TEXT, f"{subject!r}: {exc}") from exc
         except EnvelopeError as exc:
@@ -148,17 +175,25 @@ class HalfPolicy:
         self._check_subject(subject, self.half.import_patterns, "imports")
         obj = self._parse(subject, data)
         try:
-            # Depth is at most the number of brackets (strings may hold some too): when
-            # those are few, no container can be nested too deeply, and the walk is skipped.
-            if data.count(b"{") + data.count(b"[") > MAX_NESTING:
-                check_nesting(obj)
-            check_text_only(obj, self.limits)
+            self._check_text(obj, data)
             event_id, expires_at, hops = _delivery_keys(obj)
         except NotTextOnly as exc:
             raise Refused(NOT_TEXT, f"{subject!r}: {exc}") from exc
         except EnvelopeError as exc:
             raise Refused(MALFORMED, f"{subject!r}: {exc}") from exc
         return self._cross(subject, obj, event_id, expires_at, hops)
+
+    def _check_text(self, obj: dict[str, Any], data: bytes) -> None:
+        """Text-only within the limits (:func:`check_text_only`), walked only when in doubt.
+
+        Depth is at most the number of brackets (strings may hold some too), so when
+        those are few no container nests too deeply; and :func:`surely_text` proves most
+        events text-only from their bytes alone, several times faster than the walk.
+        """
+        if data.count(b"{") + data.count(b"[") > MAX_NESTING:
+            check_nesting(obj)
+        if not surely_text(data, self.limits):
+            check_text_only(obj, self.limits)
 
     def _check_subject(self, subject: str, declared: tuple[str, ...], what: str) -> None:
         key = (what, subject)
