@@ -34,7 +34,7 @@ TIMESTAMP_YEARS = (1900, 9000)
 AUDIO_KEYS = frozenset({"audio", "pcm", "samples", "wav"})
 
 # A long run of base64 alphabet with no spaces is a blob, not language.
-_BLOB_MIN_CHARS = 256
+BLOB_MIN_CHARS = 256
 _BASE64_RUN = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
 _DATA_URL = re.compile(r"^data:[^,]{0,100};base64,", re.IGNORECASE)
 
@@ -361,7 +361,7 @@ def _check_string(value: str, path: str, limits: EnvelopeLimits) -> None:
 def _looks_like_blob(text: str) -> bool:
     if text[:5].lower() == "data:" and _DATA_URL.match(text):
         return True
-    if len(text) < _BLOB_MIN_CHARS or not _BASE64_RUN.match(text):
+    if len(text) < BLOB_MIN_CHARS or not _BASE64_RUN.match(text):
         return False
     try:
         base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=False)

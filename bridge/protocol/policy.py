@@ -1,10 +1,11 @@
 """What one half lets across, in each direction. Pure: no I/O.
 
 Each side enforces its own half (never the peer's promises): a subject must be
-declared (exports when sending, imports when receiving), the event must be a
-valid text-only envelope within this half's limits, must not already carry this
-side's hop (a loop), and must not name another device than the one this link
-belongs to (on home: the device the SSH key proved).
+declared (exports when sending, imports when receiving), the event must be
+text-only within this half's limits, must not already carry this side's hop (a
+loop), and must not name another device than the one this link belongs to (on
+home: the device the SSH key proved). The sender validates the whole envelope,
+the receiver only the keys delivery reads (docs/architecture.md, "Bridge").
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from bridge.errors import Refused
 from shared.errors import EnvelopeError, EnvelopeTooLarge, NotTextOnly, SubjectError
 from shared.event import (
     AUDIO_KEYS,
+    BLOB_MIN_CHARS,
     DEFAULT_TTL_MS,
     MAX_NESTING,
     MAX_TTL_MS,
@@ -49,12 +51,11 @@ _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_DIGITS = b"0" * 20
 
 _AUDIO_NAMES = tuple(name.encode() for name in AUDIO_KEYS)
-_BLOB_MIN_CHARS = 256
 _BASE64_TO_A = bytes.maketrans(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-=\\",
     b"A" * 68,
 )
-_BLOB_RUN = b"A" * _BLOB_MIN_CHARS
+_BLOB_RUN = b"A" * BLOB_MIN_CHARS
 
 REASONS = (NOT_DECLARED, NOT_TEXT, OVERSIZE, MALFORMED, LOOP, FOREIGN_DEVICE, "outbox_full")
 
@@ -97,14 +98,14 @@ def surely_text(data: bytes, limits: EnvelopeLimits) -> bool:
     no string can be longer than the whole text; an audio key, lower-cased, contains
     its name in the lower-cased bytes (no other character lower-cases into those
     letters); a data URL contains ``data:``; a base64 blob is a run of at least
-    256 bytes of the base64 alphabet (``\\/`` counted in).
+    :data:`BLOB_MIN_CHARS` bytes of the base64 alphabet (``\\/`` counted in).
     """
     if len(data) > limits.max_string_bytes or b"\\u" in data:
         return False
     low = data.lower()
     if any(name in low for name in _AUDIO_NAMES) or b"data:" in low:
         return False
-    return len(data) < _BLOB_MIN_CHARS or _BLOB_RUN not in data.translate(_BASE64_TO_A)
+    return len(data) < BLOB_MIN_CHARS or _BLOB_RUN not in data.translate(_BASE64_TO_A)
 
 
 def _delivery_keys(obj: dict[str, Any]) -> tuple[str, float, tuple[str, ...]]:

@@ -113,3 +113,12 @@ def test_surely_text_implies_the_walk_passes(
     data = raw.encode("utf-8", errors="surrogatepass")
     if surely_text(data, limits):
         assert not _refused_by_walk(json.loads(raw), limits)
+
+
+def test_long_integers_cross_exactly() -> None:
+    policy = HalfPolicy(load_bridge_half("schemas/bridge/board.home.yaml"))
+    big = 2**70 + 1
+    raw = json.dumps(_event({"text": "hi", "n": big})).encode()
+    crossing = policy.incoming("events.sensation.board.turn", raw)
+    assert json.loads(crossing.data)["payload"]["n"] == big
+    assert json.loads(crossing.data)["hops"] == ["bridge:board@home"]
