@@ -34,27 +34,29 @@ TIMESTAMP_YEARS = (1900, 9000)
 AUDIO_KEYS = frozenset({"audio", "pcm", "samples", "wav"})
 
 # A long run of base64 alphabet with no spaces is a blob, not language.
-_BLOB_MIN_CHARS = 256
+BLOB_MIN_CHARS = 256
 _BASE64_RUN = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
 _DATA_URL = re.compile(r"^data:[^,]{0,100};base64,", re.IGNORECASE)
 
-KNOWN_KEYS = (
-    "event_id",
-    "event_type",
-    "source",
-    "timestamp",
-    "sequence_number",
-    "ttl_ms",
-    "payload",
-    "produced_by_schema",
-    "routed_by_schema",
-    "binding_id",
-    "expectation",
-    "residual",
-    "origin_node",
-    "hops",
-    "seen_by",
-    "audit",
+KNOWN_KEYS = frozenset(
+    (
+        "event_id",
+        "event_type",
+        "source",
+        "timestamp",
+        "sequence_number",
+        "ttl_ms",
+        "payload",
+        "produced_by_schema",
+        "routed_by_schema",
+        "binding_id",
+        "expectation",
+        "residual",
+        "origin_node",
+        "hops",
+        "seen_by",
+        "audit",
+    )
 )
 REQUIRED_KEYS = (
     "event_id",
@@ -212,7 +214,7 @@ class Event:
         """Parse and validate one envelope object; errors name the key."""
         if not isinstance(data, dict):
             raise EnvelopeError("<event>", f"expected a JSON object, got {_kind(data)}")
-        _check_nesting(data)
+        check_nesting(data)
         for key in REQUIRED_KEYS:
             if key not in data:
                 raise EnvelopeError(key, "is required but missing")
@@ -359,7 +361,7 @@ def _check_string(value: str, path: str, limits: EnvelopeLimits) -> None:
 def _looks_like_blob(text: str) -> bool:
     if text[:5].lower() == "data:" and _DATA_URL.match(text):
         return True
-    if len(text) < _BLOB_MIN_CHARS or not _BASE64_RUN.match(text):
+    if len(text) < BLOB_MIN_CHARS or not _BASE64_RUN.match(text):
         return False
     try:
         base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=False)
@@ -368,12 +370,15 @@ def _looks_like_blob(text: str) -> bool:
     return True
 
 
-def _check_nesting(data: dict[str, Any]) -> None:
+def check_nesting(data: dict[str, Any]) -> None:
     """Refuse containers nested deeper than :data:`MAX_NESTING`, naming the top-level key.
 
     Iterative, so that checking the depth cannot itself run out of stack.
     """
-    stack: list[tuple[Any, int, str]] = [(value, 2, key) for key, value in data.items()]
+    containers = (dict, list)
+    stack: list[tuple[Any, int, str]] = [
+        (value, 2, key) for key, value in data.items() if isinstance(value, containers)
+    ]
     while stack:
         value, depth, key = stack.pop()
         if isinstance(value, dict):
@@ -384,7 +389,7 @@ def _check_nesting(data: dict[str, Any]) -> None:
             continue
         if depth > MAX_NESTING:
             raise EnvelopeError(key, f"nests deeper than {MAX_NESTING} levels")
-        stack.extend((child, depth + 1, key) for child in children)
+        stack.extend((c, depth + 1, key) for c in children if isinstance(c, containers))
 
 
 def _kind(value: Any) -> str:

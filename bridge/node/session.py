@@ -33,6 +33,7 @@ from bridge.errors import FrameError, HelloRefused, Refused
 from bridge.node.counters import BridgeCounters
 from bridge.protocol import (
     Ack,
+    Crossing,
     Deduper,
     EventRecord,
     Events,
@@ -50,7 +51,6 @@ from bridge.protocol import (
     bounded_findings,
     check_hello,
 )
-from shared.event import Event
 from shared.schema.bridge_half import BridgeHalf
 
 BATCH_RECORDS = 1024
@@ -170,12 +170,12 @@ class BridgeSession:
             event = self.policy.outgoing(subject, data)
         except Refused as refusal:
             return [self._refused(refusal, "an outgoing event")]
-        expires_at = event.expires_at.timestamp()
+        expires_at = event.expires_at
         if expires_at < now:
             self.counters.expired += 1
             return [DropExpired(event.event_id, f"on {subject}")]
         try:
-            entry = self.outbox.add(subject, event.to_json(), event.event_id, expires_at)
+            entry = self.outbox.add(subject, event.data, event.event_id, expires_at)
         except Refused as refusal:
             return [self._refused(refusal, f"{event.event_id} on {subject}")]
         self.counters.accepted += 1
@@ -300,13 +300,13 @@ class BridgeSession:
                 self.counters.duplicates += 1
                 continue
             outcome = self._check_incoming(record, now)
-            if isinstance(outcome, Event):
+            if isinstance(outcome, Crossing):
                 publish = PublishLocal(
                     record.subject,
-                    outcome.to_json(),
+                    outcome.data,
                     record.seq,
                     outcome.event_id,
-                    outcome.expires_at.timestamp(),
+                    outcome.expires_at,
                     Remaining(records, i + 1, now),
                 )
                 actions.append(publish)
@@ -319,13 +319,13 @@ class BridgeSession:
 
     def _check_incoming(
         self, record: EventRecord, now: float
-    ) -> Event | RefuseEvent | DropExpired | None:
+    ) -> Crossing | RefuseEvent | DropExpired | None:
         """The event to publish, or why not (None: a duplicate, counted)."""
         try:
             event = self.policy.incoming(record.subject, record.data)
         except Refused as refusal:
             return self._refused(refusal, f"an incoming event (seq {record.seq})")
-        if event.expires_at.timestamp() < now:
+        if event.expires_at < now:
             self.counters.expired += 1
             return DropExpired(event.event_id, "on arrival")
         if self.dedupe.seen(event.event_id, now):

@@ -24,11 +24,12 @@ from bridge.protocol.hello import (
     bounded_findings,
     check_hello,
 )
-from bridge.protocol.policy import HalfPolicy, hop_name
+from bridge.protocol.policy import Crossing, HalfPolicy, hop_name
 
 __all__ = [
     "PROTOCOL_VERSION",
     "Ack",
+    "Crossing",
     "Deduper",
     "EventRecord",
     "Events",

@@ -5,9 +5,14 @@ home endpoint, and for the peer an SSH server + client doing a local forward tha
 carries a leaf node connection (leaf nats-server on the "board", hub at "home").
 The benchmark process publishes on the edge side and subscribes on the home side.
 
+The leaf peer comes in two forms: core NATS (what the leaf connection alone carries,
+at most once), and leaf node plus JetStream (the board stores events in a stream,
+home's stream sources it across the leaf connection, both deduplicating by
+``Nats-Msg-Id``): the best the engine offers across an outage.
+
 Figures: added latency (p50/p99) at 100 and 1000 events/s; throughput ceiling;
 TCP bytes per voice turn vs the 16 kHz 16-bit PCM a streaming satellite would
-send; events lost across one 10 s outage.
+send; events lost across one 10 s outage; each against both leaf forms.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,11 +29,13 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.js.api import ExternalStream, StreamConfig, StreamSource
 from rich.console import Console
 from rich.progress import Progress
 
@@ -38,6 +46,9 @@ from tests.bridge.faulty_proxy import FaultyProxy
 from tests.bridge.servers import Paired, make_pair, nats_server
 
 UP = "events.sensation.board.turn"
+LEAF = "NATS leaf node over SSH"
+LEAF_JS = "NATS leaf node + JetStream over SSH"
+BOARD_STREAM, HOME_STREAM = "BOARD_UP", "HOME_UP"
 LATENCY_SECONDS = 2.0
 LATENCY_ROUNDS = 3
 THROUGHPUT_EVENTS = 30_000
@@ -74,6 +85,14 @@ class Path_:
     sub: NATS
     proxy: FaultyProxy | None = None
     rx: Receiver | None = None
+    # JetStream form: publishes carry Nats-Msg-Id (the streams' dedupe key) and the
+    # receiver reads home's sourced stream instead of subscribing to the subject.
+    stream: str | None = None
+
+    async def publish(self, data: bytes, event_id: str) -> None:
+        """Publish one event on the board side."""
+        headers = {"Nats-Msg-Id": event_id} if self.stream is not None else None
+        await self.pub.publish(UP, data, headers=headers)
 
 
 @contextlib.asynccontextmanager
@@ -109,16 +128,47 @@ async def ours(paired: Paired, via_proxy: bool) -> AsyncIterator[Path_]:
                     await proxy.stop()
 
 
+def _jetstream(tmp: Path, domain: str) -> str:
+    store = tmp / f"js-{domain}"
+    if store.exists():
+        shutil.rmtree(store)
+    return f'jetstream {{ store_dir: "{store}", domain: {domain} }}\n'
+
+
+async def _streams(pub: NATS, sub: NATS) -> None:
+    """The board's stream of UP, and home's stream sourcing it across the leaf connection."""
+    window = timedelta(minutes=2).total_seconds()
+    await pub.jetstream().add_stream(
+        StreamConfig(name=BOARD_STREAM, subjects=[UP], duplicate_window=window)
+    )
+    source = StreamSource(name=BOARD_STREAM, external=ExternalStream(api="$JS.board.API"))
+    await sub.jetstream().add_stream(
+        StreamConfig(name=HOME_STREAM, sources=[source], duplicate_window=window)
+    )
+
+
 @contextlib.asynccontextmanager
-async def leaf(paired: Paired, tmp: Path, via_proxy: bool) -> AsyncIterator[Path_]:
-    """Leaf nats-server -> SSH local forward -> hub nats-server's leafnode port."""
+async def leaf(
+    paired: Paired, tmp: Path, via_proxy: bool, jetstream: bool = False
+) -> AsyncIterator[Path_]:
+    """Leaf nats-server -> SSH local forward -> hub nats-server's leafnode port.
+
+    With ``jetstream``, both servers run JetStream (domains ``board`` and ``home``): the
+    board stores UP in a stream, home's stream sources it (store and forward across
+    outages), both deduplicating by Nats-Msg-Id, and home's receiver reads its stream.
+    """
     hub_leaf, ssh_port, fwd_port = free_port(), free_port(), free_port()
-    hub_conf = tmp / "hub.conf"
+    form = "-js" if jetstream else ""
+    hub_conf = tmp / f"hub{form}.conf"
     # no_advertise: the board must not learn (and bypass the tunnel to) the hub's real port
-    hub_conf.write_text(f"leafnodes {{ listen: 127.0.0.1:{hub_leaf}, no_advertise: true }}\n")
-    leaf_conf = tmp / "leaf.conf"
+    hub_conf.write_text(
+        f"leafnodes {{ listen: 127.0.0.1:{hub_leaf}, no_advertise: true }}\n"
+        + (_jetstream(tmp, "home") if jetstream else "")
+    )
+    leaf_conf = tmp / f"leaf{form}.conf"
     leaf_conf.write_text(
         f'leafnodes {{ reconnect: 1, remotes [ {{ url: "nats-leaf://127.0.0.1:{fwd_port}" }} ] }}\n'
+        + (_jetstream(tmp, "board") if jetstream else "")
     )
     secrets = paired.result.client_key.parent
     with (
@@ -147,7 +197,11 @@ async def leaf(paired: Paired, tmp: Path, via_proxy: bool) -> AsyncIterator[Path
             with nats_server(leaf_conf) as leaf_url:
                 pub, sub = await nats.connect(leaf_url), await nats.connect(hub_url)
                 try:
-                    yield Path_("NATS leaf node over SSH", pub, sub, proxy)
+                    if jetstream:
+                        await _streams(pub, sub)
+                        yield Path_(LEAF_JS, pub, sub, proxy, stream=HOME_STREAM)
+                    else:
+                        yield Path_(LEAF, pub, sub, proxy)
                 finally:
                     await pub.close()
                     await sub.close()
@@ -194,7 +248,12 @@ async def _subscribe(path: Path_) -> Receiver:
         path.rx.duplicates = 0
         return path.rx
     rx = path.rx = Receiver()
-    await path.sub.subscribe(UP, cb=rx.cb)
+    if path.stream is not None:
+        await path.sub.jetstream().subscribe(
+            UP, stream=path.stream, ordered_consumer=True, cb=rx.cb
+        )
+    else:
+        await path.sub.subscribe(UP, cb=rx.cb)
     await path.sub.flush()
     # Interest must reach the far side (a leaf node learns it from the hub): wait for a probe.
     deadline = time.monotonic() + 20
@@ -202,7 +261,8 @@ async def _subscribe(path: Path_) -> Receiver:
     while not rx.arrived:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{path.name}: nothing arrives")
-        await path.pub.publish(UP, _event(i).to_json())
+        probe = _event(i)
+        await path.publish(probe.to_json(), probe.event_id)
         i += 1
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.3)
@@ -231,7 +291,7 @@ async def latency(path: Path_, rate: int) -> list[float]:
         event = _event(i)
         data = event.to_json()
         sent[event.event_id] = time.perf_counter()
-        await path.pub.publish(UP, data)
+        await path.publish(data, event.event_id)
     await path.pub.flush()
     await _wait_arrivals(rx, list(sent), 10)
     return [(rx.arrived[e] - t) * 1000 for e, t in sent.items() if e in rx.arrived]
@@ -240,14 +300,15 @@ async def latency(path: Path_, rate: int) -> list[float]:
 async def throughput(path: Path_) -> tuple[float, int]:
     """Events/s delivered with at most WINDOW in flight; and how many never arrived."""
     rx = await _subscribe(path)
-    events = [_event(i).to_json() for i in range(THROUGHPUT_EVENTS)]
+    events = [_event(i) for i in range(THROUGHPUT_EVENTS)]
+    wire = [(e.to_json(), e.event_id) for e in events]
     start = time.perf_counter()
-    for i, data in enumerate(events):
+    for i, (data, event_id) in enumerate(wire):
         while i - len(rx.arrived) >= WINDOW:
             await asyncio.sleep(0.001)
             if time.perf_counter() - start > 120:
                 break
-        await path.pub.publish(UP, data)
+        await path.publish(data, event_id)
     await path.pub.flush()
     deadline = time.perf_counter() + 30
     last = len(rx.arrived)
@@ -340,7 +401,7 @@ async def outage(path: Path_) -> tuple[int, int, int]:
             await asyncio.sleep(delay)
         event = _event(i)
         ids.append(event.event_id)
-        await path.pub.publish(UP, event.to_json())
+        await path.publish(event.to_json(), event.event_id)
     await cut
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and len(rx.arrived) < total:
@@ -360,61 +421,78 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _vs(
+    metric: str, unit: str, n: int, mine: float, peers: dict[str, float], note: str
+) -> list[Result]:
+    """One row per peer: the core leaf node, and the leaf node with JetStream."""
+    return [Result(metric, mine, unit, n, name, value, note) for name, value in peers.items()]
+
+
+async def _latency_rows(paths: tuple[Path_, ...]) -> list[Result]:
+    results: list[Result] = []
+    _, us, lf, lfjs = paths
+    for rate in (100, 1000):
+        # Interleaved rounds, pooled: load from anything else on the machine then
+        # falls on every transport alike.
+        samples: dict[str, list[float]] = {p.name: [] for p in paths}
+        for _ in range(LATENCY_ROUNDS):
+            for path in paths:
+                samples[path.name] += await latency(path, rate)
+        expected = int(rate * LATENCY_SECONDS) * LATENCY_ROUNDS
+        lost = ", ".join(f"{p.name} {expected - len(samples[p.name])}" for p in paths[1:])
+        for q, label in ((0.5, "p50"), (0.99, "p99")):
+            b, m, t, j = (_pct(samples[p.name], q) for p in paths)
+            note = (
+                f"bare NATS {label} {b:.3f} ms; ours {m:.3f} ms; leaf {t:.3f} ms; "
+                f"leaf+JetStream {j:.3f} ms (lost: {lost})"
+            )
+            results += _vs(
+                f"added latency {label} @ {rate} ev/s",
+                "ms",
+                len(samples[us.name]),
+                m - b,
+                {f"{lf.name} (added)": t - b, f"{lfjs.name} (added)": j - b},
+                note,
+            )
+    return results
+
+
+async def _throughput_rows(us: Path_, lf: Path_, lfjs: Path_) -> list[Result]:
+    best: dict[str, tuple[float, int]] = {}
+    for _ in range(2):  # the ceiling is the best of two runs each, alternated
+        for path in (us, lf, lfjs):
+            rate, lost = await throughput(path)
+            if rate > best.get(path.name, (0.0, 0))[0]:
+                best[path.name] = (rate, lost)
+    undelivered = ", ".join(f"{name} {lost}" for name, (_, lost) in best.items())
+    return _vs(
+        "throughput ceiling, one tunnel",
+        "events/s",
+        THROUGHPUT_EVENTS,
+        best[us.name][0],
+        {lf.name: best[lf.name][0], lfjs.name: best[lfjs.name][0]},
+        f"best of 2; at most {WINDOW} in flight; undelivered: {undelivered}",
+    )
+
+
 async def run() -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp_dir, Progress(console=console) as progress:
         tmp = Path(tmp_dir)
         paired = make_pair(tmp / "pair")
-        task = progress.add_task("bridge benchmark", total=6)
-        async with direct() as bare, ours(paired, False) as us, leaf(paired, tmp, False) as lf:
-            paths = (bare, us, lf)
-            for rate in (100, 1000):
-                # Interleaved rounds, pooled: load from anything else on the machine then
-                # falls on all three transports alike.
-                samples: dict[str, list[float]] = {p.name: [] for p in paths}
-                for _ in range(LATENCY_ROUNDS):
-                    for path in paths:
-                        samples[path.name] += await latency(path, rate)
-                progress.advance(task)
-                base, mine, theirs = (samples[p.name] for p in paths)
-                expected = int(rate * LATENCY_SECONDS) * LATENCY_ROUNDS
-                for q, label in ((0.5, "p50"), (0.99, "p99")):
-                    b, m, t = _pct(base, q), _pct(mine, q), _pct(theirs, q)
-                    results.append(
-                        Result(
-                            f"added latency {label} @ {rate} ev/s",
-                            m - b,
-                            "ms",
-                            len(mine),
-                            "NATS leaf node over SSH (added)",
-                            t - b,
-                            f"bare NATS {label} {b:.3f} ms; ours {m:.3f} ms; leaf {t:.3f} ms "
-                            f"(lost: ours {expected - len(mine)}, leaf {expected - len(theirs)})",
-                        )
-                    )
-            best: dict[str, tuple[float, int]] = {}
-            for _ in range(2):  # the ceiling is the best of two runs each, alternated
-                for path in (us, lf):
-                    rate, lost = await throughput(path)
-                    if rate > best.get(path.name, (0.0, 0))[0]:
-                        best[path.name] = (rate, lost)
-                progress.advance(task)
-            (mine_tp, mine_lost), (leaf_tp, leaf_lost) = best[us.name], best[lf.name]
-            results.append(
-                Result(
-                    "throughput ceiling, one tunnel",
-                    mine_tp,
-                    "events/s",
-                    THROUGHPUT_EVENTS,
-                    "NATS leaf node over SSH",
-                    leaf_tp,
-                    f"best of 2; at most {WINDOW} in flight; undelivered: ours {mine_lost}, "
-                    f"leaf {leaf_lost}",
-                )
-            )
+        task = progress.add_task("bridge benchmark", total=4)
+        async with (
+            direct() as bare,
+            ours(paired, False) as us,
+            leaf(paired, tmp, False) as lf,
+            leaf(paired, tmp, False, jetstream=True) as lfjs,
+        ):
+            results += await _latency_rows((bare, us, lf, lfjs))
+            progress.advance(task)
+            results += await _throughput_rows(us, lf, lfjs)
+            progress.advance(task)
         async with ours(paired, True) as us:
             warm, cold, envelope = await voice_turns(us)
-            progress.advance(task)
             seconds = len(TURN[0].split()) / WORDS_PER_S + len(TURN[1].split()) / WORDS_PER_S
             pcm = seconds * PCM_BYTES_PER_S
             results.append(
@@ -430,20 +508,20 @@ async def run() -> list[Result]:
                 )
             )
             published, lost_ours, dup_ours = await outage(us)
+            progress.advance(task)
         async with leaf(paired, tmp, True) as lf:
             _, lost_leaf, dup_leaf = await outage(lf)
+        async with leaf(paired, tmp, True, jetstream=True) as lfjs:
+            _, lost_js, dup_js = await outage(lfjs)
             progress.advance(task)
-        results.append(
-            Result(
-                f"events lost across one {OUTAGE_S:.0f} s outage",
-                lost_ours,
-                "events",
-                published,
-                "NATS leaf node over SSH",
-                lost_leaf,
-                f"{OUTAGE_RATE} ev/s for {published / OUTAGE_RATE:.0f} s; "
-                f"duplicates: ours {dup_ours}, leaf {dup_leaf}",
-            )
+        results += _vs(
+            f"events lost across one {OUTAGE_S:.0f} s outage",
+            "events",
+            published,
+            lost_ours,
+            {LEAF: lost_leaf, LEAF_JS: lost_js},
+            f"{OUTAGE_RATE} ev/s for {published / OUTAGE_RATE:.0f} s; "
+            f"duplicates: ours {dup_ours}, leaf {dup_leaf}, leaf+JetStream {dup_js}",
         )
     return results
 
