@@ -31,8 +31,8 @@ from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_FLEET_SIZES", "1,10,50,100").split(","))
 LOAD = FleetLoad(
-    turns=int(os.environ.get("BENCH_FLEET_TURNS", "5")),
-    interval_s=float(os.environ.get("BENCH_FLEET_INTERVAL_S", "20")),
+    turns=int(os.environ.get("BENCH_FLEET_TURNS", "3")),
+    interval_s=float(os.environ.get("BENCH_FLEET_INTERVAL_S", "60")),
     turn_timeout_s=float(os.environ.get("BENCH_FLEET_TIMEOUT_S", "60")),
 )
 READY_TIMEOUT_S = 300
