@@ -10,7 +10,8 @@ exports and imports only its own device's rails, so nothing crosses between them
 
 :class:`Fleet` measures what home does with them: turns answered, time from a turn
 to its answer, turns lost (no answer within the timeout) or answered more than
-once, and home's RSS and CPU over its process tree (psutil) while the turns run.
+once, and home's RSS, CPU and open file descriptors over its process tree
+(psutil) while the turns run.
 The load is paced: every board speaks once per ``interval_s`` at a random phase,
 as people in separate rooms do, so the offered rate grows with N.
 """
@@ -73,6 +74,7 @@ class FleetReport:
     link_s: float
     home_rss_mb: float
     home_cpu_s: float
+    home_fds: int
 
     @property
     def turns_per_s(self) -> float:
@@ -220,6 +222,7 @@ class Fleet:
         wall = time.monotonic() - began
         cpu = _cpu_s(home) - cpu_before
         rss = sum(_rss(p) for p in home) / 2**20
+        fds = sum(_fds(p) for p in home)
         latencies: list[float] = []
         sent = answered = duplicated = 0
         for board in self._boards:
@@ -243,6 +246,7 @@ class Fleet:
             link_s=self.link_s,
             home_rss_mb=rss,
             home_cpu_s=cpu,
+            home_fds=fds,
         )
 
     @staticmethod
@@ -291,5 +295,12 @@ def _cpu_s(processes: list[psutil.Process]) -> float:
 def _rss(proc: psutil.Process) -> int:
     try:
         return int(proc.memory_info().rss)
+    except psutil.Error:
+        return 0
+
+
+def _fds(proc: psutil.Process) -> int:
+    try:
+        return int(proc.num_fds())
     except psutil.Error:
         return 0

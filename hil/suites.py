@@ -354,6 +354,7 @@ async def fleet(ctx: TargetContext, boards: int) -> list[Measurement]:
         Measurement("links_up_s", report.link_s, "s"),
         Measurement("home_rss_per_board_mb", report.home_rss_mb / boards, "MB"),
         Measurement("home_cpu_per_board_ms", report.home_cpu_s / boards * 1000, "ms"),
+        Measurement("home_open_files", float(report.home_fds), "count"),
     ]
     if report.lost or report.duplicated:
         raise CaseFailed(

@@ -7,8 +7,9 @@ home's endpoint, typing turns on its own device rails and acking every speak.
 Every board speaks ``BENCH_FLEET_TURNS`` turns, one per ``BENCH_FLEET_INTERVAL_S``
 seconds at a random phase. Reported per N: turns answered and per second, turn →
 answer p50/p99, turns lost (no answer in ``BENCH_FLEET_TIMEOUT_S``) or answered
-more than once, pairing and link-up time, and home's RSS and CPU per board (its
-process tree: nats-server, agent and effector nodes, JMFTS, the endpoint).
+more than once, pairing and link-up time, home's RSS and CPU per board and its
+open file descriptors (its process tree: nats-server, agent and effector nodes,
+JMFTS, the endpoint).
 
 Goal: at N = 100, p99 ≤ 3× the N = 1 figure (the peer in the table) and 0 lost.
 ``BENCH_FLEET_SIZES`` (comma-separated) picks the Ns; default 1,10,50,100.
@@ -99,6 +100,8 @@ def rows(report: FleetReport, single: FleetReport | None) -> list[Result]:
                note=f"{report.home_rss_mb:.0f} MB in all"),
         Result(f"N={n} home CPU per board", report.home_cpu_s / n * 1000, "ms", n,
                note=f"{report.home_cpu_s:.1f} s in all over {report.wall_s:.0f} s"),
+        Result(f"N={n} home open files", report.home_fds, "fds", n,
+               note="its process tree, at the end of the turns"),
     ]  # fmt: skip
     return out
 

@@ -56,6 +56,7 @@ async def test_ten_boards_have_every_turn_answered_exactly_once(tmp_path: Path) 
     assert measured["turns_duplicated"] == 0
     assert measured["turn_p99_ms"] >= measured["turn_p50_ms"] > 0
     assert measured["home_rss_per_board_mb"] > 0
+    assert measured["home_open_files"] > 0
     assert len(arrived) == BOARDS * TURNS
     assert set(arrived.values()) == {1}
 
