@@ -69,6 +69,9 @@ class FleetReport:
     lost: int
     duplicated: int
     latencies_ms: list[float]
+    # The same, of every board's turns after its first: a board's first turn to an agent
+    # also starts its conversation there (docs/architecture.md "Sessions").
+    later_latencies_ms: list[float]
     wall_s: float
     pair_s: float
     link_s: float
@@ -81,11 +84,13 @@ class FleetReport:
         """Answered turns per second of the run."""
         return self.answered / self.wall_s if self.wall_s > 0 else 0.0
 
-    def quantile_ms(self, q: float) -> float:
-        """The ``q`` quantile (0..1) of the turn latencies by nearest rank (NaN when none)."""
-        if not self.latencies_ms:
+    def quantile_ms(self, q: float, *, later: bool = False) -> float:
+        """The ``q`` quantile (0..1) of the turn latencies by nearest rank (NaN when none);
+        with ``later``, of the turns after each board's first."""
+        values = self.later_latencies_ms if later else self.latencies_ms
+        if not values:
             return float("nan")
-        ordered = sorted(self.latencies_ms)
+        ordered = sorted(values)
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
@@ -224,14 +229,17 @@ class Fleet:
         rss = sum(_rss(p) for p in home) / 2**20
         fds = sum(_fds(p) for p in home)
         latencies: list[float] = []
+        later: list[float] = []
         sent = answered = duplicated = 0
         for board in self._boards:
-            for bid, at in board.sent.items():
+            for i, (bid, at) in enumerate(board.sent.items()):
                 sent += 1
                 copies = board.answers.count.get(bid, 0)
                 if copies:
                     answered += 1
                     latencies.append((board.answers.first_at[bid] - at) * 1000)
+                    if i > 0:
+                        later.append(latencies[-1])
                 duplicated += max(0, copies - 1)
             duplicated += board.answers.redelivered
         return FleetReport(
@@ -241,6 +249,7 @@ class Fleet:
             lost=sent - answered,
             duplicated=duplicated,
             latencies_ms=latencies,
+            later_latencies_ms=later,
             wall_s=wall,
             pair_s=self.pair_s,
             link_s=self.link_s,

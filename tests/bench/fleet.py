@@ -93,6 +93,18 @@ def rows(report: FleetReport, single: FleetReport | None) -> list[Result]:
                 "goal ratio ≤ 3 at N = 100" if label == "p99" and peer else "",
             )
         )
+    for label, q in (("p50", 0.5), ("p99", 0.99)):
+        out.append(
+            Result(
+                f"N={n} later turns → answer {label}",
+                report.quantile_ms(q, later=True),
+                "ms",
+                len(report.later_latencies_ms),
+                peer,
+                None if peer is None or single is None else single.quantile_ms(q, later=True),
+                "each board's turns after its first (no new conversation)",
+            )
+        )
     out += [
         Result(f"N={n} pairing (all boards)", report.pair_s, "s", n),
         Result(f"N={n} links up (all boards)", report.link_s, "s", n),
