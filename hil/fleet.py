@@ -51,12 +51,19 @@ LINK_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True)
 class FleetLoad:
-    """How the boards speak: ``turns`` each, one per ``interval_s`` at a random phase."""
+    """How the boards speak: ``turns`` each, one per ``interval_s`` at a random phase.
+
+    With ``warmup``, every board first speaks one turn (also at a random phase within
+    ``interval_s``) and all are answered before the measured turns start: a board's
+    first turn to an agent also starts its conversation there (docs/architecture.md
+    "Sessions"), which costs more than a turn and is reported apart.
+    """
 
     turns: int = 3
     interval_s: float = 10.0
     turn_timeout_s: float = 60.0
     seed: int = 21
+    warmup: bool = True
 
 
 @dataclass
@@ -69,9 +76,8 @@ class FleetReport:
     lost: int
     duplicated: int
     latencies_ms: list[float]
-    # The same, of every board's turns after its first: a board's first turn to an agent
-    # also starts its conversation there (docs/architecture.md "Sessions").
-    later_latencies_ms: list[float]
+    # The same, of the warm-up turns (each board's first of the run).
+    first_latencies_ms: list[float]
     wall_s: float
     pair_s: float
     link_s: float
@@ -84,10 +90,10 @@ class FleetReport:
         """Answered turns per second of the run."""
         return self.answered / self.wall_s if self.wall_s > 0 else 0.0
 
-    def quantile_ms(self, q: float, *, later: bool = False) -> float:
-        """The ``q`` quantile (0..1) of the turn latencies by nearest rank (NaN when none);
-        with ``later``, of the turns after each board's first."""
-        values = self.later_latencies_ms if later else self.latencies_ms
+    def quantile_ms(self, q: float, *, first: bool = False) -> float:
+        """The ``q`` quantile (0..1) of the measured turns' latencies by nearest rank (NaN
+        when none); with ``first``, of the warm-up turns'."""
+        values = self.first_latencies_ms if first else self.latencies_ms
         if not values:
             return float("nan")
         ordered = sorted(values)
@@ -126,6 +132,7 @@ class _Board:
     session: EdgeSession
     answers: _Answers
     sent: dict[str, float] = field(default_factory=dict)
+    warmup: set[str] = field(default_factory=set)
 
 
 class Fleet:
@@ -220,8 +227,18 @@ class Fleet:
         home = _home_tree(self.data_dir)
         cpu_before = _cpu_s(home)
         began = time.monotonic()
+        if load.warmup:
+            await asyncio.gather(
+                *(self._speak(b, 1, load, rng.uniform(0, load.interval_s)) for b in self._boards)
+            )
+            await self._await_answers(load.turn_timeout_s)
+            for board in self._boards:
+                board.warmup.update(board.sent)
         await asyncio.gather(
-            *(self._speak(b, load, rng.uniform(0, load.interval_s)) for b in self._boards)
+            *(
+                self._speak(b, load.turns, load, rng.uniform(0, load.interval_s))
+                for b in self._boards
+            )
         )
         await self._await_answers(load.turn_timeout_s)
         wall = time.monotonic() - began
@@ -229,17 +246,16 @@ class Fleet:
         rss = sum(_rss(p) for p in home) / 2**20
         fds = sum(_fds(p) for p in home)
         latencies: list[float] = []
-        later: list[float] = []
+        first: list[float] = []
         sent = answered = duplicated = 0
         for board in self._boards:
-            for i, (bid, at) in enumerate(board.sent.items()):
+            for bid, at in board.sent.items():
                 sent += 1
                 copies = board.answers.count.get(bid, 0)
                 if copies:
                     answered += 1
-                    latencies.append((board.answers.first_at[bid] - at) * 1000)
-                    if i > 0:
-                        later.append(latencies[-1])
+                    took = (board.answers.first_at[bid] - at) * 1000
+                    (first if bid in board.warmup else latencies).append(took)
                 duplicated += max(0, copies - 1)
             duplicated += board.answers.redelivered
         return FleetReport(
@@ -249,7 +265,7 @@ class Fleet:
             lost=sent - answered,
             duplicated=duplicated,
             latencies_ms=latencies,
-            later_latencies_ms=later,
+            first_latencies_ms=first,
             wall_s=wall,
             pair_s=self.pair_s,
             link_s=self.link_s,
@@ -259,13 +275,13 @@ class Fleet:
         )
 
     @staticmethod
-    async def _speak(board: _Board, load: FleetLoad, phase_s: float) -> None:
+    async def _speak(board: _Board, turns: int, load: FleetLoad, phase_s: float) -> None:
         await asyncio.sleep(phase_s)
-        for i in range(load.turns):
+        for i in range(turns):
             started = time.monotonic()
-            turn = await board.session.send_turn(f"turn {i} from {board.device}")
+            turn = await board.session.send_turn(f"turn {len(board.sent)} from {board.device}")
             board.sent[turn.binding_id] = started
-            if i + 1 < load.turns:
+            if i + 1 < turns:
                 await asyncio.sleep(max(0.0, load.interval_s - (time.monotonic() - started)))
 
     async def _await_answers(self, timeout_s: float) -> None:

@@ -350,6 +350,7 @@ async def fleet(ctx: TargetContext, boards: int) -> list[Measurement]:
         Measurement("turns_duplicated", float(report.duplicated), "count"),
         Measurement("turn_p50_ms", report.quantile_ms(0.5), "ms"),
         Measurement("turn_p99_ms", report.quantile_ms(0.99), "ms"),
+        Measurement("warmup_turn_p99_ms", report.quantile_ms(0.99, first=True), "ms"),
         Measurement("pairing_s", report.pair_s, "s"),
         Measurement("links_up_s", report.link_s, "s"),
         Measurement("home_rss_per_board_mb", report.home_rss_mb / boards, "MB"),

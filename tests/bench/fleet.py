@@ -4,9 +4,12 @@ One ``home up`` (schema ``edge_asr``, the scripted model: a test double answerin
 every turn with one ``speak``), and for each N a fleet of N boards
 (``hil/fleet.py``): each a real edge bridge half over its own SSH connection to
 home's endpoint, typing turns on its own device rails and acking every speak.
-Every board speaks ``BENCH_FLEET_TURNS`` turns, one per ``BENCH_FLEET_INTERVAL_S``
-seconds at a random phase. Reported per N: turns answered and per second, turn →
-answer p50/p99, turns lost (no answer in ``BENCH_FLEET_TIMEOUT_S``) or answered
+Every board first speaks one warm-up turn (at a random phase within
+``BENCH_FLEET_INTERVAL_S``; a new board's first turn starts its conversation with
+the agent, reported apart), and once all are answered ``BENCH_FLEET_TURNS`` turns,
+one per ``BENCH_FLEET_INTERVAL_S`` seconds at a random phase. Reported per N:
+turns answered and per second, turn → answer p50/p99 (measured turns and warm-up
+turns apart), turns lost (no answer in ``BENCH_FLEET_TIMEOUT_S``) or answered
 more than once, pairing and link-up time, home's RSS and CPU per board and its
 open file descriptors (its process tree: nats-server, agent and effector nodes,
 JMFTS, the endpoint).
@@ -32,7 +35,7 @@ from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_FLEET_SIZES", "1,10,50,100").split(","))
 LOAD = FleetLoad(
-    turns=int(os.environ.get("BENCH_FLEET_TURNS", "3")),
+    turns=int(os.environ.get("BENCH_FLEET_TURNS", "2")),
     interval_s=float(os.environ.get("BENCH_FLEET_INTERVAL_S", "60")),
     turn_timeout_s=float(os.environ.get("BENCH_FLEET_TIMEOUT_S", "60")),
 )
@@ -74,7 +77,7 @@ def rows(report: FleetReport, single: FleetReport | None) -> list[Result]:
     """The table's rows for one N, the N = 1 run as peer of its latencies."""
     n = report.boards
     peer = None if single is None or single is report else "N = 1"
-    note = f"{report.sent} sent, {LOAD.turns} per board every {LOAD.interval_s:g} s"
+    note = f"{report.sent} sent, 1 + {LOAD.turns} per board every {LOAD.interval_s:g} s"
     out = [
         Result(f"N={n} turns answered", report.answered, "turns", report.sent, note=note),
         Result(f"N={n} turns lost", report.lost, "turns", report.sent, note="goal 0"),
@@ -96,13 +99,13 @@ def rows(report: FleetReport, single: FleetReport | None) -> list[Result]:
     for label, q in (("p50", 0.5), ("p99", 0.99)):
         out.append(
             Result(
-                f"N={n} later turns → answer {label}",
-                report.quantile_ms(q, later=True),
+                f"N={n} warm-up turn → answer {label}",
+                report.quantile_ms(q, first=True),
                 "ms",
-                len(report.later_latencies_ms),
+                len(report.first_latencies_ms),
                 peer,
-                None if peer is None or single is None else single.quantile_ms(q, later=True),
-                "each board's turns after its first (no new conversation)",
+                None if peer is None or single is None else single.quantile_ms(q, first=True),
+                "each board's first turn of the run; a new board's starts its conversation",
             )
         )
     out += [
