@@ -15,7 +15,7 @@ from rich.console import Console
 from hil.model import CaseResult, RunResult
 from hil.report import write_reports
 from hil.runner import HilError, Suite, run_suites
-from hil.suites import SUITE_NAMES, build_suites
+from hil.suites import SUITE_NAMES, build_suites, parse_fleet_sizes
 from hil.targets.address import (
     QemuTarget,
     RelaySpec,
@@ -25,7 +25,7 @@ from hil.targets.address import (
     parse_relay,
     parse_target,
 )
-from hil.targets.base import HomeWatch, TargetContext
+from hil.targets.base import Board, HomeWatch, TargetContext
 from hil.targets.home_side import HomeSide
 from hil.targets.profile import load_profile
 from hil.targets.proxy import CuttableRelay
@@ -37,7 +37,7 @@ from shared.exit_codes import ExitCode
 
 app = typer.Typer(
     name="hil",
-    help="Hardware-in-the-loop runs: smoke, turn, linkdrop and soak suites against a board.",
+    help="Hardware-in-the-loop runs: smoke, turn, linkdrop, soak and fleet suites against a board.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -93,6 +93,17 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     ] = None,
     soak_turns: Annotated[int, typer.Option(help="Turns in the soak suite.")] = 5,
     soak_minutes: Annotated[float, typer.Option(help="Minutes the soak suite spans.")] = 1.0,
+    fleet_boards: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated board counts, one fleet case each: that many simulated "
+            "boards paired with home, each over its own SSH link."
+        ),
+    ] = "10",
+    fleet_turns: Annotated[int, typer.Option(help="Turns each fleet board speaks.")] = 3,
+    fleet_interval: Annotated[
+        float, typer.Option(help="Seconds between one fleet board's turns.")
+    ] = 5.0,
     key: Annotated[
         Path | None,
         typer.Option(help="ssh/qemu: the private key to log in with (the only one used)."),
@@ -152,11 +163,14 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         --home-dir ~/.local/share/tether --suite smoke,turn --report out/
 
         hil run --target qemu:out/tui-0.1.0.img.zst --suite smoke --report out/
+
+        hil run --target virtual --suite fleet --fleet-boards 1,10 --llm-url URL
     """
     names = [s.strip() for s in suite.split(",") if s.strip()]
     chosen = tuple(p.strip() for p in phrases.split(",") if p.strip())
     try:
-        suites = build_suites(names, chosen)
+        sizes = parse_fleet_sizes(fleet_boards)
+        suites = build_suites(names, chosen, sizes)
         parsed = parse_target(target)
         relay_spec = parse_relay(relay) if relay else None
         profile = load_profile(board_profile)
@@ -174,7 +188,9 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         acoustic=acoustic,
         phrases=chosen,
     )
-    knobs = Knobs(suites, chosen, work_dir, soak_turns, soak_minutes)
+    knobs = Knobs(
+        suites, chosen, work_dir, soak_turns, soak_minutes, sizes, fleet_turns, fleet_interval
+    )
     try:
         if isinstance(parsed, VirtualTarget):
             result = asyncio.run(_run_virtual(knobs, home_args))
@@ -202,6 +218,25 @@ class Knobs:
     work_dir: Path | None
     soak_turns: int
     soak_minutes: float
+    fleet_sizes: tuple[int, ...] = (10,)
+    fleet_turns: int = 3
+    fleet_interval_s: float = 5.0
+
+    def context(
+        self, board: Board, home: HomeWatch, root: Path, home_dir: Path | None
+    ) -> TargetContext:
+        """What the suites get, with these knobs."""
+        return TargetContext(
+            board,
+            home,
+            root,
+            soak_turns=self.soak_turns,
+            soak_minutes=self.soak_minutes,
+            home_dir=home_dir,
+            fleet_sizes=self.fleet_sizes,
+            fleet_turns=self.fleet_turns,
+            fleet_interval_s=self.fleet_interval_s,
+        )
 
 
 async def _run_virtual(knobs: Knobs, home_args: tuple[str, ...]) -> RunResult:
@@ -209,9 +244,7 @@ async def _run_virtual(knobs: Knobs, home_args: tuple[str, ...]) -> RunResult:
         root = knobs.work_dir or Path(tmp)
         board = VirtualBoard(root, phrases=knobs.phrases, home_args=home_args)
         async with board, board.watch() as home:
-            ctx = TargetContext(
-                board, home, root, soak_turns=knobs.soak_turns, soak_minutes=knobs.soak_minutes
-            )
+            ctx = knobs.context(board, home, root, board.data_dir)
             result = await run_suites("virtual", knobs.suites, ctx, board.logs, _show)
         result.environment = {"target": "virtual", "work_dir": str(root), "phrases": knobs.phrases}
         return result
@@ -247,9 +280,8 @@ async def _run_remote(
             home = HomeWatch(options.home.nats_url() if options.home else "nats://127.0.0.1:1")
             if options.home is not None:
                 await stack.enter_async_context(home)
-            ctx = TargetContext(
-                board, home, root, soak_turns=knobs.soak_turns, soak_minutes=knobs.soak_minutes
-            )
+            home_dir = options.home.data_dir if options.home else None
+            ctx = knobs.context(board, home, root, home_dir)
             result = await run_suites(name, knobs.suites, ctx, board.logs, _show)
         result.environment = {
             "target": name,

@@ -1,4 +1,4 @@
-"""The HIL suites: smoke, turn, linkdrop, soak; each a list of named cases on a TargetContext.
+"""The HIL suites: smoke, turn, linkdrop, soak, fleet; each named cases on a TargetContext.
 
 Every case says what it expected and what happened when it fails, and records
 its measurements (latency per stage in ms, resources per sample).
@@ -10,8 +10,9 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
+from hil.fleet import Fleet, FleetLoad
 from hil.model import Measurement
-from hil.runner import Case, CaseFailed, Suite, UnknownSuite
+from hil.runner import Case, CaseFailed, HilError, Suite, UnknownSuite
 from hil.targets.base import Seen, TargetContext
 from hil.wait import TOTAL as WAIT
 from hil.wait import HomeArrivals, turn_wait
@@ -326,10 +327,76 @@ async def soak(ctx: TargetContext) -> list[Measurement]:
     return measurements
 
 
-SUITE_NAMES = ("smoke", "turn", "linkdrop", "soak")
+# --- fleet ------------------------------------------------------------------------
 
 
-def build_suites(names: list[str], phrases: tuple[str, ...]) -> list[Suite[TargetContext]]:
+async def fleet(ctx: TargetContext, boards: int) -> list[Measurement]:
+    """``boards`` simulated boards on the target's home, each speaking ``fleet_turns`` turns:
+    every turn answered exactly once, with latency and home's cost per board."""
+    if ctx.home_dir is None:
+        raise CaseFailed("the fleet suite pairs boards with home: give --home-dir")
+    load = FleetLoad(
+        turns=ctx.fleet_turns, interval_s=ctx.fleet_interval_s, turn_timeout_s=ctx.turn_timeout_s
+    )
+    try:
+        async with Fleet(ctx.home_dir, boards) as boards_up:
+            report = await boards_up.run(load)
+    except HilError as exc:
+        raise CaseFailed(str(exc)) from exc
+    measurements = [
+        Measurement("turns_sent", float(report.sent), "count"),
+        Measurement("turns_answered", float(report.answered), "count"),
+        Measurement("turns_lost", float(report.lost), "count"),
+        Measurement("turns_duplicated", float(report.duplicated), "count"),
+        Measurement("turn_p50_ms", report.quantile_ms(0.5), "ms"),
+        Measurement("turn_p99_ms", report.quantile_ms(0.99), "ms"),
+        Measurement("warmup_turn_p99_ms", report.quantile_ms(0.99, first=True), "ms"),
+        Measurement("pairing_s", report.pair_s, "s"),
+        Measurement("links_up_s", report.link_s, "s"),
+        Measurement("home_rss_per_board_mb", report.home_rss_mb / boards, "MB"),
+        Measurement("home_cpu_per_board_ms", report.home_cpu_s / boards * 1000, "ms"),
+        Measurement("home_open_files", float(report.home_fds), "count"),
+    ]
+    if report.lost or report.duplicated:
+        raise CaseFailed(
+            f"expected each of {report.sent} turns answered exactly once; {report.lost} got no "
+            f"answer within {load.turn_timeout_s:g} s and {report.duplicated} extra answers came",
+            measurements,
+        )
+    return measurements
+
+
+def fleet_cases(sizes: tuple[int, ...]) -> tuple[Case[TargetContext], ...]:
+    """One case per fleet size, smallest first."""
+
+    def case(boards: int) -> Case[TargetContext]:
+        async def run(ctx: TargetContext) -> list[Measurement]:
+            return await fleet(ctx, boards)
+
+        return Case(f"fleet_{boards}", run, timeout_s=600 + 10 * boards)
+
+    return tuple(case(n) for n in sorted(sizes))
+
+
+def parse_fleet_sizes(text: str) -> tuple[int, ...]:
+    """``"1,10,50"`` as board counts; HilError naming the option for anything else."""
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise HilError(
+            f"--fleet-boards takes comma-separated counts like 1,10; got {text!r}"
+        ) from None
+    if not sizes or min(sizes) < 1:
+        raise HilError(f"--fleet-boards needs counts of at least 1; got {text!r}")
+    return sizes
+
+
+SUITE_NAMES = ("smoke", "turn", "linkdrop", "soak", "fleet")
+
+
+def build_suites(
+    names: list[str], phrases: tuple[str, ...], fleet_sizes: tuple[int, ...] = (10,)
+) -> list[Suite[TargetContext]]:
     """The named suites, in the order given; UnknownSuite for a name that is none of them."""
     table: dict[str, Suite[TargetContext]] = {
         "smoke": Suite(
@@ -346,6 +413,7 @@ def build_suites(names: list[str], phrases: tuple[str, ...]) -> list[Suite[Targe
         "turn": Suite("turn", turn_cases(phrases)),
         "linkdrop": Suite("linkdrop", (Case("cut_speak_restore", linkdrop, 300),)),
         "soak": Suite("soak", (Case("soak", soak, 3600),)),
+        "fleet": Suite("fleet", fleet_cases(fleet_sizes)),
     }
     unknown = [n for n in names if n not in table]
     if unknown:

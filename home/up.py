@@ -21,7 +21,7 @@ from typing import Any
 
 from home.agents.launchers import TOKENS_DIR, EffectorLauncher, ModelChoice, TauAgentLauncher
 from home.bridge import HomeBridgeComponent
-from home.bridge.component import paired_home_halves
+from home.bridge.component import PairedHalves
 from home.jmfts.component import JmftsComponent
 from home.jmfts.locate import HOME_SUBDIR as JMFTS_HOME_SUBDIR
 from home.llm.component import EmbeddedLlmComponent, ExternalLlmComponent
@@ -35,7 +35,7 @@ from home.substrate.launchers import LAUNCHERS, Launcher
 from home.substrate.nats_server import NatsServer
 from home.substrate.substrate_component import Substrate
 from shared.errors import SchemaError
-from shared.schema import BridgeHalf, load_bridge_half, load_node_catalog
+from shared.schema import BridgeHalf, load_node_catalog
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def bus_authority(config: HomeConfig) -> BusAuthority | None:
     return BusAuthority(
         config.data_dir,
         config.data_dir / "nats" / "authorization.conf",
-        halves=lambda: usable_halves(config.data_dir),
+        halves=usable_halves(PairedHalves(config.data_dir)),
     )
 
 
@@ -118,14 +118,15 @@ def device_urls(authority: BusAuthority, server: NatsServer) -> Callable[[str], 
     return device_url
 
 
-def usable_halves(data_dir: Path) -> list[BridgeHalf]:
+def usable_halves(paired: PairedHalves) -> Callable[[], list[BridgeHalf]]:
     """The paired home halves that load; the bridge component reports the others."""
-    halves = []
-    for path in paired_home_halves(data_dir):
-        try:
-            halves.append(load_bridge_half(path))
-        except SchemaError as exc:
+
+    def halves() -> list[BridgeHalf]:
+        usable, unusable = paired.load()
+        for path, exc in unusable:
             log.warning("bus authorization: skipping unusable half %s: %s", path, exc)
+        return usable
+
     return halves
 
 

@@ -177,3 +177,8 @@ class TargetContext:
     linkdrop_s: float = 5.0
     soak_turns: int = 5
     soak_minutes: float = 1.0
+    # The fleet suite: the running home's --data-dir, and how many boards in each case.
+    home_dir: Path | None = None
+    fleet_sizes: tuple[int, ...] = (10,)
+    fleet_turns: int = 3
+    fleet_interval_s: float = 5.0

@@ -43,6 +43,46 @@ def paired_home_halves(data_dir: Path) -> list[Path]:
     return sorted((data_dir / BRIDGE_DIR).glob("*.home.yaml"))
 
 
+class PairedHalves:
+    """The paired home halves of a data directory, each parsed again only when its file changed.
+
+    Every health check and every pairing looks at all of them; parsing a half costs
+    about a millisecond, so with a hundred boards a full parse each second would hold
+    home's event loop (the router's) for a tenth of it (docs/architecture.md "Home").
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._parsed: dict[Path, tuple[tuple[int, int, int], BridgeHalf]] = {}
+
+    def load(self) -> tuple[list[BridgeHalf], list[tuple[Path, SchemaError]]]:
+        """Every half that loads, and each one that does not with why, in file order."""
+        halves: list[BridgeHalf] = []
+        unusable: list[tuple[Path, SchemaError]] = []
+        paths = paired_home_halves(self.data_dir)
+        for path in paths:
+            try:
+                halves.append(self._half(path))
+            except SchemaError as exc:
+                unusable.append((path, exc))
+        for gone in set(self._parsed) - set(paths):
+            del self._parsed[gone]
+        return halves, unusable
+
+    def _half(self, path: Path) -> BridgeHalf:
+        try:
+            info = path.stat()
+        except OSError:
+            return load_bridge_half(path)  # gone meanwhile: the loader names the file
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+        cached = self._parsed.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        half = load_bridge_half(path)
+        self._parsed[path] = (stamp, half)
+        return half
+
+
 class HomeBridgeComponent:
     """The embedded asyncssh endpoint for every paired device (component name ``bridge``)."""
 
@@ -66,14 +106,13 @@ class HomeBridgeComponent:
         self._port = free_port(host) if port == 0 else port
         self._endpoint: HomeBridgeEndpoint | None = None
         self._lock = asyncio.Lock()
+        self._paired = PairedHalves(data_dir)
 
     def _halves(self) -> list[BridgeHalf]:
-        halves = []
-        for path in paired_home_halves(self._dir.parent):
-            try:
-                halves.append(load_bridge_half(path))
-            except SchemaError as exc:
-                raise ComponentError(f"bridge: paired half {path} is unusable: {exc}") from exc
+        halves, unusable = self._paired.load()
+        if unusable:
+            path, exc = unusable[0]
+            raise ComponentError(f"bridge: paired half {path} is unusable: {exc}") from exc
         return halves
 
     async def start(self) -> None:
