@@ -46,6 +46,7 @@ async def delivered_since(nc: NATS, subjects: tuple[str, ...], since: float) -> 
             continue
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
         sub = await js.subscribe(subject, stream=stream, ordered_consumer=True, config=config)
+        before = len(found)
         try:
             while True:
                 try:
@@ -62,8 +63,8 @@ async def delivered_since(nc: NATS, subjects: tuple[str, ...], since: float) -> 
         finally:
             await sub.unsubscribe()
         log.info(
-            "%d event(s) on %s found in stream %s since the last commit",
-            len(found),
+            "%d event(s) on %s in stream %s since the last commit",
+            len(found) - before,
             subject,
             stream,
         )
