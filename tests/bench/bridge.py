@@ -7,7 +7,8 @@ The benchmark process publishes on the edge side and subscribes on the home side
 
 Figures: added latency (p50/p99) at 100 and 1000 events/s; throughput ceiling;
 TCP bytes per voice turn vs the 16 kHz 16-bit PCM a streaming satellite would
-send; events lost across one 10 s outage.
+send; events lost across one 10 s outage; the durable outbox's cost and what a
+kill -9 of each half loses (:mod:`tests.bench.bridge_durable`).
 """
 
 from __future__ import annotations
@@ -445,6 +446,11 @@ async def run() -> list[Result]:
                 f"duplicates: ours {dup_ours}, leaf {dup_leaf}",
             )
         )
+        from tests.bench.bridge_durable import (  # noqa: PLC0415 - it imports this module
+            durable_rows,
+        )
+
+        results += await durable_rows(paired, tmp)
     return results
 
 
