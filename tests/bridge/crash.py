@@ -230,10 +230,7 @@ async def _publish(
     restarts: list[asyncio.Task[None]] = []
     for i in range(events):
         if i == edge_kill:
-            # Kill as soon as home delivered the first of this burst: the edge has taken
-            # the rest, and home's ack (it trails delivery by a few ms) has not come back.
-            first = report.published[-(BURST // 2)]
-            await _until(lambda first=first: first in report.arrivals, "home delivering", 10)
+            await _edge_has_taken(report, sides)
             sides.kill(sides.edge)
             report.before_edge_kill = len(report.published)
             report.taken_at_kill = taken(sides.outbox, sides.paired)
@@ -260,6 +257,17 @@ async def _publish(
             await asyncio.sleep(BURST / rate)
     await nc.flush()
     await asyncio.gather(*restarts)
+
+
+async def _edge_has_taken(report: CrashReport, sides: Sides) -> None:
+    """Until the edge took part of the burst: in its outbox file, or (in memory) delivered."""
+    if sides.outbox is not None:
+        # Killed while it takes the burst: some events in its outbox, most not yet sent.
+        await _until(lambda: taken(sides.outbox, sides.paired), "events in the outbox", 10)
+        return
+    # Nothing to look into: as soon as home delivered the first of the burst.
+    first = report.published[-(BURST // 2)]
+    await _until(lambda: first in report.arrivals, "home delivering", 10)
 
 
 async def _restart_home(sides: Sides) -> None:
