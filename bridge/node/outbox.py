@@ -29,6 +29,8 @@ from bridge.protocol import OutboxEntry
 from shared.schema.bridge_half import BridgeHalf
 
 Synchronous = Literal["NORMAL", "FULL"]
+# The folder, beside a side's pairing files, that ``edge run`` and ``home up`` keep it in.
+OUTBOX_DIR = "outbox"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
