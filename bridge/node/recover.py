@@ -34,16 +34,22 @@ IDLE_END_S = 0.5
 async def delivered_since(nc: NATS, subjects: tuple[str, ...], since: float) -> dict[str, float]:
     """Event ids (with expiry) local NATS recorded on ``subjects`` since ``since`` (wall clock).
 
-    Empty when no JetStream stream records a subject (nothing to learn, not an error).
+    Empty when no JetStream stream records a subject, or this connection may not ask
+    (nothing to learn, not an error).
     """
-    js = nc.jetstream(timeout=2.0)
+    js = nc.jetstream(timeout=1.0)
     found: dict[str, float] = {}
     start = datetime.fromtimestamp(since - MARGIN_S, UTC)
     for subject in subjects:
         try:
             stream = await js.find_stream_name_by_subject(subject)
-        except (NatsError, JetStreamError, TimeoutError):
-            continue
+        except (NatsTimeout, TimeoutError):
+            # No answer: this connection may not use JetStream (on home under bus
+            # authorization, a device's bridge user may not read the event log).
+            log.info("JetStream does not answer on %s: nothing to look up", subject)
+            break
+        except (NatsError, JetStreamError):
+            continue  # no JetStream here, or no stream records the subject
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
         sub = await js.subscribe(subject, stream=stream, ordered_consumer=True, config=config)
         before = len(found)
