@@ -34,7 +34,7 @@ async def ours_with(paired: Paired, outbox: Path | None, sync: str) -> AsyncIter
         nats_server() as home_url,
         process("home", str(r.home_half), str(r.host_key), home_url, str(port), *extra) as home,
     ):
-        wait_for_port_blocking("127.0.0.1", port, timeout_s=10, exit_code=home.poll)
+        wait_for_port_blocking("127.0.0.1", port, timeout_s=30, exit_code=home.poll)
         with process("edge", str(r.edge_half), str(r.client_key), edge_url, str(port), *extra):
             pub, sub = await nats.connect(edge_url), await nats.connect(home_url)
             try:
