@@ -10,6 +10,8 @@ publishes the imports it receives, and publishes a
 :func:`shared.subjects.bridge_status_subject` while home is unreachable (the
 edge speaks its notice from that).
 
+Its durable outbox lives beside the half, in ``outbox/`` (:mod:`bridge.node.outbox`).
+
 With no ``bridge.half`` the edge is local-only: turns stay on its own NATS.
 """
 
@@ -22,6 +24,7 @@ from typing import Protocol
 
 from bridge.errors import BridgeError
 from bridge.node.edge import EdgeBridgeNode
+from bridge.node.outbox import OUTBOX_DIR
 from bridge.pair import PairingFiles
 from edge.errors import BridgeUnavailable
 from shared.errors import SchemaError
@@ -69,7 +72,10 @@ async def open_edge_bridge(
     """Run the edge bridge node for ``half`` on the edge's NATS while the context is open."""
     loaded = check_bridge_files(half, secrets, device)
     node = EdgeBridgeNode(
-        loaded, client_key=client_key_path(half, secrets, device), nats_url=nats_url
+        loaded,
+        client_key=client_key_path(half, secrets, device),
+        nats_url=nats_url,
+        outbox_dir=half.parent / OUTBOX_DIR,
     )
     try:
         await node.start()

@@ -7,6 +7,12 @@ frames and clock ticks and carries out the actions it answers with, over one
 :class:`~bridge.node.link.Link` at a time on any byte stream (an SSH channel, or
 stdin/stdout under OpenSSH). Everything refused is counted under
 ``refused.<reason>`` and logged with the reason.
+
+Given an :class:`~bridge.node.outbox.OutboxStore`, the core makes the side durable:
+it restores what the last run left at :meth:`BridgeCore.start`, commits each
+accepted event and each acknowledgement as the session asks, and commits the ids
+it delivered (with the peer's sequence) before the link acknowledges them
+(docs/architecture.md, "Bridge: the durable outbox").
 """
 
 from __future__ import annotations
@@ -27,15 +33,19 @@ from nats.errors import Error as NatsError
 from bridge.errors import HelloRefused, LinkError
 from bridge.node.counters import BridgeCounters
 from bridge.node.link import Link
+from bridge.node.outbox import OutboxStore, StoreError
+from bridge.node.recover import delivered_since
 from bridge.node.session import (
     Action,
     BridgeSession,
     DropExpired,
     ExpireOutbox,
+    ForgetAcked,
     PublishLocal,
     RefuseEvent,
     RefuseHello,
     SendFrame,
+    StoreEvent,
     Transmit,
 )
 from bridge.node.status import status_event, status_subject
@@ -59,10 +69,14 @@ class BridgeCore:
         heartbeat_s: float = 2.0,
         hello_timeout_s: float = 10.0,
         sweep_interval_s: float = 1.0,
+        store: OutboxStore | None = None,
     ) -> None:
         self.half = half
         self.device = device or half.device
-        self.session = BridgeSession(half, self.device)
+        self.session = BridgeSession(half, self.device, durable=store is not None)
+        self.store = store
+        # Delivered on local NATS since the last commit of the receive state.
+        self._delivered: list[tuple[str, float]] = []
         self.state = LINK_DOWN
         self.detail = "not connected yet"
         self.peer: str | None = None
@@ -91,7 +105,9 @@ class BridgeCore:
     # --- lifecycle ------------------------------------------------------------
 
     async def start(self) -> None:
-        """Subscribe this half's exports on local NATS and start the expiry sweep."""
+        """Restore the durable state, subscribe this half's exports, start the expiry sweep."""
+        if self.store is not None:
+            await self._restore(self.store)
         for pattern in self.half.export_patterns:
             self._subs.append(await self._nc.subscribe(pattern, cb=self._on_local))
         self._sweeper = asyncio.create_task(self._sweep(), name=f"bridge-sweep-{self.label}")
@@ -107,6 +123,30 @@ class BridgeCore:
             with contextlib.suppress(NatsError):
                 await sub.unsubscribe()
         self._subs.clear()
+        if self.store is not None:
+            self.store.close()
+
+    async def _restore(self, store: OutboxStore) -> None:
+        """Take back the last run's outbox and dedupe window, and what it left in doubt."""
+        now = time.time()
+        restored = store.restore(now)
+        seen = dict(restored.seen)
+        inbound = restored.inbound
+        if inbound is not None:
+            seen.update(
+                await delivered_since(self._nc, self.half.import_patterns, inbound.committed_at)
+            )
+        entries = self.session.restore(
+            restored.pending, seen, (inbound.stream, inbound.seq) if inbound else None
+        )
+        store.renumber(entries)
+        log.info(
+            "%s: restored %d unacked event(s) and %d delivered id(s) from %s",
+            self.label,
+            len(entries),
+            len(seen),
+            store.path,
+        )
 
     def health(self) -> dict[str, Any]:
         """State, peer, outbox depth and counters (JSON-ready)."""
@@ -151,12 +191,9 @@ class BridgeCore:
         while todo:
             match todo.popleft():
                 case PublishLocal() as publish:
-                    try:
-                        await self._nc.publish(publish.subject, publish.data)
-                    except NatsError as exc:
-                        # Not reported as published, so not handled: the peer resends it.
-                        raise LinkError(f"local NATS refused a publish: {exc}") from exc
-                    todo.extend(self.session.published(publish))
+                    todo.extend(await self._publish(publish))
+                case StoreEvent() | ForgetAcked() as stored:
+                    self._persist(stored, time.time())
                 case SendFrame(frame):
                     if link is not None:
                         link.send(frame)
@@ -178,6 +215,35 @@ class BridgeCore:
                             await link.write([Refuse(reason, findings)])
                     raise HelloRefused(reason, findings)
 
+    async def _publish(self, publish: PublishLocal) -> list[Action]:
+        """Publish one event from the peer on local NATS; the session's answer to that."""
+        try:
+            await self._nc.publish(publish.subject, publish.data)
+        except NatsError as exc:
+            # Not reported as published, so not handled: the peer resends it.
+            raise LinkError(f"local NATS refused a publish: {exc}") from exc
+        if self.store is not None:
+            self._delivered.append((publish.event_id, publish.expires_at))
+        return self.session.published(publish)
+
+    def _persist(self, action: StoreEvent | ForgetAcked | None, now: float) -> None:
+        """One write to the durable outbox (None: the expiry sweep's).
+
+        A failing file is logged, never ends the bridge: the event stays in memory.
+        """
+        if self.store is None:
+            return
+        try:
+            match action:
+                case StoreEvent(entry):
+                    self.store.add(entry)
+                case ForgetAcked(seq):
+                    self.store.ack(seq)
+                case None:
+                    self.store.expire(now)
+        except StoreError as exc:
+            log.error("%s: %s", self.label, exc)
+
     def _log_noted(self, noted: RefuseEvent | DropExpired | ExpireOutbox) -> None:
         """Log what the session decided without anything to carry out."""
         match noted:
@@ -196,7 +262,9 @@ class BridgeCore:
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(self._sweep_interval_s)
-            await self.carry_out(self.session.tick(time.time()))
+            now = time.time()
+            await self.carry_out(self.session.tick(now))
+            self._persist(None, now)
 
     # --- the link ---------------------------------------------------------------
 
@@ -244,10 +312,23 @@ class BridgeCore:
                     await asyncio.shield(self.publish_status(LINK_DOWN, "link lost"))
 
     async def flush_local(self) -> None:
-        """Wait until local NATS has everything published so far (before acknowledging it)."""
+        """Wait until local NATS has everything published so far (before acknowledging it).
+
+        A durable side then commits what it delivered up to here, so an ACK never gets
+        ahead of the dedupe window on disk.
+        """
+        inbound = self.session.inbound
+        stream, seq = inbound.stream, inbound.seq
+        delivered = self._delivered[:]
         try:
             # Never cancel a nats-py flush: its PONG would later land on a cancelled
             # future and kill the client's read loop (InvalidStateError in _process_pong).
             await asyncio.shield(self._nc.flush(timeout=10))
         except (NatsError, TimeoutError) as exc:
             raise LinkError(f"local NATS did not confirm the publishes: {exc}") from exc
+        if self.store is not None:
+            try:
+                self.store.commit_inbound(stream, seq, delivered, time.time())
+            except StoreError as exc:
+                raise LinkError(str(exc)) from exc
+            del self._delivered[: len(delivered)]

@@ -19,6 +19,7 @@ from nats.errors import Error as NatsError
 
 from bridge.errors import BridgeError, HelloRefused, LinkError, TransportRefused
 from bridge.node.core import BridgeCore
+from bridge.node.outbox import OutboxStore, Synchronous, store_path
 from bridge.transport.backoff import Backoff
 from bridge.transport.client import open_bridge_channel
 from shared.messages.bridge import LINK_DOWN, LINK_REFUSED
@@ -30,7 +31,8 @@ log = logging.getLogger("tether.bridge.edge")
 class EdgeBridgeNode:
     """Start with :meth:`start`, check with :meth:`health`, end with :meth:`stop`.
 
-    ``half`` must be an edge half; ``client_key`` the board's private key file.
+    ``half`` must be an edge half; ``client_key`` the board's private key file;
+    ``outbox_dir``, when given, holds the durable outbox (:mod:`bridge.node.outbox`).
     """
 
     def __init__(
@@ -43,6 +45,8 @@ class EdgeBridgeNode:
         heartbeat_s: float = 2.0,
         status_interval_s: float = 10.0,
         connect_timeout_s: float = 10.0,
+        outbox_dir: Path | None = None,
+        synchronous: Synchronous = "NORMAL",
     ) -> None:
         if half.side != "edge":
             raise BridgeError(f"{half.file} is a {half.side} half; the edge node needs side: edge")
@@ -53,6 +57,8 @@ class EdgeBridgeNode:
         self._heartbeat_s = heartbeat_s
         self._status_interval_s = status_interval_s
         self._connect_timeout_s = connect_timeout_s
+        self._outbox_dir = outbox_dir
+        self._synchronous: Synchronous = synchronous
         self._nc: NATS | None = None
         self._core: BridgeCore | None = None
         self._task: asyncio.Task[None] | None = None
@@ -71,7 +77,10 @@ class EdgeBridgeNode:
             self._nc = await nats.connect(self._nats_url, name=f"bridge-{self.half.bridge}-edge")
         except (NatsError, OSError) as exc:
             raise LinkError(f"cannot connect to local NATS at {self._nats_url}: {exc}") from exc
-        self._core = BridgeCore(self.half, self._nc, heartbeat_s=self._heartbeat_s)
+        store = None
+        if self._outbox_dir is not None:
+            store = OutboxStore(store_path(self._outbox_dir, self.half), self._synchronous)
+        self._core = BridgeCore(self.half, self._nc, heartbeat_s=self._heartbeat_s, store=store)
         await self._core.start()
         self._task = asyncio.create_task(
             self._connect_loop(), name=f"bridge-edge-{self.half.bridge}"

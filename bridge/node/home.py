@@ -20,6 +20,7 @@ from nats.errors import Error as NatsError
 
 from bridge.errors import BridgeError, HelloRefused, LinkError, ProtocolError
 from bridge.node.core import BridgeCore
+from bridge.node.outbox import OutboxStore, Synchronous, store_path
 from bridge.transport.server import AuthorizedClient, LoginGate, listen_bridge
 from bridge.transport.streams import ByteReader, ByteWriter
 from shared.schema.bridge_half import BridgeHalf, ssh_fingerprint
@@ -53,6 +54,8 @@ class HomeBridgeEndpoint:
     credentials) each device's core connects with, one connection per device, so
     the bus can hold each device to its own half; without it every core shares one
     connection to ``nats_url``.
+
+    ``outbox_dir``, when given, holds each device's durable outbox (:mod:`bridge.node.outbox`).
     """
 
     def __init__(
@@ -65,6 +68,8 @@ class HomeBridgeEndpoint:
         port: int | None = None,
         heartbeat_s: float = 2.0,
         device_url: Callable[[str], Awaitable[str]] | None = None,
+        outbox_dir: Path | None = None,
+        synchronous: Synchronous = "NORMAL",
     ) -> None:
         if not halves:
             raise BridgeError("the home bridge endpoint needs at least one home half")
@@ -83,6 +88,8 @@ class HomeBridgeEndpoint:
         self._heartbeat_s = heartbeat_s
         self._nc: NATS | None = None
         self._device_url = device_url
+        self._outbox_dir = outbox_dir
+        self._synchronous: Synchronous = synchronous
         self._device_nc: dict[str, NATS] = {}
         self._started = False
         self.cores: dict[str, BridgeCore] = {}
@@ -126,7 +133,10 @@ class HomeBridgeEndpoint:
 
     async def _start_core(self, half: BridgeHalf) -> None:
         nc = await self._connection(half.device)
-        core = BridgeCore(half, nc, device=half.device, heartbeat_s=self._heartbeat_s)
+        store = None
+        if self._outbox_dir is not None:
+            store = OutboxStore(store_path(self._outbox_dir, half), self._synchronous)
+        core = BridgeCore(half, nc, device=half.device, heartbeat_s=self._heartbeat_s, store=store)
         await core.start()
         self.cores[half.device] = core
 

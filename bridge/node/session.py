@@ -20,6 +20,11 @@ if the publish fails, nothing was committed and the peer resends it on the next 
 The later records of the same EVENTS frame are decided then, since a resend of that
 record, or the same event again, is a duplicate only once it is delivered.
 
+A durable session (``durable=True``, a side with an outbox file) also answers with
+:class:`StoreEvent` for each event it accepts and :class:`ForgetAcked` for each
+acknowledgement, for the shell to commit; :meth:`BridgeSession.restore` takes back
+what a previous run of the side left (docs/architecture.md, "Bridge: the durable outbox").
+
 Times are passed in: ``now`` is wall-clock seconds (``time.time()``, what events
 expire by), ``mono_ns`` a monotonic clock in nanoseconds (what heartbeat nonces carry).
 """
@@ -119,6 +124,20 @@ class ExpireOutbox:
 
 
 @dataclass(frozen=True)
+class StoreEvent:
+    """Commit one accepted event to the durable outbox (before the link may carry it)."""
+
+    entry: OutboxEntry
+
+
+@dataclass(frozen=True)
+class ForgetAcked:
+    """The peer handled everything up to ``seq``: drop it from the durable outbox."""
+
+    seq: int
+
+
+@dataclass(frozen=True)
 class RefuseHello:
     """The peer's hello is refused: log it, send REFUSE with these, end the link."""
 
@@ -127,18 +146,30 @@ class RefuseHello:
 
 
 Action = (
-    PublishLocal | SendFrame | Transmit | RefuseEvent | DropExpired | ExpireOutbox | RefuseHello
+    PublishLocal
+    | SendFrame
+    | Transmit
+    | RefuseEvent
+    | DropExpired
+    | ExpireOutbox
+    | RefuseHello
+    | StoreEvent
+    | ForgetAcked
 )
 
 
 class BridgeSession:
     """Delivery state and decisions of one bridge side, across any number of links.
 
-    ``device`` is the device the links speak for (on home: the one the SSH key proves).
+    ``device`` is the device the links speak for (on home: the one the SSH key proves);
+    ``durable`` asks for the store actions (:class:`StoreEvent`, :class:`ForgetAcked`).
     """
 
-    def __init__(self, half: BridgeHalf, device: str | None = None) -> None:
+    def __init__(
+        self, half: BridgeHalf, device: str | None = None, *, durable: bool = False
+    ) -> None:
         self.half = half
+        self.durable = durable
         self.policy = HalfPolicy(half, device)
         self.outbox = Outbox(half.limits.outbox_events)
         self.inbound = ReceiveState()
@@ -179,10 +210,37 @@ class BridgeSession:
         except Refused as refusal:
             return [self._refused(refusal, f"{event.event_id} on {subject}")]
         self.counters.accepted += 1
+        actions: list[Action] = [StoreEvent(entry)] if self.durable else []
         if self._queue is None:
-            return []
+            return actions
         self._queue.append(entry)
-        return [Transmit()]
+        actions.append(Transmit())
+        return actions
+
+    def restore(
+        self,
+        pending: list[OutboxEntry],
+        seen: dict[str, float],
+        inbound: tuple[str | None, int] | None,
+    ) -> list[OutboxEntry]:
+        """Take back what a previous run left, before any link: returns the outbox renumbered.
+
+        ``pending`` (unacknowledged, in order) goes into the outbox under this run's
+        stream, ``seen`` into the dedupe window, ``inbound`` (the peer's stream and the
+        sequence handled in it) into the receive state.
+        """
+        entries: list[OutboxEntry] = []
+        for e in pending:
+            try:
+                entries.append(self.outbox.add(e.subject, e.data, e.event_id, e.expires_at))
+            except Refused as refusal:  # the half's outbox_events shrank since that run
+                self.counters.refused[refusal.reason] += 1
+        for event_id, expires_at in seen.items():
+            self.dedupe.remember(event_id, expires_at)
+        if inbound is not None and inbound[0] is not None:
+            self.inbound.attach(inbound[0])
+            self.inbound.accept(inbound[1])
+        return entries
 
     def tick(self, now: float) -> list[Action]:
         """The expiry sweep: drop outbox entries past their expiry."""
@@ -223,10 +281,13 @@ class BridgeSession:
         self.inbound.attach(hello.stream)
         self._queue = deque(self.outbox.pending())
         self.counters.link_ups += 1
-        if not unseen:
-            return []
-        self.counters.expired += len(unseen)
-        return [ExpireOutbox(len(unseen), "sent event(s) expired unacked")]
+        actions: list[Action] = []
+        if self.durable and known and hello.received.seq > 0:
+            actions.append(ForgetAcked(hello.received.seq))
+        if unseen:
+            self.counters.expired += len(unseen)
+            actions.append(ExpireOutbox(len(unseen), "sent event(s) expired unacked"))
+        return actions
 
     def detach(self) -> None:
         """The link ended: what it had not sent waits in the outbox for the next one."""
@@ -244,7 +305,7 @@ class BridgeSession:
                 return self._deliver(Remaining(records, 0, now))
             case Ack(seq):
                 self.outbox.ack(seq)
-                return []
+                return [ForgetAcked(seq)] if self.durable else []
             case Ping(nonce):
                 return [SendFrame(Pong(nonce))]
             case Pong(nonce):

@@ -2,7 +2,8 @@
 
 It serves every device paired into the data directory: ``bridge pair --device D
 --out DATA_DIR/bridge`` writes ``D.home.yaml`` there and the endpoint's host key
-into ``DATA_DIR/bridge/secrets/``. With no device paired it listens nowhere.
+into ``DATA_DIR/bridge/secrets/``, and each device's durable outbox lives in
+``DATA_DIR/bridge/outbox/``. With no device paired it listens nowhere.
 
 A device paired while home runs is served without a restart and without
 touching the links already up: every health check looks for new halves, and the
@@ -21,6 +22,7 @@ from typing import Any
 from bridge.check import Severity, check_pair
 from bridge.errors import BridgeError, PairError
 from bridge.node.home import HomeBridgeEndpoint
+from bridge.node.outbox import OUTBOX_DIR
 from bridge.pair import HOST_KEY_NAME, PairingFiles, pair
 from home.substrate import control
 from home.substrate.component import ComponentInfo, Health
@@ -155,6 +157,7 @@ class HomeBridgeComponent:
                 nats_url=self._nats_url(),
                 port=self._port,
                 device_url=self._device_url,
+                outbox_dir=self._dir / OUTBOX_DIR,
             )
             await endpoint.start()
         except (BridgeError, OSError) as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 # Parts of a benchmark, run by it: not benchmarks of their own.
-NOT_BENCHMARKS = {"__main__", "report", "memory_corrections"}
+NOT_BENCHMARKS = {"__main__", "report", "memory_corrections", "bridge_durable"}
 
 
 def available() -> list[str]:

@@ -12,7 +12,8 @@ home's stream sources it across the leaf connection, both deduplicating by
 
 Figures: added latency (p50/p99) at 100 and 1000 events/s; throughput ceiling;
 TCP bytes per voice turn vs the 16 kHz 16-bit PCM a streaming satellite would
-send; events lost across one 10 s outage; each against both leaf forms.
+send; events lost across one 10 s outage, each against both leaf forms; the durable
+outbox's cost and what a kill -9 of each half loses (:mod:`tests.bench.bridge_durable`).
 """
 
 from __future__ import annotations
@@ -523,6 +524,11 @@ async def run() -> list[Result]:
             f"{OUTAGE_RATE} ev/s for {published / OUTAGE_RATE:.0f} s; "
             f"duplicates: ours {dup_ours}, leaf {dup_leaf}, leaf+JetStream {dup_js}",
         )
+        from tests.bench.bridge_durable import (  # noqa: PLC0415 - it imports this module
+            durable_rows,
+        )
+
+        results += await durable_rows(paired, tmp)
     return results
 
 

@@ -1,10 +1,11 @@
 """Each side of a link in its own process, for the benchmark (a board and a home are two machines).
 
-    python -m tests.bridge.sides home    HALF HOST_KEY NATS_URL PORT
-    python -m tests.bridge.sides edge    HALF CLIENT_KEY NATS_URL PORT
+    python -m tests.bridge.sides home    HALF HOST_KEY NATS_URL PORT [OUTBOX_DIR [SYNCHRONOUS]]
+    python -m tests.bridge.sides edge    HALF CLIENT_KEY NATS_URL PORT [OUTBOX_DIR [SYNCHRONOUS]]
     python -m tests.bridge.sides sshd    HOST_KEY CLIENT_PUB PORT TARGET_PORT
     python -m tests.bridge.sides sshfwd  HOST_PUB CLIENT_KEY SSH_PORT LOCAL_PORT TARGET_PORT
 
+``OUTBOX_DIR`` makes the side durable (``SYNCHRONOUS``: ``NORMAL``, the default, or ``FULL``).
 ``sshd``/``sshfwd`` are the peer transport: a plain SSH local port forward (what a NATS
 leaf node connection would be carried over), allowed to one target port only.
 Each runs until SIGTERM.
@@ -22,6 +23,7 @@ from pathlib import Path
 import asyncssh
 
 from bridge.node import EdgeBridgeNode, HomeBridgeEndpoint
+from bridge.node.outbox import Synchronous
 from bridge.transport import Backoff
 from shared.schema import load_bridge_half
 from tests.bridge.servers import with_port
@@ -35,13 +37,25 @@ async def _until_terminated() -> None:
     await stop.wait()
 
 
-async def home(half: str, host_key: str, nats_url: str, port: str) -> None:
+def _synchronous(value: str) -> Synchronous:
+    if value == "FULL":
+        return "FULL"
+    if value == "NORMAL":
+        return "NORMAL"
+    raise SystemExit(f"SYNCHRONOUS must be NORMAL or FULL, got {value!r}")
+
+
+async def home(
+    half: str, host_key: str, nats_url: str, port: str, outbox: str = "", sync: str = "NORMAL"
+) -> None:
     endpoint = HomeBridgeEndpoint(
         [load_bridge_half(half)],
         host_key=Path(host_key),
         nats_url=nats_url,
         port=int(port),
         heartbeat_s=30.0,
+        outbox_dir=Path(outbox) if outbox else None,
+        synchronous=_synchronous(sync),
     )
     await endpoint.start()
     try:
@@ -50,13 +64,17 @@ async def home(half: str, host_key: str, nats_url: str, port: str) -> None:
         await endpoint.stop()
 
 
-async def edge(half: str, client_key: str, nats_url: str, port: str) -> None:
+async def edge(
+    half: str, client_key: str, nats_url: str, port: str, outbox: str = "", sync: str = "NORMAL"
+) -> None:
     node = EdgeBridgeNode(
         with_port(load_bridge_half(half), int(port)),
         client_key=Path(client_key),
         nats_url=nats_url,
         heartbeat_s=30.0,
         backoff=Backoff(base_s=0.1, cap_s=1.0),
+        outbox_dir=Path(outbox) if outbox else None,
+        synchronous=_synchronous(sync),
     )
     await node.start()
     try:
