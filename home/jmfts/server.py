@@ -173,4 +173,9 @@ class JmftsServer:
 
 
 def _open_store(config: JmftsConfig) -> DocumentStore:
-    return DocumentStore(config.data_dir, build_embedder(config), index_kind=config.index_kind)
+    return DocumentStore(
+        config.data_dir,
+        build_embedder(config),
+        index_kind=config.index_kind,
+        synchronous=config.synchronous,
+    )

@@ -24,7 +24,7 @@ import numpy as np
 from home.jmfts.access import AccessControl, Principal, Scope
 from home.jmfts.chunking import chunk_spans
 from home.jmfts.clock import to_stored, utc_now
-from home.jmfts.db import connect, subtree_range
+from home.jmfts.db import Synchronous, connect, subtree_range
 from home.jmfts.embedder import Embedder, Vectors
 from home.jmfts.errors import (
     Conflict,
@@ -64,13 +64,20 @@ class Embedded:
 class DocumentStore(TreeReads):
     """Documents, access and vectors over one data directory."""
 
-    def __init__(self, data_dir: Path, embedder: Embedder, *, index_kind: IndexKind = "hnsw"):
+    def __init__(
+        self,
+        data_dir: Path,
+        embedder: Embedder,
+        *,
+        index_kind: IndexKind = "hnsw",
+        synchronous: Synchronous = "FULL",
+    ):
         self.data_dir = data_dir
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         data_dir.chmod(0o700)  # memories: readable by their owner only
         self.embedder = embedder
         self.lock = threading.RLock()
-        self.conn = connect(data_dir / DB_FILE)
+        self.conn = connect(data_dir / DB_FILE, synchronous)
         self.access = AccessControl(self.conn)
         self._check_model()
         self.index = VectorIndex(embedder.dimension, index_kind)

@@ -1,5 +1,6 @@
 """kill -9 during a write storm, ten times: every acknowledged write survives, is findable
-after restart, and the FAISS index agrees with SQLite."""
+after restart, and the FAISS index agrees with SQLite — with ``synchronous=FULL`` (the
+default) and with NORMAL, which gives up only power-loss durability."""
 
 from __future__ import annotations
 
@@ -61,9 +62,13 @@ def _chunk_count(data: Path) -> int:
 
 
 @pytest.mark.slow
-def test_kill9_write_storm(server_factory: Any, tmp_path: Path, embedder: OnnxMiniLM) -> None:
+@pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
+def test_kill9_write_storm(
+    server_factory: Any, tmp_path: Path, embedder: OnnxMiniLM, synchronous: str
+) -> None:
     data = tmp_path / "storm"
-    server: ServerProcess = server_factory(data)
+    sync = ("--synchronous", synchronous)
+    server: ServerProcess = server_factory(data, *sync)
     with server.client() as admin:
         root = admin.post("/documents", json={"title": "storm"}).json()["id"]
     acked: dict[int, str] = {}
@@ -78,7 +83,7 @@ def test_kill9_write_storm(server_factory: Any, tmp_path: Path, embedder: OnnxMi
             thread.join(JOIN_TIMEOUT_S)
             assert not thread.is_alive()
         assert len(acked) > before, f"round {round_no} acknowledged nothing"
-        server = server_factory(data)
+        server = server_factory(data, *sync)
         # The restarted server's index holds exactly the vectors SQLite holds.
         assert server.info["vectors"] == _chunk_count(data), server.info
         with server.client() as admin:
