@@ -138,6 +138,15 @@ def connect(path: Path, synchronous: Synchronous = "FULL") -> sqlite3.Connection
 _ADDED_COLUMNS = (("predicates", "created_by", "INTEGER"),)
 
 
+def connect_reader(path: Path) -> sqlite3.Connection:
+    """A second, query-only connection to a store :func:`connect` opened: in WAL mode it
+    reads the last committed state while the writer's connection commits."""
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA query_only=ON")
+    return conn
+
+
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
     """Give a store made by an earlier version the columns added since (NULL in old rows)."""
     for table, column, declaration in _ADDED_COLUMNS:

@@ -24,6 +24,7 @@ from tests.home.jmfts.conftest import ServerProcess
 ROUNDS = 10
 WRITERS = 3
 JOIN_TIMEOUT_S = 30.0
+FIRST_ACK_TIMEOUT_S = 30.0
 
 
 def _storm(server: ServerProcess, root: int, round_no: int, acked: dict[int, str]) -> list[Any]:
@@ -76,7 +77,12 @@ def test_kill9_write_storm(
     for round_no in range(ROUNDS):
         before = len(acked)
         threads, stop = _storm(server, root, round_no, acked)
-        time.sleep(rng.uniform(0.4, 1.2))
+        # Kill mid-storm: once this round has its first ack (on a loaded machine that can
+        # take over a second), then after a random further stretch of writes.
+        deadline = time.monotonic() + FIRST_ACK_TIMEOUT_S
+        while len(acked) == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.2, 0.8))
         server.kill9()
         stop.set()
         for thread in threads:
