@@ -92,8 +92,8 @@ def serve(
     embedder: Annotated[
         str,
         typer.Option(
-            help="Embedder: minilm-onnx (fp32) or minilm-onnx-int8 (about 2.5x faster, "
-            "cosine ~0.99 to fp32; a store keeps the one it was built with)."
+            help="Embedder: minilm-onnx (fp32) or minilm-onnx-int8 (about 3x faster, "
+            "cosine 0.97+ to fp32; a store keeps the one it was built with)."
         ),
     ] = "minilm-onnx",
     synchronous: Annotated[
