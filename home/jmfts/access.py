@@ -161,18 +161,23 @@ class AccessControl:
         if cur.rowcount == 0:
             raise NotFound(f"token {token_id} does not exist or is already revoked")
 
-    def authenticate(self, raw: str | None) -> Principal:
-        """The principal a raw bearer token belongs to, or :class:`Unauthorized`."""
+    def authenticate(self, raw: str | None, conn: sqlite3.Connection | None = None) -> Principal:
+        """The principal a raw bearer token belongs to, or :class:`Unauthorized`; read
+        through ``conn`` when given (a reader connection), else the store's own."""
         if not raw:
             raise Unauthorized("a bearer token is required (Authorization: Bearer ...)")
         parts = raw.split("_", 2)
         if len(parts) != 3 or parts[0] != _TOKEN_PREFIX or not _TOKEN_ID.fullmatch(parts[1]):
             raise Unauthorized("the bearer token is malformed")
-        row = self._conn.execute(
-            "SELECT t.*, p.name, p.is_owner FROM tokens t JOIN principals p"
-            " ON p.id = t.principal_id WHERE t.id = ?",
-            (int(parts[1]),),
-        ).fetchone()
+        row = (
+            (conn or self._conn)
+            .execute(
+                "SELECT t.*, p.name, p.is_owner FROM tokens t JOIN principals p"
+                " ON p.id = t.principal_id WHERE t.id = ?",
+                (int(parts[1]),),
+            )
+            .fetchone()
+        )
         expected = row["secret_sha256"] if row else _hash_secret("")
         # Compare even when the row is missing so timing does not reveal valid ids.
         matches = hmac.compare_digest(expected, _hash_secret(parts[2]))

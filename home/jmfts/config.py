@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from home.jmfts.db import Synchronous
 from home.jmfts.embedder import Embedder, OnnxMiniLM
 from home.jmfts.errors import InvalidInput
 from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT
@@ -29,10 +30,14 @@ class JmftsConfig:
     #: the server's threads, and on a busy 2-core box waking a second OpenMP thread per
     #: query costs a scheduler slice (measured: 100k flat p50 26 ms with 1, 107 ms with 2).
     faiss_threads: int = 1
+    #: FULL: an acked write survives power loss too (one fsync per commit, ~7 ms on the
+    #: bench machine); NORMAL: it survives kill -9 but not power loss (~0.3 ms).
+    synchronous: Synchronous = "FULL"
 
 
 EMBEDDERS: dict[str, Callable[[JmftsConfig], Embedder]] = {
     "minilm-onnx": lambda config: OnnxMiniLM(config.onnx_cache),
+    "minilm-onnx-int8": lambda config: OnnxMiniLM(config.onnx_cache, quantized=True),
 }
 
 

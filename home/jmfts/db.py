@@ -1,5 +1,6 @@
-"""The SQLite schema and connection: WAL, ``synchronous=FULL`` so an acked commit survives
-kill -9, foreign keys on. SQLite is the source of truth; the FAISS index is derived."""
+"""The SQLite schema and connection: WAL, ``synchronous=FULL`` by default so an acked commit
+survives kill -9 and power loss, foreign keys on. SQLite is the source of truth; the FAISS
+index is derived."""
 
 from __future__ import annotations
 
@@ -7,6 +8,14 @@ import contextlib
 import os
 import sqlite3
 from pathlib import Path
+from typing import Literal
+
+from home.jmfts.errors import InvalidInput
+
+#: SQLite's ``synchronous`` in WAL mode. FULL fsyncs the WAL at every commit: an acked
+#: write survives kill -9 and power loss. NORMAL leaves the fsync to checkpoints: an acked
+#: write still survives kill -9 (it is in the OS's cache), not a power loss or kernel crash.
+Synchronous = Literal["FULL", "NORMAL"]
 
 SCHEMA_VERSION = "1"
 
@@ -99,13 +108,15 @@ CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id);
 """
 
 
-def connect(path: Path) -> sqlite3.Connection:
+def connect(path: Path, synchronous: Synchronous = "FULL") -> sqlite3.Connection:
     """Open (creating if needed) the store at ``path`` with the durability settings.
 
     Memories are private: the file is created 0600 before SQLite opens it (SQLite gives
     its ``-wal`` and ``-shm`` files the database file's mode), and files left by an
     earlier, laxer version are tightened.
     """
+    if synchronous not in ("FULL", "NORMAL"):
+        raise InvalidInput(f"synchronous {synchronous!r}: expected FULL or NORMAL")
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
@@ -113,7 +124,7 @@ def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.executescript(SCHEMA)
     _add_missing_columns(conn)
@@ -125,6 +136,15 @@ def connect(path: Path) -> sqlite3.Connection:
 
 # Columns added after a table was first shipped: (table, column, declaration).
 _ADDED_COLUMNS = (("predicates", "created_by", "INTEGER"),)
+
+
+def connect_reader(path: Path) -> sqlite3.Connection:
+    """A second, query-only connection to a store :func:`connect` opened: in WAL mode it
+    reads the last committed state while the writer's connection commits."""
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA query_only=ON")
+    return conn
 
 
 def _add_missing_columns(conn: sqlite3.Connection) -> None:

@@ -30,6 +30,11 @@ MINILM_DIMENSION = 384
 #: sentence-transformers' ``max_seq_length`` for this model; longer text is chunked first.
 MINILM_MAX_TOKENS = 256
 ONNX_FILE = "model.onnx"
+#: The same graph with int8 weights (dynamic quantization, per output channel, MatMuls only).
+INT8_FILE = "model.int8.onnx"
+#: Appended to the model name of the int8 graph: its vectors differ from fp32's (cosine
+#: 0.97–0.996), so a store built with one refuses the other instead of mixing them.
+INT8_SUFFIX = "+int8"
 MANIFEST_FILE = "manifest.json"
 REFERENCE_FILE = "reference.npy"
 
@@ -81,6 +86,8 @@ class OnnxManifest:
     dimension: int
     onnx_sha256: str
     max_tokens: int
+    #: Checksum of :data:`INT8_FILE`; ``None`` until ``home jmfts setup`` has derived it.
+    int8_sha256: str | None = None
 
     @classmethod
     def read(cls, cache_dir: Path) -> OnnxManifest:
@@ -100,6 +107,7 @@ class OnnxManifest:
                 dimension=int(raw["dimension"]),
                 onnx_sha256=str(raw["onnx_sha256"]),
                 max_tokens=int(raw["max_tokens"]),
+                int8_sha256=None if raw.get("int8_sha256") is None else str(raw["int8_sha256"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise EmbedderError(f"{path}: bad or missing key {exc}") from exc
@@ -122,7 +130,13 @@ def onnx_ready(cache_dir: Path) -> bool:
 
 
 class OnnxMiniLM:
-    """all-MiniLM-L6-v2 as sentence-transformers computes it: mean pooling, L2 norm."""
+    """all-MiniLM-L6-v2 as sentence-transformers computes it: mean pooling, L2 norm.
+
+    ``quantized`` runs the int8 graph: about 3× faster per text on CPU (one short turn:
+    2.9 against 8.0 ms), at a cosine of 0.97–0.996 to sentence-transformers' vectors
+    instead of 0.999 (docs/architecture.md, JMFTS); its model name carries
+    :data:`INT8_SUFFIX`.
+    """
 
     def __init__(
         self,
@@ -130,19 +144,22 @@ class OnnxMiniLM:
         *,
         threads: int = 0,
         batch_size: int = 64,
+        quantized: bool = False,
     ) -> None:
         self.cache_dir = cache_dir or default_cache_dir()
         manifest = OnnxManifest.read(self.cache_dir)
-        graph = self.cache_dir / ONNX_FILE
-        if not graph.is_file():
+        graph = self.cache_dir / (INT8_FILE if quantized else ONNX_FILE)
+        expected = manifest.int8_sha256 if quantized else manifest.onnx_sha256
+        if not graph.is_file() or expected is None:
             raise EmbedderError(f"{graph} is missing: run `home jmfts setup`")
         actual = sha256_file(graph)
-        if actual != manifest.onnx_sha256:
+        if actual != expected:
             raise EmbedderError(
                 f"{graph}: sha256 {actual[:12]}… does not match the manifest's "
-                f"{manifest.onnx_sha256[:12]}…; re-run `home jmfts setup --force`"
+                f"{expected[:12]}…; re-run `home jmfts setup --force`"
             )
-        self.model_name = manifest.model_name
+        self.quantized = quantized
+        self.model_name = manifest.model_name + (INT8_SUFFIX if quantized else "")
         self.dimension = manifest.dimension
         self.max_tokens = manifest.max_tokens
         self.batch_size = batch_size

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from home.jmfts.embedder import (
+    INT8_FILE,
     MINILM_DIMENSION,
     MINILM_MAX_TOKENS,
     MINILM_MODEL_NAME,
@@ -55,6 +57,7 @@ def export(cache_dir: Path | None = None, *, force: bool = False) -> Path:
     """
     target = cache_dir or default_cache_dir()
     if onnx_ready(target) and (target / REFERENCE_FILE).is_file() and not force:
+        quantize(target)
         return target
     try:
         # Imported here, never at module level: torch belongs to this setup step only.
@@ -124,4 +127,37 @@ def export(cache_dir: Path | None = None, *, force: bool = False) -> Path:
     finally:
         if staging.exists():
             shutil.rmtree(staging)
+    quantize(target)
     return target
+
+
+def quantize(cache_dir: Path) -> Path:
+    """Derive the int8 graph from the exported fp32 one (no torch); returns its path.
+
+    Dynamic quantization of the MatMul weights, one scale per output channel: with one
+    scale per tensor the cosine to sentence-transformers fell to 0.82 on the reference
+    sentences, per channel it stays at 0.97 or above (activation scales are per batch, so a
+    text's vector moves slightly with its batch companions). A present graph whose checksum
+    matches the manifest is kept.
+    """
+    manifest = OnnxManifest.read(cache_dir)
+    graph = cache_dir / INT8_FILE
+    if manifest.int8_sha256 and graph.is_file() and sha256_file(graph) == manifest.int8_sha256:
+        return graph
+    # Imported here: the quantizer pulls in onnx and is needed only at setup.
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415
+
+    staging = cache_dir / (INT8_FILE + ".tmp")
+    try:
+        quantize_dynamic(
+            cache_dir / ONNX_FILE,
+            staging,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+        )
+    except Exception as exc:  # the quantizer raises untyped errors of its own
+        raise EmbedderError(f"quantizing {cache_dir / ONNX_FILE} to int8 failed: {exc}") from exc
+    staging.replace(graph)
+    replace(manifest, int8_sha256=sha256_file(graph)).write(cache_dir)
+    return graph

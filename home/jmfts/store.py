@@ -24,7 +24,7 @@ import numpy as np
 from home.jmfts.access import AccessControl, Principal, Scope
 from home.jmfts.chunking import chunk_spans
 from home.jmfts.clock import to_stored, utc_now
-from home.jmfts.db import connect, subtree_range
+from home.jmfts.db import Synchronous, connect, connect_reader, subtree_range
 from home.jmfts.embedder import Embedder, Vectors
 from home.jmfts.errors import (
     Conflict,
@@ -64,14 +64,26 @@ class Embedded:
 class DocumentStore(TreeReads):
     """Documents, access and vectors over one data directory."""
 
-    def __init__(self, data_dir: Path, embedder: Embedder, *, index_kind: IndexKind = "hnsw"):
+    def __init__(
+        self,
+        data_dir: Path,
+        embedder: Embedder,
+        *,
+        index_kind: IndexKind = "hnsw",
+        synchronous: Synchronous = "FULL",
+    ):
         self.data_dir = data_dir
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         data_dir.chmod(0o700)  # memories: readable by their owner only
         self.embedder = embedder
         self.lock = threading.RLock()
-        self.conn = connect(data_dir / DB_FILE)
+        self.conn = connect(data_dir / DB_FILE, synchronous)
         self.access = AccessControl(self.conn)
+        # Requests authenticate through their own connection: on the store's, every
+        # request waited behind the commit (and its fsync) of the writes before it, and
+        # writes that could have joined the next group commit arrived too late for it.
+        self._auth_conn = connect_reader(data_dir / DB_FILE)
+        self._auth_lock = threading.Lock()
         self._check_model()
         self.index = VectorIndex(embedder.dimension, index_kind)
         self.index_rebuilt = False
@@ -159,6 +171,15 @@ class DocumentStore(TreeReads):
         with self.lock:
             self.save_if_dirty()
             self.conn.close()
+        with self._auth_lock:
+            self._auth_conn.close()
+
+    def authenticate(self, raw: str | None) -> Principal:
+        """The principal a raw bearer token names (see :meth:`AccessControl.authenticate`),
+        read without the store lock: a commit in progress does not delay it, and a token
+        revoked by a committed write is refused."""
+        with self._auth_lock:
+            return self.access.authenticate(raw, self._auth_conn)
 
     # -- the derived index -------------------------------------------------------------
 

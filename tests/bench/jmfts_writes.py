@@ -1,7 +1,12 @@
 """Single-document writes the way agents make them: one ``POST /documents`` per record,
 each waiting for its ack (findable when it returns), from one client and from eight at
-once — against Chroma's ``add()`` of one document at a time, embedding included, in the
-same run. JMFTS runs as its real server subprocess; Chroma in-process (its usual mode).
+once — against Chroma's ``add()`` of one document at a time, embedding included with the
+same embedder, in the same run. JMFTS runs as its real server subprocess; Chroma
+in-process (its usual mode).
+
+Three server settings: the default (fp32 embedder, ``synchronous=FULL``), the int8
+embedder, and the int8 embedder with ``synchronous=NORMAL`` (acked writes survive kill -9
+but not power loss).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import chromadb
@@ -55,8 +61,36 @@ def _run_clients(
     return time.perf_counter() - started, latencies
 
 
-def _jmfts(clients: int, per_client: int, work: Path) -> tuple[float, list[float]]:
-    server = start_server(work / f"jmfts-writes-{clients}")
+@dataclass(frozen=True)
+class Setting:
+    """One server configuration the write rows are measured with."""
+
+    label: str
+    embedder: str
+    synchronous: str
+
+    @property
+    def quantized(self) -> bool:
+        return self.embedder.endswith("-int8")
+
+
+SETTINGS = (
+    Setting("default: fp32, FULL", "minilm-onnx", "FULL"),
+    Setting("int8, FULL", "minilm-onnx-int8", "FULL"),
+    Setting("int8, NORMAL", "minilm-onnx-int8", "NORMAL"),
+)
+
+
+def _jmfts(
+    clients: int, per_client: int, work: Path, setting: Setting
+) -> tuple[float, list[float]]:
+    server = start_server(
+        work / f"jmfts-writes-{clients}-{setting.embedder}-{setting.synchronous}",
+        "--embedder",
+        setting.embedder,
+        "--synchronous",
+        setting.synchronous,
+    )
     try:
         with server.client() as admin:
             root = admin.post("/documents", json={"title": "writes"}).json()["id"]
@@ -82,7 +116,7 @@ def _chroma(
     clients: int, per_client: int, work: Path, embedder: OnnxMiniLM
 ) -> tuple[float, list[float]]:
     client = chromadb.PersistentClient(
-        path=str(work / f"chroma-writes-{clients}"),
+        path=str(work / f"chroma-writes-{clients}-{embedder.model_name.replace('/', '_')}"),
         settings=chromadb.Settings(anonymized_telemetry=False),
     )
     collection = client.create_collection(
@@ -96,36 +130,70 @@ def _chroma(
     return _run_clients(clients, per_client, write)
 
 
-def bench_writes(embedder: OnnxMiniLM, results: list[Result], total: int = 240) -> None:
-    """Sequential and eight-writer rows: docs/s and p50/p99 latency to ack."""
+def bench_writes(
+    embedder: OnnxMiniLM,
+    results: list[Result],
+    total: int = 240,
+    quantized: OnnxMiniLM | None = None,
+) -> None:
+    """Sequential and eight-writer rows for every :data:`SETTINGS`: docs/s and p50/p99
+    latency to ack, each beside Chroma with the same embedder."""
+    quantized = quantized or OnnxMiniLM(quantized=True)
     with tempfile.TemporaryDirectory(prefix="jmfts-writes-") as tmp:
         work = Path(tmp)
         for clients in (1, WRITERS):
             per_client = total // clients
-            ours_s, ours = _jmfts(clients, per_client, work)
-            theirs_s, theirs = _chroma(clients, per_client, work, embedder)
-            label = "sequential, 1 client" if clients == 1 else f"{clients} concurrent clients"
-            note = "POST /documents, embedded + durable + findable at ack; chroma add() + embed"
-            n = clients * per_client
-            results.append(
-                Result(
-                    f"single writes docs/s, {label}",
-                    n / ours_s,
-                    "docs/s",
-                    n,
-                    "chroma",
-                    n / theirs_s,
-                    note=note,
+            peers = {
+                False: _chroma(clients, per_client, work, embedder),
+                True: _chroma(clients, per_client, work, quantized),
+            }
+            for setting in SETTINGS:
+                ours_s, ours = _jmfts(clients, per_client, work, setting)
+                theirs_s, theirs = peers[setting.quantized]
+                _rows(
+                    results,
+                    clients,
+                    clients * per_client,
+                    setting,
+                    (ours_s, ours),
+                    (theirs_s, theirs),
                 )
+
+
+def _rows(
+    results: list[Result],
+    clients: int,
+    n: int,
+    setting: Setting,
+    ours: tuple[float, list[float]],
+    theirs: tuple[float, list[float]],
+) -> None:
+    who = "1 client" if clients == 1 else f"{clients} clients"
+    label = f"{who}, {setting.label}"
+    precision = "int8" if setting.quantized else "fp32"
+    note = (
+        "POST /documents, embedded + durable + findable at ack;"
+        f" chroma add() + the same {precision} embed"
+    )
+    results.append(
+        Result(
+            f"single writes docs/s, {label}",
+            n / ours[0],
+            "docs/s",
+            n,
+            "chroma",
+            n / theirs[0],
+            note=note,
+        )
+    )
+    for pct in (50, 99):
+        results.append(
+            Result(
+                f"single write p{pct} to ack, {label}",
+                float(np.percentile(ours[1], pct)) * 1000,
+                "ms",
+                n,
+                "chroma",
+                float(np.percentile(theirs[1], pct)) * 1000,
             )
-            for pct in (50, 99):
-                results.append(
-                    Result(
-                        f"single write p{pct} to ack, {label}",
-                        float(np.percentile(ours, pct)) * 1000,
-                        "ms",
-                        n,
-                        "chroma",
-                        float(np.percentile(theirs, pct)) * 1000,
-                    )
-                )
+        )

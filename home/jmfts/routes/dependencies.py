@@ -44,8 +44,7 @@ def principal(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     """The principal the bearer token names; no or a bad token is 401."""
-    with store.lock:
-        return store.access.authenticate(credentials.credentials if credentials else None)
+    return store.authenticate(credentials.credentials if credentials else None)
 
 
 Who = Annotated[Principal, Depends(principal)]

@@ -11,14 +11,17 @@ import pytest
 
 from home.jmfts.chunking import chunk_spans
 from home.jmfts.embedder import (
+    INT8_FILE,
+    INT8_SUFFIX,
     MANIFEST_FILE,
     MINILM_DIMENSION,
     ONNX_FILE,
     REFERENCE_FILE,
     OnnxMiniLM,
 )
-from home.jmfts.errors import EmbedderError
+from home.jmfts.errors import EmbedderError, StoreMismatch
 from home.jmfts.onnx_export import REFERENCE_SENTENCES
+from home.jmfts.store import DocumentStore
 
 
 def test_onnx_matches_sentence_transformers(onnx_cache: Path, embedder: OnnxMiniLM) -> None:
@@ -29,6 +32,34 @@ def test_onnx_matches_sentence_transformers(onnx_cache: Path, embedder: OnnxMini
     assert ours.shape == reference.shape == (len(REFERENCE_SENTENCES), MINILM_DIMENSION)
     cosines = (ours * reference).sum(axis=1)
     assert cosines.min() >= 0.999, dict(zip(REFERENCE_SENTENCES, cosines.tolist(), strict=True))
+
+
+def test_int8_graph_stays_close_to_sentence_transformers(onnx_cache: Path) -> None:
+    # The int8 graph is a speed option, not a new model: it must still rank like it.
+    quantized = OnnxMiniLM(onnx_cache, quantized=True)
+    reference = np.load(onnx_cache / REFERENCE_FILE)
+    cosines = (quantized.embed(list(REFERENCE_SENTENCES)) * reference).sum(axis=1)
+    assert cosines.min() >= 0.97, dict(zip(REFERENCE_SENTENCES, cosines.tolist(), strict=True))
+    assert quantized.model_name.endswith(INT8_SUFFIX)
+
+
+def test_a_store_refuses_the_other_precision(
+    onnx_cache: Path, embedder: OnnxMiniLM, tmp_path: Path
+) -> None:
+    DocumentStore(tmp_path, embedder).close()
+    with pytest.raises(StoreMismatch, match=INT8_SUFFIX.replace("+", "[+]")):
+        DocumentStore(tmp_path, OnnxMiniLM(onnx_cache, quantized=True))
+
+
+def test_missing_int8_graph_names_the_setup_command(onnx_cache: Path, tmp_path: Path) -> None:
+    (tmp_path / ONNX_FILE).write_bytes((onnx_cache / ONNX_FILE).read_bytes())
+    raw = json.loads((onnx_cache / MANIFEST_FILE).read_text())
+    raw.pop("int8_sha256", None)
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps(raw))
+    assert not (tmp_path / INT8_FILE).exists()
+    with pytest.raises(EmbedderError, match="home jmfts setup"):
+        OnnxMiniLM(tmp_path, quantized=True)
+    OnnxMiniLM(tmp_path)  # the fp32 graph alone still loads
 
 
 def test_batching_and_order_do_not_change_vectors(embedder: OnnxMiniLM) -> None:

@@ -14,7 +14,7 @@ import pytest
 from home.jmfts.access import Principal
 from home.jmfts.db import connect
 from home.jmfts.embedder import OnnxMiniLM
-from home.jmfts.errors import StoreMismatch
+from home.jmfts.errors import InvalidInput, StoreMismatch
 from home.jmfts.models import DocumentCreate, DocumentUpdate, SearchRequest
 from home.jmfts.search import search
 from home.jmfts.store import DB_FILE, DocumentStore
@@ -174,3 +174,19 @@ def test_a_store_from_before_private_predicates_gains_the_creator_column(tmp_pat
     (row,) = conn.execute("SELECT name, created_by FROM predicates")
     assert (row["name"], row["created_by"]) == ("likes", None)  # shared, as it always was
     conn.close()
+
+
+@pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
+def test_synchronous_setting_reaches_sqlite(tmp_path: Path, synchronous: str) -> None:
+    conn = connect(tmp_path / DB_FILE, synchronous)  # type: ignore[arg-type]
+    try:
+        # SQLite reports the level as a number: 1 NORMAL, 2 FULL.
+        level = conn.execute("PRAGMA synchronous").fetchone()[0]
+        assert level == {"NORMAL": 1, "FULL": 2}[synchronous]
+    finally:
+        conn.close()
+
+
+def test_unknown_synchronous_setting_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"'OFF'.*FULL or NORMAL"):
+        connect(tmp_path / DB_FILE, "OFF")  # type: ignore[arg-type]
