@@ -150,9 +150,13 @@ class NatsServer:
         except (OSError, ValueError) as exc:
             log.warning("nats-server's /jsz cannot be read: %r", exc)
             return []
+        if not meta.get("leader"):
+            return []  # no quorum: nobody is current
+        # A server lists the others as replicas, never itself.
         peers = [str(r["name"]) for r in meta.get("replicas") or [] if r.get("current")]
-        if meta.get("leader"):
-            peers.append(str(meta["leader"]))
+        peers.append(str(meta["leader"]))
+        if self.cluster is not None:
+            peers.append(self.cluster.member)
         return sorted(set(peers))
 
     async def _await_ports(self, proc: asyncio.subprocess.Process) -> None:
