@@ -68,7 +68,7 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
         if membership is not None:
             view["cluster"] = {
                 "member": membership.cluster.member,
-                "members": membership.view(),
+                "members": await membership.view(),
                 "jetstream_peers": await asyncio.to_thread(nats_server.jetstream_peers),
                 "adopted": dict(membership.adopted),
             }

@@ -199,8 +199,8 @@ class Membership:
             self.cluster.member, self._nats_url(), os.getpid(), self._data_dir, schemas, nodes
         )
 
-    async def _look(self, kv: KeyValue) -> None:
-        """Read every record; note which moved; reschedule the gone members' schemas."""
+    async def _read(self, kv: KeyValue) -> None:
+        """Read every record and note which moved since the last read."""
         try:
             keys = await kv.keys()
         except NoKeysError:
@@ -219,6 +219,10 @@ class Membership:
                 self.seen[key] = Sighting(record, entry.revision, now)
         for key in set(self.seen) - set(keys):
             self.seen.pop(key)
+
+    async def _look(self, kv: KeyValue) -> None:
+        """Read every record; reschedule the gone members' schemas."""
+        await self._read(kv)
         gone = [s for k, s in self.seen.items() if k != self.cluster.member and self._gone(s)]
         alive = sorted(k for k, s in self.seen.items() if not self._gone(s))
         if gone and alive and alive[0] == self.cluster.member:
@@ -269,9 +273,14 @@ class Membership:
 
     # --- status -------------------------------------------------------------------------
 
-    def view(self) -> list[dict[str, Any]]:
+    async def view(self) -> list[dict[str, Any]]:
         """Every member this member sees: where it runs, its schemas and nodes, and whether
-        it is alive."""
+        it is alive (read afresh, so a member that just wrote its record is in it)."""
+        if self._kv is not None:
+            try:
+                await self._read(self._kv)
+            except (NatsError, TimeoutError, MemberRecordError) as exc:
+                self.last_error = f"membership: {exc!r}"
         now = time.monotonic()
         rows = []
         for key, sighting in sorted(self.seen.items()):

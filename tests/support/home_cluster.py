@@ -23,6 +23,20 @@ from shared.proc import free_port
 
 START_TIMEOUT_S = 240.0
 SECRET = "loopback-cluster-secret"
+AGENT = "agent.edge_asr"
+# One τ agent answering every device's turn: no memory server, no operator, no effectors.
+TURNS_SCHEMA = {
+    "schema": "cluster_turns",
+    "requires": {"nodes": [AGENT]},
+    "bindings": [{"from": "events.sensation.*.turn", "to": AGENT}],
+}
+
+
+def write_turns_schema(schema_dir: Path) -> Path:
+    """``schema_dir`` with :data:`TURNS_SCHEMA` in it, for ``--schema-dir``."""
+    schema_dir.mkdir(parents=True, exist_ok=True)
+    (schema_dir / "cluster_turns.yaml").write_text(json.dumps(TURNS_SCHEMA))
+    return schema_dir
 
 
 def descendants(pid: int) -> list[int]:
@@ -47,7 +61,8 @@ def descendants(pid: int) -> list[int]:
 
 @dataclass
 class Member:
-    """One member: its ``home up`` process, data directory and cluster port."""
+    """One member: its ``home up`` process, data directory and cluster port (0: a home
+    alone, no cluster)."""
 
     name: str
     data_dir: Path
@@ -102,12 +117,13 @@ async def start_member(
     """``home up`` as ``member``, joining ``join``; returns at once (see :func:`wait_for`)."""
     member.data_dir.mkdir(parents=True, exist_ok=True)
     joins = [arg for other in join for arg in ("--join", other.route)]
+    if member.cluster_port:
+        joins = ["--member", member.name, "--cluster-port", str(member.cluster_port), *joins]
     log = member.log_path.open("ab")
     try:
         member.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "home.cli", "up", "--json", "--data-dir", str(member.data_dir),
-            "--member", member.name, "--cluster-port", str(member.cluster_port), *joins,
-            "--llm-url", llm_url, "--no-memory", "--bridge-port", "0", *args,
+            *joins, "--llm-url", llm_url, "--no-memory", "--bridge-port", "0", *args,
             stdout=log, stderr=log, env=environment(),
         )  # fmt: skip
     finally:
@@ -115,10 +131,11 @@ async def start_member(
 
 
 def cluster_ready(status: dict[str, Any] | None, members: int) -> bool:
-    """The member answers, sees ``members`` alive, and every schema and node of it runs."""
-    if not status or "cluster" not in status:
+    """The member answers, sees ``members`` alive (none: a home alone), and every schema
+    and node of it runs."""
+    if not status or ("cluster" not in status and members):
         return False
-    alive = [m for m in status["cluster"]["members"] if m["alive"]]
+    alive = [m for m in status.get("cluster", {"members": []})["members"] if m["alive"]]
     return (
         len(alive) == members
         and all(s["state"] == "active" for s in status["schemas"])

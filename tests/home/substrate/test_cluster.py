@@ -20,7 +20,6 @@ from pathlib import Path
 
 import nats
 import pytest
-import yaml
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
@@ -29,18 +28,12 @@ from home.substrate.routing import Route, delivery_subject, route_binding
 from shared.event import Event, utc_now
 from shared.schema import load_node_catalog
 from shared.subjects import speech_completed_subject
-from tests.support.home_cluster import home_cluster, wait_for
+from tests.support.home_cluster import AGENT, home_cluster, wait_for, write_turns_schema
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 pytestmark = pytest.mark.slow
 
 DEVICE = "hall"
-AGENT = "agent.edge_asr"
-SCHEMA = {
-    "schema": "cluster_turns",
-    "requires": {"nodes": [AGENT]},
-    "bindings": [{"from": "events.sensation.*.turn", "to": AGENT}],
-}
 TURNS_BEFORE, TURNS_DURING, TURNS_AFTER = 4, 8, 4
 INTERVAL_S = 0.4
 TTL_MS = 90_000
@@ -112,9 +105,7 @@ class Board:
 
 
 async def test_a_lost_member_loses_no_acknowledged_turn(tmp_path: Path) -> None:
-    schemas = tmp_path / "schemas"
-    schemas.mkdir()
-    (schemas / "cluster_turns.yaml").write_text(yaml.safe_dump(SCHEMA))
+    schemas = write_turns_schema(tmp_path / "schemas")
     inbox = delivery_subject(load_node_catalog(Path("schemas/nodes.yaml"))[AGENT])
     assert inbox is not None
     async with (
