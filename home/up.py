@@ -253,6 +253,7 @@ async def run_home(
                     monitor_url=nats_server.monitor_url,
                     started_at=datetime.now(UTC).isoformat(),
                     components={row["name"]: row for row in components_table(registry)},
+                    member=None if config.cluster is None else config.cluster.member,
                 )
                 lock.write_state(state)
                 if on_ready is not None:

@@ -128,10 +128,35 @@ class Membership:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Open the bucket, write the first record and begin the heartbeat."""
+        """Open the bucket, give up what others took over, write the first record and begin
+        the heartbeat."""
         self._kv = await self._bucket()
+        await self._read(self._kv)
+        await self._give_up_taken_over()
         await self._beat()
         self._task = asyncio.create_task(self._run(), name="membership")
+
+    async def _give_up_taken_over(self) -> None:
+        """Unapply the restored schemas another member runs: it took them over while this
+        member was lost, and one agent reads each durable inbox."""
+        runtime = self._runtime()
+        if runtime is None:
+            return
+        elsewhere: dict[str, str] = {}
+        for key, sighting in self.seen.items():
+            if key == self.cluster.member:
+                continue
+            for source in sighting.record.schemas:
+                try:
+                    elsewhere[runtime.parse(source).name] = key
+                except SchemaError as exc:
+                    log.warning("membership: %s lists an unusable schema: %s", key, exc)
+        for name in [n for n in runtime.active if n in elsewhere]:
+            log.warning(
+                "membership: schema %s runs on member %s (taken over while this member was "
+                "lost); not running it here", name, elsewhere[name],
+            )  # fmt: skip
+            await runtime.unapply(name)
 
     async def stop(self) -> None:
         """Stop the heartbeat and take this member's record out (it left; it is not lost)."""

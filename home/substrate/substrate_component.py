@@ -158,14 +158,20 @@ class Substrate:
             control.SCHEMA_LIST: self._list,
             **self._extra_handlers,
         }
+        member = self.config.cluster.member if self.config.cluster is not None else None
         for verb, handler in handlers.items():
-            # A queue group: the server hands a request to a subscriber on itself first, so
-            # on a clustered home the member whose bus the CLI reached answers.
+            # A queue group: on a clustered home one member answers each request.
             self._control_subs.append(
                 await self.nc.subscribe(
                     control.control_subject(verb), queue=CONTROL_QUEUE, cb=self._answer(handler)
                 )
             )
+            if member is not None:
+                self._control_subs.append(
+                    await self.nc.subscribe(
+                        control.member_control_subject(member, verb), cb=self._answer(handler)
+                    )
+                )
         await confirm_subscriptions(self.nc)
         self._sampler = asyncio.create_task(self._sample_log(), name="event log rate")
         if self.config.restore_schemas:

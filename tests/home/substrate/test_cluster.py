@@ -24,11 +24,17 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from home.substrate.routing import Route, delivery_subject, route_binding
+from home.substrate.routing import Delivered, Route, delivery_subject, route_binding
 from shared.event import Event, utc_now
 from shared.schema import load_node_catalog
 from shared.subjects import speech_completed_subject
-from tests.support.home_cluster import AGENT, home_cluster, wait_for, write_turns_schema
+from tests.support.home_cluster import (
+    AGENT,
+    home_cluster,
+    start_member,
+    wait_for,
+    write_turns_schema,
+)
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 pytestmark = pytest.mark.slow
@@ -80,8 +86,8 @@ class Board:
             sequence_number=self.sequence, ttl_ms=TTL_MS,
         )  # fmt: skip
         delivered = route_binding(turn, self.route, "test.router", utc_now())
-        assert not hasattr(delivered, "reason"), delivered
-        event = delivered.event  # type: ignore[union-attr]
+        assert isinstance(delivered, Delivered), delivered
+        event = delivered.event
         js = self.nc.jetstream()
         started = time.monotonic()
         while True:
@@ -97,6 +103,23 @@ class Board:
         assert event.binding_id is not None
         self.acked[event.binding_id] = started + TTL_MS / 1000
         self.log_seqs[event.binding_id] = ack.seq
+
+    async def all_answered_once(self) -> None:
+        """Every acknowledged turn answered within its TTL, and none twice."""
+        async with asyncio.timeout(TTL_MS / 1000):
+            while set(self.answers) != set(self.acked):
+                await asyncio.sleep(0.5)
+        await asyncio.sleep(3)  # a second answer would come now
+        assert all(count == 1 for count in self.answers.values()), self.answers
+
+    async def log_is_whole(self) -> None:
+        """Every acknowledged turn is in the event log, and no sequence is missing."""
+        js = self.nc.jetstream()
+        state = (await js.stream_info("EVENTS")).state
+        assert state.num_deleted in (0, None)
+        assert state.messages == state.last_seq - state.first_seq + 1
+        for seq in self.log_seqs.values():
+            assert (await js.get_msg("EVENTS", seq)).subject == self.inbox
 
     async def send_many(self, count: int, label: str) -> None:
         for i in range(count):
@@ -134,25 +157,24 @@ async def test_a_lost_member_loses_no_acknowledged_turn(tmp_path: Path) -> None:
             await during
             await wait_for([m1, m2], alive=2)
             await board.send_many(TURNS_AFTER, "after")
-            async with asyncio.timeout(TTL_MS / 1000):
-                while set(board.answers) != set(board.acked):
-                    await asyncio.sleep(0.5)
-            await asyncio.sleep(3)  # a second answer would come now
+            await board.all_answered_once()
             assert len(board.acked) == TURNS_BEFORE + TURNS_DURING + TURNS_AFTER
-            assert all(count == 1 for count in board.answers.values()), board.answers
             status = await m2.status()
             assert status is not None
             cluster = status["cluster"]
             assert [m["member"] for m in cluster["members"] if m["alive"]] == ["m1", "m2"]
             runs = {m["member"] for m in cluster["members"] if AGENT in str(m["nodes"])}
             assert runs == {"m1"}, cluster
-            # The log: every acknowledged turn in it, and no sequence missing.
-            state = (await nc.jetstream().stream_info("EVENTS")).state
-            assert state.num_deleted in (0, None)
-            assert state.messages == state.last_seq - state.first_seq + 1
-            for seq in board.log_seqs.values():
-                msg = await nc.jetstream().get_msg("EVENTS", seq)
-                assert msg.subject == inbox
+            await board.log_is_whole()
+            # m3 comes back: it restores its schema, sees m1 runs it, and gives it up.
+            await start_member(m3, model.url, [m1], ["--schema-dir", str(schemas)])
+            await wait_for([m3, m1], alive=3)
+            status = await m3.status()
+            assert status is not None and status["schemas"] == [], status
+            runs = {m["member"] for m in status["cluster"]["members"] if AGENT in str(m["nodes"])}
+            assert runs == {"m1"}, status["cluster"]
+            await board.send("back again")
+            await board.all_answered_once()
         finally:
             await nc.close()
     assert any("before 0" in r.last_user_text for r in model.requests)

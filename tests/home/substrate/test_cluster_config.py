@@ -10,6 +10,7 @@ from pathlib import Path
 import nats
 import pytest
 
+from home.substrate import control
 from home.substrate.config import CLUSTER_SECRET_ENV, ClusterConfig
 from home.substrate.errors import ComponentError, HomeConfigError, MemberRecordError
 from home.substrate.membership import MemberRecord
@@ -104,3 +105,9 @@ async def test_two_members_servers_form_a_jetstream_cluster_and_replicate(
             await nc.close()
     finally:
         await asyncio.gather(*(s.stop() for s in servers))
+
+
+def test_a_member_has_control_subjects_of_its_own() -> None:
+    assert control.member_control_subject("m1", "status") == "home.member.m1.control.status"
+    with pytest.raises(ValueError, match="unknown control verb"):
+        control.member_control_subject("m1", "reboot")
