@@ -40,7 +40,7 @@ TURNS = 60
 WARMUP = 5
 GOAL_ADDED_P50_MS = 2.0
 DEVICE = "bench"
-TIMEOUT_S = 30.0
+TIMEOUT_S = 60.0  # a turn on this loaded 2-core machine can stall for seconds
 
 
 def answer(request: RecordedRequest) -> Reply:
