@@ -32,6 +32,7 @@ from home.substrate.config import HomeConfig
 from home.substrate.datadir import DataDirLock, HomeState
 from home.substrate.errors import HomeConfigError
 from home.substrate.launchers import LAUNCHERS, Launcher
+from home.substrate.membership import Membership
 from home.substrate.nats_server import NatsServer
 from home.substrate.substrate_component import Substrate
 from shared.errors import SchemaError
@@ -49,8 +50,13 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
     registry = ComponentRegistry()
     authority = bus_authority(config)
     nats_server = NatsServer(
-        config.data_dir / "nats", config.host, config.nats_port, authority=authority
+        config.data_dir / "nats",
+        config.host,
+        config.nats_port,
+        authority=authority,
+        cluster=config.cluster,
     )
+    membership: Membership | None = None
 
     async def components_view() -> dict[str, Any]:
         bus = {
@@ -58,7 +64,15 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
             "users": authority.view() if authority is not None else [],
             "violations": nats_server.violations_view(),
         }
-        return {"components": components_table(registry), "bus": bus}
+        view: dict[str, Any] = {"components": components_table(registry), "bus": bus}
+        if membership is not None:
+            view["cluster"] = {
+                "member": membership.cluster.member,
+                "members": await membership.view(),
+                "jetstream_peers": await asyncio.to_thread(nats_server.jetstream_peers),
+                "adopted": dict(membership.adopted),
+            }
+        return view
 
     def services() -> dict[str, str]:
         return {c.name: c.info().address for c in registry.components}
@@ -92,6 +106,17 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
             )
         )
     registry.register(substrate)
+    if config.cluster is not None:
+        membership = Membership(
+            config.cluster,
+            lambda: substrate.nc,
+            lambda: substrate.runtime,
+            lambda: nats_server.url,
+            str(config.data_dir),
+            stream=config.event_log.stream,
+            jetstream_peers=nats_server.jetstream_peers,
+        )
+        registry.register(membership)
     registry.register(bridge)
     return registry, nats_server, substrate
 
@@ -229,6 +254,7 @@ async def run_home(
                     monitor_url=nats_server.monitor_url,
                     started_at=datetime.now(UTC).isoformat(),
                     components={row["name"]: row for row in components_table(registry)},
+                    member=None if config.cluster is None else config.cluster.member,
                 )
                 lock.write_state(state)
                 if on_ready is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -17,12 +18,15 @@ from home.substrate.cli.common import (
 )
 from home.substrate.component import ComponentRegistry
 from home.substrate.config import (
+    CLUSTER_SECRET_ENV,
     DEFAULT_CATALOG,
     DEFAULT_LOG_MAX_AGE_S,
     DEFAULT_LOG_MAX_BYTES,
     DEFAULT_SCHEMA_DIR,
+    ClusterConfig,
     EventLogConfig,
     HomeConfig,
+    cluster_secret,
 )
 from home.substrate.datadir import HomeState
 from home.substrate.errors import (
@@ -97,6 +101,30 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
             "cost (tests/bench/substrate.py): then any local process can speak for any node.",
         ),
     ] = True,
+    member: Annotated[
+        str | None,
+        typer.Option(
+            help="Run as this member of a home spread over machines (default: the data "
+            "directory's name once --cluster-port or --join is given).",
+        ),
+    ] = None,
+    cluster_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Listen for the other members' routes on this port: the home becomes a "
+            "cluster member; the routes' password comes from TETHER_CLUSTER_SECRET.",
+        ),
+    ] = None,
+    join: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--join",
+            metavar="URL",
+            help="Join the home whose member listens for routes at URL (nats://HOST:PORT, "
+            "its --cluster-port); repeatable. Its event log and agent inboxes then live on "
+            "every member, and this member runs the schemas it is given with --apply.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Log JSON lines to stderr.")] = False,
 ) -> None:
     """Start the home and stay in the foreground until Ctrl-C or SIGTERM.
@@ -112,8 +140,16 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
         home up --data-dir /tmp/home1    # then, elsewhere: home status --data-dir /tmp/home1
 
         home up --apply edge_asr         # start with the shipped schema active
+
+        TETHER_CLUSTER_SECRET=s3cret home up --data-dir /tmp/m2 --cluster-port 6251 \\
+            --join nats://127.0.0.1:6250 --apply edge_asr    # a second member
     """
     configure_logging(as_json)
+    try:
+        cluster = cluster_config(data_dir.resolve(), member, cluster_port, tuple(join or ()))
+    except HomeConfigError as exc:
+        err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
+        raise typer.Exit(ExitCode.USAGE) from None
     config = HomeConfig(
         data_dir=data_dir.resolve(),
         host=host,
@@ -128,6 +164,7 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
         llm_model=llm_model,
         memory=memory,
         bus_auth=bus_auth,
+        cluster=cluster,
     )
 
     def ready(state: HomeState, registry: ComponentRegistry) -> None:
@@ -153,3 +190,29 @@ def up(  # noqa: PLR0917 - Typer maps each option to a parameter
     except (ComponentError, LaunchError) as exc:
         err.print(f"[red]error[/red]: home did not start: {escape(str(exc))}", highlight=False)
         raise typer.Exit(ExitCode.FAILURE) from None
+
+
+def cluster_config(
+    data_dir: Path, member: str | None, port: int | None, join: tuple[str, ...]
+) -> ClusterConfig | None:
+    """The member this ``home up`` is, or None for a home on one machine.
+
+    Raises HomeConfigError naming the option that is missing or wrong.
+    """
+    if port is None and not join and member is None:
+        return None
+    if port is None:
+        raise HomeConfigError("a cluster member needs --cluster-port (where its routes arrive)")
+    secret = cluster_secret()
+    if secret is None:
+        raise HomeConfigError(
+            f"a cluster member needs the routes' password in ${CLUSTER_SECRET_ENV} "
+            "(the same on every member)"
+        )
+    name = member or data_dir.name
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise HomeConfigError(f"--member {name!r}: use letters, digits, '-' and '_' only")
+    for url in join:
+        if not re.fullmatch(r"nats://[^@/\s]+:\d+", url):
+            raise HomeConfigError(f"--join {url!r}: expected nats://HOST:PORT")
+    return ClusterConfig(member=name, port=port, join=join, secret=secret)

@@ -114,9 +114,13 @@ class EdgeBridgeNode:
 
     async def _connect_loop(self) -> None:
         core = self.core
-        endpoint = self.half.endpoint
-        where = f"{endpoint.host}:{endpoint.port}"
+        addresses = self.half.endpoint.addresses()
+        attempt = 0
         while True:
+            # After each link that ends or never comes up, the next member of the home.
+            endpoint = addresses[attempt % len(addresses)]
+            attempt += 1
+            where = f"{endpoint.host}:{endpoint.port}"
             state, detail = LINK_DOWN, ""
             ups = core.counters.link_ups
             try:

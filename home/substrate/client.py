@@ -67,7 +67,12 @@ class HomeClient:
 
     async def request(self, verb: str, **args: Any) -> Any:
         """Send one control request; the result, or ControlError with the remote code."""
-        subject = control.control_subject(verb)
+        member = self.state.member if self.state is not None else None
+        subject = (
+            control.control_subject(verb)
+            if member is None
+            else control.member_control_subject(member, verb)
+        )
         try:
             msg = await self.nc.request(
                 subject, ControlRequest(args).to_json(), timeout=self.timeout_s

@@ -39,6 +39,31 @@ class EventLogConfig:
     max_age_s: float = DEFAULT_LOG_MAX_AGE_S
 
 
+CLUSTER_SECRET_ENV = "TETHER_CLUSTER_SECRET"
+CLUSTER_NAME = "tether"
+
+
+def cluster_secret() -> str | None:
+    """The password every member's nats-server asks of a route (``$TETHER_CLUSTER_SECRET``)."""
+    return os.environ.get(CLUSTER_SECRET_ENV) or None
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """This home as one member of a home spread over machines (docs/architecture.md
+    "Growing past one machine"): its nats-server routes to the other members' servers."""
+
+    member: str
+    # Where this member's nats-server listens for the other members' routes.
+    port: int
+    # Route URLs (``nats://host:port``) of members already running; none for the first.
+    join: tuple[str, ...] = ()
+    # The routes' password, shared by every member; never on a command line.
+    secret: str = ""
+    # The event log's replication once that many members are up.
+    replicas: int = 3
+
+
 @dataclass(frozen=True)
 class HomeConfig:
     """Everything ``home up`` needs to know; every field has a default that works."""
@@ -65,3 +90,5 @@ class HomeConfig:
     # One bus user per node, enforced by nats-server (docs/architecture.md "Security").
     # Off only to measure what it costs, or to show what an open bus allows.
     bus_auth: bool = True
+    # None: a home on one machine, its own nats-server alone.
+    cluster: ClusterConfig | None = None

@@ -24,6 +24,8 @@ SCHEMA_UNAPPLY = "schema.unapply"
 SCHEMA_LIST = "schema.list"
 # Answered by the bridge component: pair a device on this machine and serve it at once.
 BRIDGE_PAIR = "bridge.pair"
+# One member's own control surface: home.member.<member>.control.<verb>.
+MEMBER_PREFIX = "home.member"
 VERBS = (PING, STATUS, SCHEMA_APPLY, SCHEMA_UNAPPLY, SCHEMA_LIST, BRIDGE_PAIR)
 
 # Error codes of a reply.
@@ -41,6 +43,12 @@ def control_subject(verb: str) -> str:
     if verb not in VERBS:
         raise ValueError(f"unknown control verb {verb!r}; known: {', '.join(VERBS)}")
     return f"{CONTROL_PREFIX}.{verb}"
+
+
+def member_control_subject(member: str, verb: str) -> str:
+    """The subject one member of a clustered home answers a verb on, and no other member
+    (docs/architecture.md "Growing past one machine")."""
+    return f"{MEMBER_PREFIX}.{member}.{control_subject(verb).removeprefix('home.')}"
 
 
 @dataclass(frozen=True)

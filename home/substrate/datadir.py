@@ -31,6 +31,8 @@ class HomeState:
     monitor_url: str | None
     started_at: str
     components: dict[str, dict[str, Any]]
+    # The member's name when the home is spread over machines; its CLI asks this member.
+    member: str | None = None
 
     def to_json(self) -> str:
         """The state file's text."""
@@ -48,6 +50,7 @@ class HomeState:
                 monitor_url=data.get("monitor_url"),
                 started_at=str(data["started_at"]),
                 components=dict(data.get("components") or {}),
+                member=data.get("member"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise HomeNotRunning(f"{file} is not a readable home state file: {exc}") from exc

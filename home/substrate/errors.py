@@ -13,6 +13,7 @@ parentheses::
     │                        health check
     ├── LaunchError          (UnavailableError) a node could not be started (bad config,
     │                        missing program, a component it needs is not running)
+    ├── MemberRecordError    (InputError) a record in the members' bucket does not parse
     ├── ControlError         a control request failed (carries the remote error code)
     │   └── ControlTimeout   (UnavailableError) the control subject did not answer in time
     └── SchemaRuntimeError   (RefusedError) an apply or unapply was refused
@@ -25,7 +26,13 @@ these at the module that meets them.
 
 from __future__ import annotations
 
-from shared.errors import ConfigurationError, RefusedError, TetherError, UnavailableError
+from shared.errors import (
+    ConfigurationError,
+    InputError,
+    RefusedError,
+    TetherError,
+    UnavailableError,
+)
 
 
 class SubstrateError(TetherError):
@@ -50,6 +57,10 @@ class ComponentError(SubstrateError, UnavailableError):
 
 class LaunchError(SubstrateError, UnavailableError):
     """A node could not be started (bad config, missing program, a needed component down)."""
+
+
+class MemberRecordError(SubstrateError, InputError):
+    """A record in the members' bucket does not parse (names the key and the field)."""
 
 
 class ControlError(SubstrateError):

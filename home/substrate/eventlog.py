@@ -29,8 +29,12 @@ EVENTS_SUBJECT = "events.>"
 IDLE_END_S = 0.5
 
 
-async def ensure_stream(nc: NatsClient, config: EventLogConfig) -> None:
-    """Create the stream, or update its bounds if it exists."""
+async def ensure_stream(nc: NatsClient, config: EventLogConfig, replicas: int = 1) -> None:
+    """Create the stream, or update its bounds if it exists.
+
+    ``replicas`` is a floor: a stream already replicated wider (by a cluster's
+    members, docs/architecture.md "Growing past one machine") keeps its replicas.
+    """
     js = nc.jetstream()
     stream = StreamConfig(
         name=config.stream,
@@ -38,12 +42,14 @@ async def ensure_stream(nc: NatsClient, config: EventLogConfig) -> None:
         max_bytes=config.max_bytes,
         max_age=config.max_age_s,
         storage=StorageType.FILE,
+        num_replicas=replicas,
     )
     try:
-        await js.stream_info(config.stream)
+        info = await js.stream_info(config.stream)
     except NotFoundError:
         await js.add_stream(stream)
     else:
+        stream.num_replicas = max(replicas, info.config.num_replicas or 1)
         await js.update_stream(stream)
 
 

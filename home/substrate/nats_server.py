@@ -8,6 +8,12 @@ With a :class:`~home.substrate.bus_auth.BusAuthority` the server runs with its
 ``authorization`` block (one user per node, docs/architecture.md "Security"):
 nobody connects without credentials, and every permissions violation the
 server logs is read back, logged here and counted by user, kind and subject.
+
+With a :class:`~home.substrate.config.ClusterConfig` the server is one member of
+a cluster (docs/architecture.md "Growing past one machine"): its configuration
+file names the server, listens for routes behind the shared route password and
+routes to the members it joins (to itself when it joins none: JetStream
+clustering refuses to start without a configured route).
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ from nats.errors import Error as NatsError
 
 from home.substrate.bus_auth import SUBSTRATE_USER, BusAuthority
 from home.substrate.component import ComponentInfo, Health
-from home.substrate.config import inherited_environment
+from home.substrate.config import CLUSTER_NAME, ClusterConfig, inherited_environment
 from home.substrate.errors import ComponentError
 from home.substrate.process import spawn
 from shared.proc import nats_server_binary, terminate
 
 START_TIMEOUT_S = 10.0
+ROUTE_USER = "route"
 RELOAD_TIMEOUT_S = 10.0
 # nats-server's line for a refused publish or subscribe (its log format, 2.10 and later).
 VIOLATION = re.compile(
@@ -55,8 +62,10 @@ class NatsServer:
         host: str = "127.0.0.1",
         port: int = 0,
         authority: BusAuthority | None = None,
+        cluster: ClusterConfig | None = None,
     ) -> None:
         self.work_dir = work_dir
+        self.cluster = cluster
         self.host = host
         self.port = port
         self.url = ""
@@ -91,6 +100,9 @@ class NatsServer:
         ]  # fmt: skip
         if self.authority is not None:
             await self.authority.refresh()
+        if self.cluster is not None:
+            argv += ["-c", str(self._write_cluster_config(self.cluster))]
+        elif self.authority is not None:
             argv += ["-c", str(self.authority.config_file)]
         self._proc = await spawn(
             argv, env=inherited_environment(), log_path=self.work_dir / "nats-server.out"
@@ -108,6 +120,44 @@ class NatsServer:
             raise
         if self.authority is not None:
             self.authority.attach(self.reload)
+
+    def _write_cluster_config(self, cluster: ClusterConfig) -> Path:
+        """The member's configuration file (private: it holds the route password)."""
+        routes = [route_url(url, cluster.secret) for url in cluster.join] or [
+            route_url(f"nats://{self.host}:{cluster.port}", cluster.secret)
+        ]
+        block = {
+            "name": CLUSTER_NAME,
+            "listen": f"{self.host}:{cluster.port}",
+            "authorization": {"user": ROUTE_USER, "password": cluster.secret},
+            "routes": routes,
+        }
+        lines = [f"server_name: {json.dumps(cluster.member)}", f"cluster: {json.dumps(block)}"]
+        if self.authority is not None:
+            lines.append(f"include {json.dumps(self.authority.config_file.name)}")
+        path = self.work_dir / "server.conf"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        path.chmod(0o600)
+        return path
+
+    def jetstream_peers(self) -> list[str]:
+        """The JetStream servers this member's server counts as current, itself included."""
+        if self.monitor_url is None:
+            return []
+        try:
+            with urllib.request.urlopen(f"{self.monitor_url}/jsz", timeout=2) as answer:
+                meta = json.load(answer).get("meta_cluster") or {}
+        except (OSError, ValueError) as exc:
+            log.warning("nats-server's /jsz cannot be read: %r", exc)
+            return []
+        if not meta.get("leader"):
+            return []  # no quorum: nobody is current
+        # A server lists the others as replicas, never itself.
+        peers = [str(r["name"]) for r in meta.get("replicas") or [] if r.get("current")]
+        peers.append(str(meta["leader"]))
+        if self.cluster is not None:
+            peers.append(self.cluster.member)
+        return sorted(set(peers))
 
     async def _await_ports(self, proc: asyncio.subprocess.Process) -> None:
         ports_file = self.work_dir / f"nats-server_{proc.pid}.ports"
@@ -237,3 +287,13 @@ class NatsServer:
     def info(self) -> ComponentInfo:
         """The client URL and the server's pid."""
         return ComponentInfo(self.url, self._proc.pid if self._proc else None)
+
+
+def route_url(url: str, secret: str) -> str:
+    """``url`` (``nats://host:port``) carrying the route user and password."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" in rest:
+        raise ComponentError(
+            f"a route to join must look like nats://HOST:PORT (no credentials), not {url!r}"
+        )
+    return f"{scheme}://{ROUTE_USER}:{secret}@{rest}"

@@ -50,6 +50,8 @@ LOG_RATE_PERIOD_S = 2.0
 # nats-server is restarted in place by home up; come back soon after it does.
 RECONNECT_WAIT_S = 0.25
 LOG_RATE_SAMPLES = 6
+CONTROL_QUEUE = "home.control"
+QUORUM_TIMEOUT_S = 300.0
 
 Handler = Callable[[ControlRequest], Awaitable[Any]]
 StatusExtra = Callable[[], Awaitable[dict[str, Any]]]
@@ -126,7 +128,7 @@ class Substrate:
         except SchemaError as exc:
             raise HomeConfigError(f"the node catalog is invalid:\n{exc}") from exc
         self.nc = await self._connect(SUBSTRATE_USER)
-        await ensure_stream(self.nc, self.config.event_log)
+        await self._ensure_log(self.nc)
         if self._authority is not None:
             self._router_nc = await self._connect(ROUTER_USER)
         self.router = Router(self._router_nc or self.nc, self.config.router_name)
@@ -156,10 +158,20 @@ class Substrate:
             control.SCHEMA_LIST: self._list,
             **self._extra_handlers,
         }
+        member = self.config.cluster.member if self.config.cluster is not None else None
         for verb, handler in handlers.items():
+            # A queue group: on a clustered home one member answers each request.
             self._control_subs.append(
-                await self.nc.subscribe(control.control_subject(verb), cb=self._answer(handler))
+                await self.nc.subscribe(
+                    control.control_subject(verb), queue=CONTROL_QUEUE, cb=self._answer(handler)
+                )
             )
+            if member is not None:
+                self._control_subs.append(
+                    await self.nc.subscribe(
+                        control.member_control_subject(member, verb), cb=self._answer(handler)
+                    )
+                )
         await confirm_subscriptions(self.nc)
         self._sampler = asyncio.create_task(self._sample_log(), name="event log rate")
         if self.config.restore_schemas:
@@ -171,6 +183,27 @@ class Substrate:
                 await self.runtime.apply(self.runtime.source_by_name(name))
             except (SchemaError, SchemaRuntimeError) as exc:
                 raise HomeConfigError(f"cannot apply schema {name!r} at start: {exc}") from exc
+
+    async def _ensure_log(self, nc: NatsClient) -> None:
+        """Make the event log; a clustered home's JetStream answers once a quorum of its
+        members is up, so a member waits for that (docs/architecture.md "Growing past one
+        machine")."""
+        if self.config.cluster is None:
+            await ensure_stream(nc, self.config.event_log)
+            return
+        deadline = time.monotonic() + QUORUM_TIMEOUT_S
+        while True:
+            try:
+                await ensure_stream(nc, self.config.event_log)
+                return
+            except (NatsError, TimeoutError) as exc:
+                if time.monotonic() > deadline:
+                    raise ComponentError(
+                        f"the cluster's JetStream did not answer within {QUORUM_TIMEOUT_S:.0f} s "
+                        f"(are a majority of the members up?): {exc!r}"
+                    ) from exc
+                log.info("waiting for a quorum of the cluster's members: %r", exc)
+                await asyncio.sleep(1.0)
 
     async def health(self) -> Health:
         """Connected to NATS (or reconnecting by itself: restarting would not help), and

@@ -1,7 +1,9 @@
 """Bridge halves: one side's declaration of what crosses the SSH tunnel, and where it connects.
 
 An edge half says where to connect (``connect``: host, port, user, the pinned
-host key); a home half says where it listens (``listen``: host, port, its host
+host key, and ``fallbacks``: ``HOST:PORT`` of the other members of a home spread
+over machines, serving the same home half, tried in turn when the link drops); a
+home half says where it listens (``listen``: host, port, its host
 key, the one authorized client key). Both list the subjects they ``export``
 (send to the peer) and ``import`` (accept from the peer), and their limits.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +55,19 @@ class Endpoint:
     client_key: str | None = None
     line: int | None = None
     lines: tuple[tuple[str, int], ...] = ()
+    # Edge only: (host, port) of further members of the same home, same keys.
+    fallbacks: tuple[tuple[str, int], ...] = ()
 
     def line_of(self, key: str) -> int | None:
         """The line that declares ``key``, else the endpoint's own line."""
         return dict(self.lines).get(key, self.line)
+
+    def addresses(self) -> tuple[Endpoint, ...]:
+        """This endpoint, then one like it at each fallback address, in the order to try."""
+        others = (
+            dataclasses.replace(self, host=h, port=p, fallbacks=()) for h, p in self.fallbacks
+        )
+        return (self, *others)
 
 
 @dataclass(frozen=True)
@@ -217,8 +229,11 @@ def parse_bridge_half(doc: Any, file: str) -> BridgeHalf:
 
 
 def _parse_endpoint(r: Reader, ep: LocatedDict, path: str, side: str, line: int | None) -> Endpoint:
+    fallbacks: tuple[tuple[str, int], ...] = ()
     if side == "edge":
-        r.allow_keys(ep, path, ("host", "port", "user", "host_key", "client_key"))
+        r.allow_keys(ep, path, ("host", "port", "user", "host_key", "client_key", "fallbacks"))
+        listed = r.str_list(ep, "fallbacks", path, required=False, check=_address_check)
+        fallbacks = tuple(_address(text) for text, _ in listed if _address_check(text) is None)
     else:
         r.allow_keys(ep, path, ("host", "port", "user", "host_key", "authorized_key"))
     client_field = "client_key" if side == "edge" else "authorized_key"
@@ -230,4 +245,17 @@ def _parse_endpoint(r: Reader, ep: LocatedDict, path: str, side: str, line: int 
         client_key=r.get(ep, client_field, path, str, None, required=False, check=_key_check),
         line=line,
         lines=tuple(ep.key_lines.items()),
+        fallbacks=fallbacks,
     )
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host, int(port)
+
+
+def _address_check(text: str) -> str | None:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        return f"must be HOST:PORT (a port 1-65535), got {text!r}"
+    return None

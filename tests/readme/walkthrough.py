@@ -18,7 +18,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SECTIONS = ("Running home", "Talking to home without a board", "Memory")
+SECTIONS = (
+    "Running home",
+    "Talking to home without a board",
+    "Memory",
+    "Growing past one machine",
+)
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARK = "@@readme-step"
 

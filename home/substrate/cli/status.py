@@ -1,4 +1,5 @@
-"""``home status``: components, nodes, schemas, router and event log."""
+"""``home status``: components, nodes, schemas, router and event log; on a clustered
+home also every member, and the nodes each runs."""
 
 from __future__ import annotations
 
@@ -108,6 +109,7 @@ def _print_status(result: dict[str, Any]) -> None:
         )
     console.print(nodes)
     print_schemas(result["schemas"])
+    _print_cluster(result.get("cluster"))
     router = result["router"]
     dropped = router["dropped"]
     console.print(
@@ -138,6 +140,28 @@ def print_schemas(schemas: list[dict[str, Any]]) -> None:
             s["name"], state_markup(s["state"]), ", ".join(s["nodes"]), escape(s["reason"])
         )
     console.print(table)
+
+
+def _print_cluster(cluster: dict[str, Any] | None) -> None:
+    """Every member of a clustered home, and where each node runs."""
+    if cluster is None:
+        return
+    members = Table(title=f"members (this one: {cluster['member']})")
+    for column in ("member", "alive", "bus", "pid", "nodes"):
+        members.add_column(column)
+    for m in cluster["members"]:
+        nodes = ", ".join(f"{n['name']} ({n['state']})" for n in m["nodes"])
+        members.add_row(
+            m["member"],
+            "[green]alive[/green]" if m["alive"] else "[red]gone[/red]",
+            m["nats_url"],
+            str(m["pid"]),
+            escape(nodes),
+        )
+    console.print(members)
+    for gone, by in cluster["adopted"].items():
+        console.print(f"  {escape(gone)} was lost; its schemas run on {escape(by)}")
+    console.print(f"JetStream servers current: {', '.join(cluster['jetstream_peers'])}")
 
 
 def _print_bus(bus: dict[str, Any] | None) -> None:

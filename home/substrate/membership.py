@@ -1,0 +1,326 @@
+"""The members of a home spread over machines, and the rescheduling of a lost member's nodes.
+
+Each member of a clustered home (docs/architecture.md "Growing past one
+machine") keeps one record in the replicated key-value bucket
+:data:`BUCKET`: its name, bus URL, pid, the schemas it runs (their text, so
+another member can run them) and its nodes with their state. It writes the
+record every :data:`HEARTBEAT_S`; a record whose revision has not moved for
+:data:`GONE_AFTER_S` belongs to a member that is gone. The surviving member
+with the lowest name then claims the record by deleting it at the revision it
+saw (compare-and-set: one claimant wins) and applies the gone member's schemas:
+their agents start again here and read the turns still queued in their durable
+inboxes, which the event log keeps on every member.
+
+The member also widens the event log and the bucket to ``replicas`` copies as
+soon as that many JetStream servers are current, and never narrows them: a
+replica lost with a member is what keeps the log whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.errors import Error as NatsError
+from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.errors import NotFoundError as JsNotFound
+from nats.js.kv import KeyValue
+
+from home.substrate.component import ComponentInfo, Health
+from home.substrate.config import ClusterConfig
+from home.substrate.errors import MemberRecordError, SchemaRuntimeError
+from home.substrate.schema_runtime import SchemaRuntime, SchemaSource
+from shared.errors import SchemaError
+
+log = logging.getLogger(__name__)
+
+BUCKET = "HOME_MEMBERS"
+HEARTBEAT_S = 1.0
+GONE_AFTER_S = 5.0
+
+
+@dataclass(frozen=True)
+class MemberRecord:
+    """What one member says of itself in :data:`BUCKET`."""
+
+    member: str
+    nats_url: str
+    pid: int
+    data_dir: str
+    schemas: tuple[SchemaSource, ...] = ()
+    nodes: tuple[dict[str, Any], ...] = ()
+
+    def to_json(self) -> bytes:
+        """The record as stored."""
+        body = {
+            "member": self.member,
+            "nats_url": self.nats_url,
+            "pid": self.pid,
+            "data_dir": self.data_dir,
+            "schemas": [{"file": s.file, "text": s.text} for s in self.schemas],
+            "nodes": list(self.nodes),
+        }
+        return json.dumps(body).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, key: str) -> MemberRecord:
+        """Parse a stored record; MemberRecordError names the key and what is wrong."""
+        try:
+            body = json.loads(data)
+            return cls(
+                member=str(body["member"]),
+                nats_url=str(body["nats_url"]),
+                pid=int(body["pid"]),
+                data_dir=str(body["data_dir"]),
+                schemas=tuple(
+                    SchemaSource(str(s["file"]), str(s["text"])) for s in body["schemas"]
+                ),
+                nodes=tuple(dict(n) for n in body["nodes"]),
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise MemberRecordError(f"{BUCKET}/{key}: not a member record: {exc!r}") from exc
+
+
+@dataclass
+class Sighting:
+    """A member as this member last saw it in the bucket."""
+
+    record: MemberRecord
+    revision: int
+    moved_at: float = field(default_factory=time.monotonic)
+
+
+class Membership:
+    """This member's record, its view of the others, and rescheduling; a component."""
+
+    name = "membership"
+
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        nc: Callable[[], NatsClient | None],
+        runtime: Callable[[], SchemaRuntime | None],
+        nats_url: Callable[[], str],
+        data_dir: str,
+        *,
+        stream: str,
+        jetstream_peers: Callable[[], list[str]],
+    ) -> None:
+        self.cluster = cluster
+        self._nc = nc
+        self._runtime = runtime
+        self._nats_url = nats_url
+        self._data_dir = data_dir
+        self._stream = stream
+        self._jetstream_peers = jetstream_peers
+        self.seen: dict[str, Sighting] = {}
+        # Member -> the member that took over its schemas, as this member saw it happen.
+        self.adopted: dict[str, str] = {}
+        self.last_error: str | None = None
+        self._kv: KeyValue | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Open the bucket, give up what others took over, write the first record and begin
+        the heartbeat."""
+        self._kv = await self._bucket()
+        await self._read(self._kv)
+        await self._give_up_taken_over()
+        await self._beat()
+        self._task = asyncio.create_task(self._run(), name="membership")
+
+    async def _give_up_taken_over(self) -> None:
+        """Unapply the restored schemas another member runs: it took them over while this
+        member was lost, and one agent reads each durable inbox."""
+        runtime = self._runtime()
+        if runtime is None:
+            return
+        elsewhere: dict[str, str] = {}
+        for key, sighting in self.seen.items():
+            if key == self.cluster.member:
+                continue
+            for source in sighting.record.schemas:
+                try:
+                    elsewhere[runtime.parse(source).name] = key
+                except SchemaError as exc:
+                    log.warning("membership: %s lists an unusable schema: %s", key, exc)
+        for name in [n for n in runtime.active if n in elsewhere]:
+            log.warning(
+                "membership: schema %s runs on member %s (taken over while this member was "
+                "lost); not running it here", name, elsewhere[name],
+            )  # fmt: skip
+            await runtime.unapply(name)
+
+    async def stop(self) -> None:
+        """Stop the heartbeat and take this member's record out (it left; it is not lost)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._kv is not None:
+            try:
+                await self._kv.delete(self.cluster.member)
+            except (NatsError, TimeoutError) as exc:
+                log.warning("membership: could not remove this member's record: %r", exc)
+
+    async def health(self) -> Health:
+        """Healthy while the heartbeat runs."""
+        if self._task is None or self._task.done():
+            return Health(False, "the membership heartbeat stopped")
+        return Health(True, self.last_error or "")
+
+    def info(self) -> ComponentInfo:
+        """The bucket and the member's name."""
+        return ComponentInfo(f"kv {BUCKET} as {self.cluster.member}", os.getpid())
+
+    # --- the heartbeat ------------------------------------------------------------------
+
+    def _js_nc(self) -> NatsClient:
+        nc = self._nc()
+        if nc is None:
+            raise SchemaRuntimeError("membership runs only while the substrate is connected")
+        return nc
+
+    async def _bucket(self) -> KeyValue:
+        js = self._js_nc().jetstream()
+        try:
+            return await js.key_value(BUCKET)
+        except BucketNotFoundError:
+            return await js.create_key_value(bucket=BUCKET, history=1)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            try:
+                await self._beat()
+                self.last_error = None
+            except (NatsError, TimeoutError, MemberRecordError, SchemaRuntimeError) as exc:
+                # A stream leader lost with a member is elected again within seconds.
+                self.last_error = f"membership: {exc!r}"
+                log.warning("%s", self.last_error)
+
+    async def _beat(self) -> None:
+        if self._kv is None:
+            return
+        await self._kv.put(self.cluster.member, self._record().to_json())
+        await self._look(self._kv)
+        await self._widen()
+
+    def _record(self) -> MemberRecord:
+        runtime = self._runtime()
+        schemas: tuple[SchemaSource, ...] = ()
+        nodes: tuple[dict[str, Any], ...] = ()
+        if runtime is not None:
+            schemas = tuple(a.source for a in runtime.active.values())
+            nodes = tuple(r.view().to_dict() for r in runtime.runners.values())
+        return MemberRecord(
+            self.cluster.member, self._nats_url(), os.getpid(), self._data_dir, schemas, nodes
+        )
+
+    async def _read(self, kv: KeyValue) -> None:
+        """Read every record and note which moved since the last read."""
+        try:
+            keys = await kv.keys()
+        except NoKeysError:
+            keys = []
+        now = time.monotonic()
+        for key in keys:
+            try:
+                entry = await kv.get(key)
+            except (JsNotFound, NoKeysError):
+                continue
+            if entry.value is None or entry.revision is None:
+                continue
+            seen = self.seen.get(key)
+            if seen is None or seen.revision != entry.revision:
+                record = MemberRecord.from_json(entry.value, key)
+                self.seen[key] = Sighting(record, entry.revision, now)
+        for key in set(self.seen) - set(keys):
+            self.seen.pop(key)
+
+    async def _look(self, kv: KeyValue) -> None:
+        """Read every record; reschedule the gone members' schemas."""
+        await self._read(kv)
+        gone = [s for k, s in self.seen.items() if k != self.cluster.member and self._gone(s)]
+        alive = sorted(k for k, s in self.seen.items() if not self._gone(s))
+        if gone and alive and alive[0] == self.cluster.member:
+            for sighting in gone:
+                await self._adopt(kv, sighting)
+
+    def _gone(self, sighting: Sighting) -> bool:
+        return time.monotonic() - sighting.moved_at > GONE_AFTER_S
+
+    async def _adopt(self, kv: KeyValue, sighting: Sighting) -> None:
+        """Claim a gone member's record; if the claim wins, run its schemas here."""
+        gone = sighting.record.member
+        try:
+            await kv.delete(gone, last=sighting.revision)
+        except KeyWrongLastSequenceError:
+            log.info("membership: %s came back or was claimed by another member", gone)
+            self.seen.pop(gone, None)
+            return
+        self.seen.pop(gone, None)
+        self.adopted[gone] = self.cluster.member
+        runtime = self._runtime()
+        log.warning(
+            "membership: member %s is gone (no heartbeat for %.0f s); running its schemas here",
+            gone, GONE_AFTER_S,
+        )  # fmt: skip
+        if runtime is None:
+            return
+        for source in sighting.record.schemas:
+            try:
+                schema = runtime.parse(source)
+                if schema.name in runtime.active:
+                    continue
+                await runtime.apply(source)
+            except (SchemaError, SchemaRuntimeError) as exc:
+                self.last_error = f"could not take over {source.file} from {gone}: {exc}"
+                log.error("membership: %s", self.last_error)
+
+    async def _widen(self) -> None:
+        """Replicate the event log and the bucket on as many members as asked and current."""
+        want = min(self.cluster.replicas, len(await asyncio.to_thread(self._jetstream_peers)))
+        js = self._js_nc().jetstream()
+        for stream in (self._stream, f"KV_{BUCKET}"):
+            info = await js.stream_info(stream)
+            if (info.config.num_replicas or 1) < want:
+                info.config.num_replicas = want
+                await js.update_stream(info.config)
+                log.info("membership: %s now has %d replicas", stream, want)
+
+    # --- status -------------------------------------------------------------------------
+
+    async def view(self) -> list[dict[str, Any]]:
+        """Every member this member sees: where it runs, its schemas and nodes, and whether
+        it is alive (read afresh, so a member that just wrote its record is in it)."""
+        if self._kv is not None:
+            try:
+                await self._read(self._kv)
+            except (NatsError, TimeoutError, MemberRecordError) as exc:
+                self.last_error = f"membership: {exc!r}"
+        now = time.monotonic()
+        rows = []
+        for key, sighting in sorted(self.seen.items()):
+            record = sighting.record
+            rows.append(
+                {
+                    "member": record.member,
+                    "self": key == self.cluster.member,
+                    "alive": not self._gone(sighting),
+                    "last_heartbeat_s": round(now - sighting.moved_at, 1),
+                    "nats_url": record.nats_url,
+                    "pid": record.pid,
+                    "data_dir": record.data_dir,
+                    "schemas": [s.file for s in record.schemas],
+                    "nodes": list(record.nodes),
+                }
+            )
+        return rows
