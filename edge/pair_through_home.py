@@ -26,6 +26,9 @@ PAIR_SUBJECT = "home.control.bridge.pair"
 PAIR_TIMEOUT_S = 30.0
 # A stale home.json (home killed) must not cost a person more than a few seconds.
 CONNECT_TIMEOUT_S = 3.0
+# nats-server drops a client still in its handshake while it reloads its authorization,
+# which it does after every pairing: boards paired side by side retry that once or twice.
+CONNECT_RETRIES = 3
 
 
 class HomeNotRunning(BridgeUnavailable):
@@ -62,7 +65,12 @@ async def pair_through_home(data_dir: Path, device: str) -> HomePairing:
     except BusCredentialsError as exc:
         raise HomeNotRunning(f"the home in {data_dir} cannot be spoken to: {exc}") from exc
     try:
-        nc = await nats.connect(admin, allow_reconnect=False, connect_timeout=CONNECT_TIMEOUT_S)
+        nc = await nats.connect(
+            admin,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            max_reconnect_attempts=CONNECT_RETRIES,
+            reconnect_time_wait=0.2,
+        )
     except (NatsError, OSError) as exc:
         raise HomeNotRunning(
             f"the home in {data_dir} does not answer at {nats_url} ({exc}); is "

@@ -49,8 +49,14 @@ class HomeClient:
         except BusCredentialsError as exc:
             raise HomeNotRunning(str(exc)) from exc
         try:
+            # A few tries: nats-server drops a client still in its handshake while it
+            # reloads its authorization (after each pairing).
             self._nc = await nats.connect(
-                url, name="home.cli", connect_timeout=2, max_reconnect_attempts=0
+                url,
+                name="home.cli",
+                connect_timeout=2,
+                max_reconnect_attempts=2,
+                reconnect_time_wait=0.2,
             )
         except (NatsError, OSError) as exc:
             raise HomeNotRunning(
