@@ -95,6 +95,10 @@ async def test_two_members_servers_form_a_jetstream_cluster_and_replicate(
         try:
             js = nc.jetstream()
             await js.add_stream(name="T", subjects=["t.>"], num_replicas=2)
+            # A new replicated stream answers once its replicas have elected a leader.
+            async with asyncio.timeout(30):
+                while (await js.stream_info("T")).cluster.leader is None:  # type: ignore[union-attr]
+                    await asyncio.sleep(0.1)
             ack = await js.publish("t.x", b"1")
             info = await js.stream_info("T")
             assert info.config.num_replicas == 2 and ack.seq == 1
