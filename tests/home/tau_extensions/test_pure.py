@@ -143,5 +143,5 @@ def test_config_flags_read_bools_and_their_text_and_name_anything_else() -> None
     assert config_flag({}, "first_sentence", default=True) is True
     assert config_flag({"first_sentence": False}, "first_sentence", default=True) is False
     assert config_flag({"first_sentence": "off"}, "first_sentence", default=True) is False
-    with pytest.raises(ExtensionError, match="'first_sentence'.*'maybe'"):
+    with pytest.raises(ExtensionError, match=r"'first_sentence'.*'maybe'"):
         config_flag({"first_sentence": "maybe"}, "first_sentence", default=True)
