@@ -3,7 +3,11 @@
 The voice is loaded once. Synthesis runs sentence by sentence on one worker
 thread and playback starts with the first sentence, so the time to first audio
 is one sentence's synthesis, not the whole reply's. Requests play strictly in
-arrival order. Every request with a ``binding_id`` is acked on
+arrival order: an answer home sends in parts (its first sentence while the model
+still writes the rest) plays part after part, the microphone shut from the first
+part's start to the last queued part's end. A barge-in cuts the answer it
+interrupts: later parts of the same turn are acked ``interrupted``, never
+played. Every request with a ``binding_id`` is acked on
 ``events.action.speech.completed.<binding_id>`` after playback: ``ok: true``;
 ``interrupted: true`` when a barge-in cut it off (or dropped it from the queue);
 ``ok: false`` with ``error`` when synthesis or the sink failed.
@@ -16,6 +20,7 @@ import logging
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +43,9 @@ from shared.messages.voice import SpeechCompleted
 from shared.subjects import speak_pattern
 
 log = logging.getLogger(__name__)
+
+# Turns a barge-in cut off, remembered so their later parts are not played.
+_CUT_TURNS_KEPT = 32
 
 
 class PiperSynthesizer:
@@ -159,6 +167,8 @@ class Speaker:
         self._on_settled = on_settled
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._pending: list[_Item] = []  # queued, not yet taken by the worker
+        self._current: _Item | None = None  # taken by the worker: synthesizing or playing
+        self._cut: deque[str] = deque(maxlen=_CUT_TURNS_KEPT)
         self._stop = asyncio.Event()
         self._busy = False
         self._idle = asyncio.Event()
@@ -205,8 +215,10 @@ class Speaker:
         self.say(request)
 
     def say(self, request: SpeakRequest) -> None:
-        """Queue a speak request behind everything already queued."""
-        self._enqueue(_Item(request.text, request))
+        """Queue a speak request behind everything already queued (dropped if its turn was cut)."""
+        item = _Item(request.text, request)
+        item.dropped = request.binding_id is not None and request.binding_id in self._cut
+        self._enqueue(item)
 
     def say_local(self, pcm: Pcm, text: str) -> None:
         """Queue already-rendered audio that nobody acks (the unreachable-home notice)."""
@@ -223,11 +235,24 @@ class Speaker:
             self._stop.set()
         for item in self._pending:
             item.dropped = True
+        taken = [] if self._current is None else [self._current]
+        for cut in taken + self._pending:
+            turn = None if cut.request is None else cut.request.binding_id
+            if turn is not None and turn not in self._cut:
+                self._cut.append(turn)
+
+    def _continues(self, item: _Item) -> bool:
+        """Whether the next queued item is the next part of ``item``'s answer."""
+        if item.request is None or item.request.binding_id is None or not self._pending:
+            return False
+        after = self._pending[0]
+        return after.request is not None and after.request.binding_id == item.request.binding_id
 
     async def _run(self) -> None:
         while True:
             item = await self._queue.get()
             self._pending.remove(item)
+            self._current = item
             self._busy = True
             try:
                 if item.dropped:
@@ -240,6 +265,7 @@ class Speaker:
                 log.exception("speaker failed on %r", item.text[:60])
             finally:
                 self._busy = False
+                self._current = None
                 if self._queue.empty():
                     self._idle.set()
 
@@ -257,8 +283,11 @@ class Speaker:
             await self._settle(item, error=str(exc))
             return
         finally:
-            # Whatever happened, the microphone must open again.
-            self.gate.speaking_ended(barge_in=result is not None and result.interrupted)
+            # Whatever happened, the microphone must open again, once the answer's last
+            # queued part has played (a barge-in ends it at once).
+            interrupted = result is not None and result.interrupted
+            if interrupted or result is None or not self._continues(item):
+                self.gate.speaking_ended(barge_in=interrupted)
             await chunks.aclose()
         self.stats.last_playback = result
         item.first_audio_at = result.first_audio_at

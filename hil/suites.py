@@ -123,6 +123,7 @@ async def one_turn(ctx: TargetContext, phrase: str, sample: int) -> list[Measure
             Measurement("playback_ms", (ack.at - spoken.at) * 1000, "ms", sample=sample)
         )
         measurements += _wait_measurements(ctx, turn, spoken, ack, sample)
+        await _answer_played(ctx, bid, since=turn.at)
         played = await ctx.board.playbacks()
         if played is not None and played_before is not None and played <= played_before:
             raise CaseFailed(
@@ -147,6 +148,26 @@ async def _played(ctx: TargetContext, phrase: str, bid: str | None, *, since: fl
     if not played_ok:
         raise CaseFailed(f"the board failed to play the answer: {ack.event.payload}")
     return ack
+
+
+# An answer can come in parts (its first sentence while the model writes the rest): it is
+# over once every part is acked and no further part followed within this long.
+ANSWER_SETTLE_S = 1.5
+
+
+async def _answer_played(ctx: TargetContext, bid: str | None, *, since: float) -> None:
+    """Return once every speak of the turn has been acked and no more came; the next
+    utterance injected before would reach a microphone the echo gate keeps shut."""
+    deadline = time.monotonic() + ctx.turn_timeout_s
+    while time.monotonic() < deadline:
+        speaks = [s for s in ctx.home.matching("events.workspace.", bid, since)
+                  if ".out.speak." in s.subject]  # fmt: skip
+        acks = ctx.home.matching("events.action.speech.completed.", bid, since)
+        last = max((s.at for s in (*speaks, *acks)), default=since)
+        if len(acks) >= len(speaks) and time.monotonic() - last >= ANSWER_SETTLE_S:
+            return
+        await ctx.home.wait("events.", since=time.monotonic(), within_s=0.25)
+    raise CaseFailed(f"the board did not finish playing the answer of binding {bid}")
 
 
 def _wait_measurements(

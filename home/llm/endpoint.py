@@ -19,9 +19,12 @@ everyday prompts (``make bench NAME=answers``; docs/architecture.md "Prose rules
   refuses a ``grammar`` or ``json_schema`` beside tools, so ``tool_choice`` rides
   in the model's ``extra_body``, which τ merges into every request.
 
-Requests are not streamed: llama-cpp-python repeats the function name in every
-streamed tool-call delta, and τ, reading the OpenAI wire, concatenates the
-fragments into a tool name that does not exist (``speakspeakspeak``).
+Requests are streamed, so the handset can speak an answer's first sentence
+while the model writes the rest, except in ``forced-tool`` mode:
+llama-cpp-python repeats the function name in every streamed tool-call delta,
+and τ, reading the OpenAI wire, concatenates the fragments into a tool name
+that does not exist (``speakspeakspeak``). A request without ``tool_choice`` is
+a plain completion to llama-cpp-python, which streams it as text.
 """
 
 from __future__ import annotations
@@ -140,7 +143,8 @@ def embedded_endpoint(
     """
     extra: dict[str, Any] = {"repeat_penalty": sampling.repeat_penalty}
     max_tokens = EMBEDDED_MAX_TOKENS
-    if answer_tool is not None and mode is AnswerMode.FORCED_TOOL:
+    forced = answer_tool is not None and mode is AnswerMode.FORCED_TOOL
+    if forced and answer_tool is not None:
         extra["tool_choice"] = forced_tool_choice(answer_tool)
     elif answer_tool is not None:
         max_tokens = prose_max_tokens
@@ -151,7 +155,7 @@ def embedded_endpoint(
         context_window=EMBEDDED_CONTEXT,
         temperature=sampling.temperature,
         extra_body=extra,
-        stream=False,
+        stream=not forced,
         # llama-cpp-python's server takes a GBNF ``grammar`` on a request without tools
         # (the memory evaluator's fact lines).
         grammar="gbnf",

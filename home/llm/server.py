@@ -125,6 +125,10 @@ class LlamaServer:
             CHAT_FORMAT,
             "--verbose",
             "False",
+            # On by default, a streamed answer ends at its first token whenever another
+            # request waits for the model, and the health check's GET /v1/models does.
+            "--interrupt_requests",
+            "False",
             *([] if history is None else [HISTORY_TURNS_FLAG, str(history)]),
         ]
 

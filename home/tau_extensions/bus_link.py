@@ -19,6 +19,7 @@ from typing import Any
 import nats
 import nats.errors
 from nats.aio.client import Client as NatsClient
+from nats.aio.subscription import Subscription
 
 from home.tau_extensions.binding import TurnBinding, read_binding
 from home.tau_extensions.errors import AckError, ExtensionError
@@ -78,6 +79,10 @@ class BusLink:
         """Publish one event (refused here if it is not text-only or too large)."""
         await self.nc.publish(subject, event.to_json(self.limits))
 
+    async def acks(self, ack_subject: str) -> AckWaiter:
+        """A subscription to ``ack_subject``, open before anything that is acked there is sent."""
+        return AckWaiter(await self.nc.subscribe(ack_subject), ack_subject, self.limits)
+
     async def publish_and_await_ack(
         self,
         subject: str,
@@ -88,29 +93,46 @@ class BusLink:
         signal: Any = None,
     ) -> Event:
         """Publish ``event`` and return the ack that arrives on ``ack_subject``."""
-        sub = await self.nc.subscribe(ack_subject)
+        waiter = await self.acks(ack_subject)
         try:
             await self.publish(subject, event)
-            deadline = time.monotonic() + timeout_s
-            while True:
-                if signal is not None and signal.is_aborted():
-                    raise asyncio.CancelledError(f"aborted while waiting for {ack_subject}")
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AckError(
-                        f"no ack on {ack_subject} within {timeout_s:g}s; the action is unconfirmed"
-                    )
-                try:
-                    msg = await sub.next_msg(timeout=min(_ACK_POLL_S, remaining))
-                except nats.errors.TimeoutError:
-                    continue
-                try:
-                    ack = Event.from_json(msg.data, self.limits)
-                except EnvelopeError as exc:
-                    raise AckError(f"the ack on {ack_subject} is not a valid event: {exc}") from exc
-                failure = ack_failure(ack.payload)
-                if failure is not None:
-                    raise AckError(f"refused or failed ({ack_subject}): {failure}")
-                return ack
+            return await waiter.next(timeout_s=timeout_s, signal=signal)
         finally:
-            await sub.unsubscribe()
+            await waiter.close()
+
+
+class AckWaiter:
+    """The acks arriving on one subject, taken one at a time in arrival order."""
+
+    def __init__(self, sub: Subscription, subject: str, limits: EnvelopeLimits) -> None:
+        self.subject = subject
+        self._sub = sub
+        self._limits = limits
+
+    async def next(self, *, timeout_s: float, signal: Any = None) -> Event:
+        """The next ack; :class:`AckError` if none comes in ``timeout_s`` or it reports failure."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if signal is not None and signal.is_aborted():
+                raise asyncio.CancelledError(f"aborted while waiting for {self.subject}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AckError(
+                    f"no ack on {self.subject} within {timeout_s:g}s; the action is unconfirmed"
+                )
+            try:
+                msg = await self._sub.next_msg(timeout=min(_ACK_POLL_S, remaining))
+            except nats.errors.TimeoutError:
+                continue
+            try:
+                ack = Event.from_json(msg.data, self._limits)
+            except EnvelopeError as exc:
+                raise AckError(f"the ack on {self.subject} is not a valid event: {exc}") from exc
+            failure = ack_failure(ack.payload)
+            if failure is not None:
+                raise AckError(f"refused or failed ({self.subject}): {failure}")
+            return ack
+
+    async def close(self) -> None:
+        """Stop listening."""
+        await self._sub.unsubscribe()

@@ -11,6 +11,14 @@ reply rail (the latter with ``spoken: false`` and the reason, which the node
 reads off its own ``out.>`` and answers with one re-prompt), speakable answers
 are spoken, silence is allowed.
 
+An answer is spoken while the model still writes it: once the stream
+(τ's ``message_update`` events) holds the first whole sentence, that sentence
+is published as a speak event of its own, and the rest of the answer as a
+second one when the message ends. The board plays the two in order; the turn
+ends once both are acked (docs/architecture.md "One voice turn"). A message
+that turns out to call a tool keeps its first sentence spoken and goes to the
+reply rail as status, as before.
+
 Whatever is spoken, by the tool or as prose, is first passed through
 :func:`~home.tau_extensions.speakable.speakable_text`: only letters, digits and
 spoken punctuation reach the board. An answer the token cap cut off is spoken
@@ -19,7 +27,8 @@ refused (one re-prompt); in the re-prompted turn, what is left of an
 unspeakable answer is spoken, or else a short apology.
 
 Config (``--ext-config handset:KEY=VALUE``): ``agent``, ``nats_url``,
-``binding_file`` (run context, given by the node), ``ack_timeout_s``.
+``binding_file`` (run context, given by the node), ``ack_timeout_s``,
+``first_sentence`` (default true; false speaks each answer whole, once it ends).
 """
 
 from __future__ import annotations
@@ -30,16 +39,20 @@ from typing import Any
 
 from tau_agent_core.tools.base import ToolError
 
-from home.tau_extensions.bus_link import BusLink
+from home.tau_extensions.binding import TurnBinding
+from home.tau_extensions.bus_link import AckWaiter, BusLink
 from home.tau_extensions.errors import ExtensionError
 from home.tau_extensions.prose import (
     TRUNCATED,
     ProseKind,
     assistant_prose,
+    first_sentence,
+    message_text,
     unspeakable_reason,
     whole_sentences,
 )
 from home.tau_extensions.speakable import APOLOGY, speakable_text
+from shared.event import Event
 from shared.messages.voice import REPLY_EVENT_TYPE, SPEAK_EVENT_TYPE, Reply, Speak
 from shared.subjects import (
     check_name,
@@ -84,6 +97,49 @@ NOTHING_SPEAKABLE = "nothing in it can be read aloud"
 log = logging.getLogger(__name__)
 
 
+def config_flag(config: dict[str, Any], key: str, default: bool) -> bool:
+    """A boolean of the extension's config, given as a bool or as the text of one."""
+    value = config.get(key, default)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ExtensionError(f"handset config {key!r}: expected true or false, got {value!r}")
+
+
+class EarlyPart:
+    """The first sentence of an answer, spoken while the model wrote the rest.
+
+    ``waiter`` was subscribed to the turn's speech acks before the first speak went
+    out; the speaker plays and acks one device's speaks in order, so the n-th ack
+    on it is the n-th part's.
+    """
+
+    def __init__(self, sentence: str, waiter: AckWaiter) -> None:
+        self.sentence = sentence
+        self.waiter = waiter
+        self.parts = 0
+
+    def rest_of(self, text: str) -> str:
+        """What of the finished answer ``text`` follows the sentence already spoken."""
+        if text.startswith(self.sentence):
+            return text[len(self.sentence) :].strip()
+        # The stream and the final message disagree: say the whole answer rather than half.
+        log.warning("handset: the answer does not begin with its spoken first sentence")
+        return text
+
+    async def settle(self, timeout_s: float) -> None:
+        """Wait for every part's ack in turn, then stop listening."""
+        try:
+            for _ in range(self.parts):
+                await self.waiter.next(timeout_s=timeout_s)
+        finally:
+            await self.waiter.close()
+
+
 class Handset:
     """The handset's state for one τ session: its bus link, the agent, the ack timeout."""
 
@@ -96,10 +152,11 @@ class Handset:
             source=f"agent.{self.agent}",
         )
         self.ack_timeout_s = float(config.get("ack_timeout_s", DEFAULT_ACK_TIMEOUT_S))
+        self.first_sentence = config_flag(config, "first_sentence", default=True)
+        self._early: EarlyPart | None = None
 
-    async def speak_and_wait(self, text: str, signal: Any = None) -> None:
-        """Publish a speak event of ``text`` (already speakable) and wait for its ack."""
-        binding = self.link.binding()
+    def speak_event(self, text: str, binding: TurnBinding) -> tuple[str, Event]:
+        """The subject and the speak event of ``text`` (already speakable) for ``binding``."""
         subject = (
             speak_subject(self.agent, binding.device)
             if binding.device is not None
@@ -108,6 +165,12 @@ class Handset:
         event = self.link.envelope(
             SPEAK_EVENT_TYPE, Speak(text, self.agent, binding.device).to_payload(), binding
         )
+        return subject, event
+
+    async def speak_and_wait(self, text: str, signal: Any = None) -> None:
+        """Publish a speak event of ``text`` (already speakable) and wait for its ack."""
+        binding = self.link.binding()
+        subject, event = self.speak_event(text, binding)
         await self.link.publish_and_await_ack(
             subject,
             event,
@@ -115,6 +178,12 @@ class Handset:
             timeout_s=self.ack_timeout_s,
             signal=signal,
         )
+
+    async def speak_part(self, early: EarlyPart, text: str) -> None:
+        """Publish one part of an answer spoken in parts; its ack is awaited in ``settle``."""
+        subject, event = self.speak_event(text, self.link.binding())
+        await self.link.publish(subject, event)
+        early.parts += 1
 
     async def say(self, text: str, reason: str | None = None, signal: Any = None) -> bool:
         """Speak what of ``text`` is speakable; False when it was refused instead.
@@ -166,17 +235,85 @@ class Handset:
             # No tool result to carry it: the failure goes on the bus instead.
             await self.publish_reply(text, "failed", str(exc))
 
+    async def finish_answer(self, early: EarlyPart, text: str) -> None:
+        """Speak the rest of an answer whose first sentence is out; wait for every part."""
+        try:
+            try:
+                rest = speakable_text(early.rest_of(text))
+                if rest:
+                    await self.speak_part(early, rest)
+            finally:
+                await early.settle(self.ack_timeout_s)
+        except ExtensionError as exc:
+            await self.publish_reply(text, "failed", str(exc))
+
+    async def on_message_update(self, event: Any) -> None:
+        """Speak the first whole sentence of an answer as soon as the stream holds it."""
+        if not self.first_sentence or self._early is not None:
+            return
+        message = getattr(event, "message", None)
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            return
+        if assistant_prose(message).kind is not ProseKind.ANSWER:
+            return
+        sentence = first_sentence(message_text(message))
+        spoken = speakable_text(sentence) if sentence is not None else ""
+        if sentence is None or not spoken:
+            return
+        try:
+            binding = self.link.binding()
+            early = EarlyPart(
+                sentence, await self.link.acks(speech_completed_subject(binding.binding_id))
+            )
+            self._early = early
+            await self.speak_part(early, spoken)
+        except ExtensionError as exc:
+            # Nothing went out: the answer is spoken whole when it ends.
+            log.warning("handset: the first sentence was not spoken early: %s", exc)
+            await self.drop_early()
+
+    async def drop_early(self) -> None:
+        """Forget an early part nothing was published for, or that no turn end claimed."""
+        early, self._early = self._early, None
+        if early is not None and early.parts == 0:
+            await early.waiter.close()
+        elif early is not None:
+            await early.settle(self.ack_timeout_s)
+
+    async def on_message_start(self, event: Any) -> None:
+        """A new assistant message: an earlier one's spoken part, never claimed, is settled."""
+        if self._early is not None:
+            log.warning("handset: a spoken first sentence outlived its message")
+            try:
+                await self.drop_early()
+            except ExtensionError as exc:
+                log.warning("handset: %s", exc)
+
     async def on_turn_end(self, event: dict[str, Any], ctx: Any) -> None:
         """Route the turn's assistant prose: status to the reply rail, answers to speech."""
-        for message in event.get("messages") or []:
-            if not isinstance(message, dict) or message.get("role") != "assistant":
-                continue
-            prose = assistant_prose(message)
-            if prose.kind is ProseKind.STATUS:
-                await self.publish_reply(prose.text, "status")
-            elif prose.kind is ProseKind.ANSWER:
-                cut = message.get("stop_reason") == TRUNCATED
-                await self.route_answer(whole_sentences(prose.text) if cut else prose.text)
+        early, self._early = self._early, None
+        try:
+            for message in event.get("messages") or []:
+                if not isinstance(message, dict) or message.get("role") != "assistant":
+                    continue
+                prose = assistant_prose(message)
+                if prose.kind is ProseKind.STATUS:
+                    await self.publish_reply(prose.text, "status")
+                elif prose.kind is ProseKind.ANSWER:
+                    cut = message.get("stop_reason") == TRUNCATED
+                    text = whole_sentences(prose.text) if cut else prose.text
+                    if early is None:
+                        await self.route_answer(text)
+                    else:
+                        await self.finish_answer(early, text)
+                        early = None
+        finally:
+            if early is not None:
+                # Spoken, then the message called a tool: its sentence still has an ack due.
+                try:
+                    await early.settle(self.ack_timeout_s)
+                except ExtensionError as exc:
+                    log.warning("handset: the first sentence of a status line: %s", exc)
 
     async def on_session_start(self, event: dict[str, Any], ctx: Any) -> None:
         """Connect the bus link."""
@@ -184,15 +321,18 @@ class Handset:
 
     async def on_session_shutdown(self, event: dict[str, Any], ctx: Any) -> None:
         """Close the bus link."""
+        self._early = None
         await self.link.close()
 
 
 def register(api: Any) -> None:
-    """Register ``speak`` and the prose-routing ``turn_end`` hook on τ's extension API."""
+    """Register ``speak``, the prose-routing ``turn_end`` hook and the stream's listeners."""
     handset = Handset(api.config)
     api.on("session_start", handset.on_session_start)
     api.on("session_shutdown", handset.on_session_shutdown)
     api.on("turn_end", handset.on_turn_end)
+    api.on("message_start", handset.on_message_start)
+    api.on("message_update", handset.on_message_update)
     api.register_tool(
         {
             "name": "speak",

@@ -24,6 +24,9 @@ _URL = re.compile(r"https?://\S+")
 # A sentence's end: its mark and any closing quotes or brackets, then a space or the end.
 _SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*(?=\s|$)")
 
+# Words a period follows without ending the sentence ("Dr. Smith").
+_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "vs", "jr", "sr", "prof", "e.g", "i.e"})
+
 # τ's stop reason of a message the output cap ended.
 TRUNCATED = "length"
 
@@ -44,15 +47,24 @@ class Prose:
     text: str
 
 
+def _blocks(message: dict[str, Any]) -> list[Any]:
+    blocks = message.get("content") or []
+    return [{"type": "text", "text": blocks}] if isinstance(blocks, str) else list(blocks)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of an assistant message as written, spaces included (a stream's so far)."""
+    return "".join(
+        str(b.get("text", ""))
+        for b in _blocks(message)
+        if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
 def assistant_prose(message: dict[str, Any]) -> Prose:
     """Classify an assistant message (τ's serialized shape: content blocks)."""
-    blocks = message.get("content") or []
-    if isinstance(blocks, str):
-        blocks = [{"type": "text", "text": blocks}]
-    text = "".join(
-        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-    ).strip()
-    called_tool = any(isinstance(b, dict) and b.get("type") == "toolCall" for b in blocks)
+    text = message_text(message).strip()
+    called_tool = any(isinstance(b, dict) and b.get("type") == "toolCall" for b in _blocks(message))
     if not text:
         return Prose(ProseKind.SILENCE, "")
     return Prose(ProseKind.STATUS if called_tool else ProseKind.ANSWER, text)
@@ -66,6 +78,28 @@ def whole_sentences(text: str) -> str:
     """
     ends = [m.end() for m in _SENTENCE_END.finditer(text)]
     return text[: ends[-1]].rstrip() if ends else text
+
+
+def first_sentence(text: str) -> str | None:
+    """The first whole sentence of an answer still being written, or None while it has none.
+
+    A sentence counts once the stream has gone past its end mark (``3.`` may yet
+    become ``3.5``). An answer that opens with anything but a spoken sentence (a
+    heading, a list, a code block) has none: it is spoken whole, or refused, once
+    it ends (docs/architecture.md "Prose rules").
+    """
+    text = text.lstrip()
+    for end in _SENTENCE_END.finditer(text):
+        if end.end() >= len(text):
+            return None
+        sentence = text[: end.end()]
+        words = sentence.split()
+        if words and words[-1].rstrip(".").lower() in _ABBREVIATIONS:
+            continue
+        if "\n" in sentence or "```" in sentence or _URL.search(sentence) is not None:
+            return None
+        return sentence
+    return None
 
 
 def unspeakable_reason(text: str) -> str | None:

@@ -12,7 +12,8 @@ Figures and their peers (measured in the same run):
   stage that takes most, with the scripted model (everything but the model) and with
   the embedded model, each beside the same run with the edge's changes switched off
   (settled-transcript endpointing ``stable_end_ms: 0``, first clause apart
-  ``first_clause_words: 0``);
+  ``first_clause_words: 0``), and the embedded model once more with the handset's
+  ``first_sentence: false`` (each answer spoken whole once the model has written it);
 - RSS of the ``edge run`` process with the Korean model (full vocabulary and
   grammar mode), idle CPU with a paced WAV microphone and with sounddevice on
   a real-time PulseAudio null sink, the edge's nats-server beside it.
@@ -36,6 +37,7 @@ from pathlib import Path
 import nats
 import psutil
 import vosk
+import yaml
 
 from edge.asr import VoskRecognizer
 from edge.audio import WavSink
@@ -57,6 +59,7 @@ from shared.proc import terminate_blocking
 from shared.subjects import sensation_turn_subject, speak_subject
 from tests.bench.report import Result, publish
 from tests.edge.conftest import speak_korean
+from tests.support.home_fixtures import REPO_ROOT
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 PHRASES = (
@@ -194,12 +197,33 @@ EDGE_CHANGES_OFF = {"vad": {"stable_end_ms": 0}, "tts": {"first_clause_words": 0
 OFF_LABEL = "stable_end_ms 0, first_clause_words 0"
 
 
+FIRST_SENTENCE_OFF_LABEL = "handset first_sentence false"
+
+
+def catalog_with_first_sentence_off(tmp: Path) -> Path:
+    """The shipped node catalog with every handset speaking answers whole."""
+    catalog = yaml.safe_load((REPO_ROOT / "schemas" / "nodes.yaml").read_text())
+    for node in catalog["nodes"].values():
+        for ext in node.get("extensions") or []:
+            if ext["name"] == "handset":
+                ext["config"] = {**(ext.get("config") or {}), "first_sentence": False}
+    path = tmp / "nodes-first-sentence-off.yaml"
+    path.write_text(yaml.safe_dump(catalog, sort_keys=False))
+    return path
+
+
 async def _wait_run(
-    tmp: Path, label: str, llm_url: str | None, off: dict[str, dict[str, int]]
+    tmp: Path,
+    label: str,
+    llm_url: str | None,
+    off: dict[str, dict[str, int]],
+    catalog: Path | None = None,
 ) -> RunResult:
     """One virtual board, ``WAIT_TURNS`` turns of the hil turn suite."""
     phrases = tuple(WAIT_PHRASES[i % len(WAIT_PHRASES)] for i in range(WAIT_TURNS))
     home_args = ("--llm-url", llm_url) if llm_url else ()
+    if catalog is not None:
+        home_args += ("--catalog", str(catalog))
     board = VirtualBoard(
         tmp / label, phrases=phrases, home_args=home_args, vad=off.get("vad"), tts=off.get("tts")
     )
@@ -262,6 +286,10 @@ async def turn_wait(tmp: Path) -> list[Result]:
     results += _wait_results(scripted[0], "scripted model", scripted[1], OFF_LABEL)
     embedded = [await _wait_run(tmp, f"embedded-{i}", None, v) for i, v in enumerate((on, off))]
     results += _wait_results(embedded[0], "embedded model", embedded[1], OFF_LABEL)
+    whole = await _wait_run(tmp, "embedded-whole", None, on, catalog_with_first_sentence_off(tmp))
+    results += _wait_results(
+        embedded[0], "embedded model, first sentence early", whole, FIRST_SENTENCE_OFF_LABEL
+    )
     load = os.getloadavg()
     results.append(
         Result("machine load during the turn runs (1 min)", load[0], "", 1,

@@ -133,6 +133,72 @@ async def test_barge_in_stops_playback_and_acks_interrupted(
     assert 0 < sink.samples_written < full / 2
 
 
+async def test_two_parts_of_one_answer_play_in_order_with_the_microphone_shut_between(
+    models: Models, silence: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = WavSink(tmp_path / "out.wav", realtime=True)
+    turn = new_binding_id()
+    parts = ("Yes.", "The kettle has been on for ten minutes, and it is boiling now.")
+    config = file_config(silence, tmp_path / "out.wav")
+    async with EdgeRuntime(config, models=models, sink=sink) as edge:
+        reopened: list[bool] = []
+        close_gate = edge.gate.speaking_ended
+
+        def speaking_ended(at: float | None = None, *, barge_in: bool = False) -> None:
+            reopened.append(barge_in)
+            close_gate(at, barge_in=barge_in)
+
+        monkeypatch.setattr(edge.gate, "speaking_ended", speaking_ended)
+        client = await connect(edge.nats.url)
+        try:
+            acks = await Collector(client).watch(ACKS)
+            subject = speak_subject("edge_asr", "board")
+            for part in parts:
+                await acks.publish(subject, speak(part, turn))
+            await wait_for(lambda: len(acks.on(ACKS)) == 2, "both parts' acks")
+        finally:
+            await client.close()
+        assert not edge.gate.speaking
+    got = [SpeechCompleted.from_event(e) for e in acks.on(ACKS)]
+    assert all(a.binding_id == turn and a.ok and not a.interrupted for a in got)
+    # The short first part's ack came first; the second was not cut off by it.
+    assert got[0].duration_s < got[1].duration_s
+    assert got[1].duration_s == pytest.approx(
+        len(models.synth.render(parts[1])) / models.synth.sample_rate, rel=0.05
+    )
+    # One answer, one speaking interval: the microphone opened once, after the last part.
+    assert reopened == [False]
+
+
+async def test_a_part_that_comes_after_a_barge_in_on_its_answer_is_not_played(
+    models: Models, silence: Path, tmp_path: Path
+) -> None:
+    sink = WavSink(tmp_path / "out.wav", realtime=True)
+    button = ManualButton()
+    turn = new_binding_id()
+    config = file_config(silence, tmp_path / "out.wav")
+    async with EdgeRuntime(config, models=models, sink=sink, button=button) as edge:
+        client = await connect(edge.nats.url)
+        try:
+            acks = await Collector(client).watch(ACKS)
+            subject = speak_subject("edge_asr", "board")
+            await acks.publish(subject, speak("This is a long first sentence. " * 4, turn))
+            await wait_for(lambda: sink.samples_written > 0, "playback to start")
+            button.press()
+            await wait_for(lambda: len(acks.on(ACKS)) == 1, "the interrupted part's ack")
+            button.release()
+            written = sink.samples_written
+            await acks.publish(subject, speak("And the rest of the answer.", turn))
+            await wait_for(lambda: len(acks.on(ACKS)) == 2, "the late part's ack")
+        finally:
+            await client.close()
+        assert not edge.gate.speaking
+    first, late = [SpeechCompleted.from_event(e) for e in acks.on(ACKS)]
+    assert first.interrupted and late.interrupted
+    assert late.duration_s == 0.0
+    assert sink.samples_written == written
+
+
 async def test_bad_speak_events_are_refused_and_replies_are_logged(
     models: Models, silence: Path, tmp_path: Path
 ) -> None:

@@ -12,7 +12,8 @@ Scripting: :meth:`ScriptedModel.script` queues :class:`Reply` objects consumed
 one per request; when the queue is empty, :attr:`ScriptedModel.responder` (if
 set) builds the reply from the request, else the server answers with an empty
 assistant message (silence). A reply may wait on an :class:`asyncio.Event` or a
-delay before answering, to hold a turn in flight.
+delay before answering, to hold a turn in flight, and a streamed reply may come
+in pieces with a pause between them (:meth:`Reply.written`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ class Reply:
     delay_s: float = 0.0
     gate: asyncio.Event | None = None
     status: int = 200
+    # Streamed as these pieces of ``text``, ``pause_s`` apart (a model writing as it goes);
+    # with ``hold``, every piece after the first waits for that event to be set.
+    parts: tuple[str, ...] = ()
+    pause_s: float = 0.0
+    hold: asyncio.Event | None = None
+
+    @classmethod
+    def written(
+        cls, *parts: str, pause_s: float = 0.0, hold: asyncio.Event | None = None, **kw: Any
+    ) -> Reply:
+        """Prose a streaming client receives piece by piece (see ``pause_s`` and ``hold``)."""
+        return cls(text="".join(parts), parts=parts, pause_s=pause_s, hold=hold, **kw)
 
     @classmethod
     def say(cls, text: str, **kw: Any) -> Reply:
@@ -182,7 +195,7 @@ class ScriptedModel:
             await asyncio.sleep(reply.delay_s)
         self.reply_sent_at.append(time.monotonic())
         if streaming:
-            await _send_sse(writer, _chunks(reply))
+            await _send_sse(writer, _chunks(reply), reply.pause_s, reply.hold)
             return False
         await _respond_json(writer, _completion(reply))
         return True
@@ -223,8 +236,19 @@ async def _start_sse(writer: asyncio.StreamWriter) -> None:
     await writer.drain()
 
 
-async def _send_sse(writer: asyncio.StreamWriter, chunks: list[dict[str, Any]]) -> None:
-    for chunk in chunks:
+async def _send_sse(
+    writer: asyncio.StreamWriter,
+    chunks: list[dict[str, Any]],
+    pause_s: float = 0.0,
+    hold: asyncio.Event | None = None,
+) -> None:
+    # Chunk 0 opens the message, chunk 1 is the first piece: the pieces after it wait.
+    for i, chunk in enumerate(chunks):
+        if i > 1 and (pause_s or hold is not None):
+            await writer.drain()
+            if hold is not None:
+                await hold.wait()
+            await asyncio.sleep(pause_s)
         writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
     writer.write(b"data: [DONE]\n\n")
     await writer.drain()
@@ -275,13 +299,10 @@ def _chunks(reply: Reply) -> list[dict[str, Any]]:
     chunks: list[dict[str, Any]] = [
         {**base, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
     ]
-    if reply.text:
-        chunks.append(
-            {
-                **base,
-                "choices": [{"index": 0, "delta": {"content": reply.text}, "finish_reason": None}],
-            }
-        )
+    chunks += [
+        {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+        for piece in (reply.parts or ((reply.text,) if reply.text else ()))
+    ]
     if reply.tool_calls:
         chunks.append(
             {

@@ -524,3 +524,66 @@ async def test_a_prose_answer_whose_speech_is_never_acked_is_reported(
     assert failed[0].event.binding_id == said.binding_id
     assert "no ack on events.action.speech.completed." in failed[0].event.payload["reason"]
     assert node.stats.reprompts == 0
+
+
+async def test_the_first_sentence_is_spoken_while_the_model_still_writes_the_rest(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    # The model writes nothing past its first sentence until that sentence was spoken:
+    # a handset that waited for the whole answer would wait for ever.
+    first_spoken = asyncio.Event()
+    model.script(
+        Reply.written(
+            "The kettle is on. ", "It has been on ", "for ten minutes.", hold=first_spoken
+        )
+    )
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        said = await edge.say("is the kettle on", received=lambda: node.stats.received)
+        (first,) = await edge.wait_for("speak.tui", timeout_s=30)
+        outcomes_when_first_spoken = len(node.stats.outcomes)
+        first_spoken.set()
+        await until(lambda: len(node.stats.outcomes) == 1)
+
+    assert outcomes_when_first_spoken == 0
+    speaks = edge.on("speak.tui")
+    assert [s.event.payload["text"] for s in speaks] == [
+        "The kettle is on.",
+        "It has been on for ten minutes.",
+    ]
+    assert first.event.binding_id == said.binding_id
+    assert all(s.event.binding_id == said.binding_id for s in speaks)
+    assert not edge.on("reply.tui")
+    assert node.stats.reprompts == 0
+
+
+async def test_with_first_sentence_off_the_answer_is_spoken_whole_once_it_ends(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    spec = with_extension_config(catalog["agent.edge_asr"], "handset", first_sentence=False)
+    model.script(Reply.written("The kettle is on. ", "It has been on for ten minutes."))
+    async with running_node(spec, nats_url, model, tmp_path) as node:
+        await edge.say("is the kettle on", received=lambda: node.stats.received)
+        await until(lambda: len(node.stats.outcomes) == 1)
+
+    assert [s.event.payload["text"] for s in edge.on("speak.tui")] == [
+        "The kettle is on. It has been on for ten minutes."
+    ]
+
+
+async def test_each_part_is_filtered_and_a_silent_ack_of_the_rest_is_reported(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    edge.ack_speech = False
+    spec = with_extension_config(catalog["agent.edge_asr"], "handset", ack_timeout_s=0.5)
+    model.script(Reply.written("It&#39;s **on**. ", "Since ten *minutes* &amp; more."))
+    async with running_node(spec, nats_url, model, tmp_path) as node:
+        await edge.say("is the kettle on", received=lambda: node.stats.received)
+        await until(lambda: len(node.stats.outcomes) == 1)
+        failed = await edge.wait_for("reply.tui")
+
+    assert [s.event.payload["text"] for s in edge.on("speak.tui")] == [
+        "It's on.",
+        "Since ten minutes & more.",
+    ]
+    assert failed[0].event.payload["kind"] == "failed"
+    assert "no ack on events.action.speech.completed." in failed[0].event.payload["reason"]

@@ -54,6 +54,38 @@ async def test_server_lifecycle_and_a_schema_constrained_tool_call(llm: LlamaSer
 
 
 @pytest.mark.slow
+async def test_a_streamed_answer_runs_to_its_end_while_the_health_check_waits(
+    llm: LlamaServer,
+) -> None:
+    body = {
+        "model": "smollm2",
+        "messages": [{"role": "user", "content": "Give me a tip for sleeping better."}],
+        "tools": [{"type": "function", "function": {"name": "speak", "parameters": SPEAK_SCHEMA}}],
+        "max_tokens": 48,
+        "stream": True,
+    }
+    pieces: list[str] = []
+    finish: list[str] = []
+    async with httpx.AsyncClient(timeout=120) as client:
+        health: asyncio.Task[httpx.Response] | None = None
+        async with client.stream("POST", f"{llm.url}/chat/completions", json=body) as stream:
+            async for line in stream.aiter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                choice = json.loads(line[len("data: ") :])["choices"][0]
+                pieces.append(choice["delta"].get("content") or "")
+                if choice.get("finish_reason"):
+                    finish.append(choice["finish_reason"])
+                if health is None:
+                    # A request waiting for the model while the answer streams.
+                    health = asyncio.create_task(client.get(f"{llm.url}/models"))
+        assert health is not None
+        assert (await health).status_code == 200
+    assert finish in (["stop"], ["length"])
+    assert len([p for p in pieces if p]) > 3
+
+
+@pytest.mark.slow
 @pytest.mark.usefixtures("verbatim_prompts")
 async def test_apostrophes_and_ampersands_reach_the_model_and_come_back_unescaped(
     llm: LlamaServer,

@@ -34,7 +34,14 @@ def test_sampling_rides_in_the_request() -> None:
     entry = endpoint.tau_entry()
     assert entry["temperature"] == 0.5
     assert entry["extra_body"]["repeat_penalty"] == 1.2
-    assert entry["stream"] is False
+
+
+def test_prose_answers_stream_and_forced_tool_calls_do_not() -> None:
+    url = "http://127.0.0.1:1/v1"
+    assert embedded_endpoint(url, "speak").tau_entry()["stream"] is True
+    assert embedded_endpoint(url, None).tau_entry()["stream"] is True
+    forced = embedded_endpoint(url, "speak", AnswerMode.FORCED_TOOL)
+    assert forced.tau_entry()["stream"] is False
 
 
 def test_a_spoken_prose_answers_cap_is_a_setting_of_prose_mode_only() -> None:

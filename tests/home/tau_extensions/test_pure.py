@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 
 from home.tau_extensions.binding import TurnBinding, read_binding, write_binding
-from home.tau_extensions.errors import BindingFileError
-from home.tau_extensions.handset import Handset
+from home.tau_extensions.errors import BindingFileError, ExtensionError
+from home.tau_extensions.handset import Handset, config_flag
 from home.tau_extensions.prose import (
     ProseKind,
     assistant_prose,
+    first_sentence,
+    message_text,
     unspeakable_reason,
     whole_sentences,
 )
@@ -108,3 +110,38 @@ async def test_an_answer_the_token_cap_cut_is_spoken_to_its_last_whole_sentence(
     }
     await handset.on_turn_end({"messages": [message]}, None)
     assert handset.answers == [spoken]
+
+
+@pytest.mark.parametrize(
+    ("streamed", "sentence"),
+    [
+        ("The kettle is on", None),
+        # Its end is the stream's end so far: "3." may yet become "3.5".
+        ("The kettle is on.", None),
+        ("The kettle is on. It", "The kettle is on."),
+        ("  Sure! I can help ", "Sure!"),
+        ("It costs 3.5 euros. More", "It costs 3.5 euros."),
+        ("Dr. Smith is in. And", "Dr. Smith is in."),
+        ('She said "go." Then', 'She said "go."'),
+        ("Tips:\n1. Sleep. 2.", None),
+        ("# Sleep\nGo to bed. Early", None),
+        ("```\nls\n```. Then", None),
+        ("See https://example.org. Then", None),
+    ],
+)
+def test_first_sentence_of_an_answer_being_written(streamed: str, sentence: str | None) -> None:
+    assert first_sentence(streamed) == sentence
+
+
+def test_message_text_keeps_the_streams_spaces() -> None:
+    message = {"content": [{"type": "text", "text": "On. "}, {"type": "text", "text": "It"}]}
+    assert message_text(message) == "On. It"
+    assert message_text({"content": "On. "}) == "On. "
+
+
+def test_config_flags_read_bools_and_their_text_and_name_anything_else() -> None:
+    assert config_flag({}, "first_sentence", default=True) is True
+    assert config_flag({"first_sentence": False}, "first_sentence", default=True) is False
+    assert config_flag({"first_sentence": "off"}, "first_sentence", default=True) is False
+    with pytest.raises(ExtensionError, match=r"'first_sentence'.*'maybe'"):
+        config_flag({"first_sentence": "maybe"}, "first_sentence", default=True)
