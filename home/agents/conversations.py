@@ -7,8 +7,13 @@ conversation it is on. Before a turn it makes that the turn's device's:
 - the device has a conversation in the :class:`~home.agents.sessions.SessionBook`:
   ``switch_session`` with its ref, which τ loads straight from its store;
 - it has none (or its store no longer has it): ``new_session {"persist": true}``,
-  ``list_sessions`` for the new conversation's ref, ``set_session_name``
-  ``"<agent> <device>"``, and the book remembers it.
+  one look in the store for the new conversation's ref
+  (:func:`~home.agents.sessions.locate_conversation`; τ's ``list_sessions`` would
+  load every stored conversation, so a device's first turn would grow slower with
+  each device), ``set_session_name`` ``"<agent> <device>"``, and the book remembers it.
+
+Neither move reads another device's conversation: ``switch_session`` with a JMFTS
+document id or a ``.jsonl`` path loads that one conversation only.
 
 A τ that was started again begins on a scratch conversation of its own
 (``--no-session``), so the first turn after a restart always switches: the
@@ -25,7 +30,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from home.agents.errors import AgentError, SessionError, TauExited, TauRpcError
-from home.agents.sessions import DeviceSession, SessionBook, device_key
+from home.agents.sessions import (
+    DeviceSession,
+    SessionBook,
+    SessionStore,
+    device_key,
+    locate_conversation,
+)
 from shared.event import utc_now
 
 log = logging.getLogger(__name__)
@@ -57,7 +68,7 @@ class Entered:
 class Conversations:
     """Which conversation τ is on, and the moves that put it on a device's."""
 
-    def __init__(self, book: SessionBook, store: str) -> None:
+    def __init__(self, book: SessionBook, store: SessionStore | None) -> None:
         self.book = book
         self.store = store
         self._on: tuple[object, str] | None = None
@@ -112,8 +123,9 @@ class Conversations:
         try:
             created = await tau.request("new_session", {"persist": True})
             session_id = _session_id(created)
-            listing = await tau.request("list_sessions", {})
-            ref = _ref_of(listing, session_id)
+            if self.store is None:
+                raise SessionError(f"{self.book.agent} keeps no conversations to put {key} in")
+            ref = await locate_conversation(self.store, session_id)
             await tau.request("set_session_name", {"name": f"{self.book.agent} {key}"})
         except TauRpcError as exc:
             raise SessionError(
@@ -122,7 +134,7 @@ class Conversations:
         session = DeviceSession(
             agent=self.book.agent,
             device=key,
-            store=self.store,
+            store=self.store.name,
             ref=ref,
             session_id=session_id,
             created=utc_now().isoformat(),
@@ -141,15 +153,3 @@ def _session_id(result: dict[str, Any]) -> str:
     if not isinstance(session_id, str) or not session.get("addressable"):
         raise SessionError(f"new_session gave no addressable conversation: {session!r:.200}")
     return session_id
-
-
-def _ref_of(listing: dict[str, Any], session_id: str) -> str:
-    rows = listing.get("sessions")
-    if not isinstance(rows, list):
-        raise SessionError("list_sessions answered without a 'sessions' list")
-    for row in rows:
-        if isinstance(row, dict) and row.get("session_id") == session_id:
-            ref = row.get("ref")
-            if isinstance(ref, str | int) and str(ref):
-                return str(ref)
-    raise SessionError(f"list_sessions does not list the new conversation {session_id}")
