@@ -404,6 +404,7 @@ class AgentNode:
             self._worker = None
         try:
             await self._tau.close()
+            await self._conversations.close()
         finally:
             nc, self._nc = self._nc, None
             if nc is not None:

@@ -13,8 +13,8 @@ which device in its :class:`SessionBook`, two files beside τ's run directory:
 
 No τ I/O here (:mod:`home.agents.conversations` moves τ between conversations);
 the network calls are :func:`jmfts_store_config`, which makes sure the agent's
-container exists before τ starts, and :func:`locate_conversation`, which finds a
-new conversation's ref with one query whatever the number of conversations stored.
+container exists before τ starts, and :func:`locate_in_jmfts`, which finds a new
+conversation's ref with one query whatever the number of conversations stored.
 """
 
 from __future__ import annotations
@@ -120,36 +120,35 @@ TAU_CONVERSATION_USETYPE = "tau:conversation"
 TAU_CONVERSATION_TITLE = "tau:conversation "
 
 
-async def locate_conversation(store: SessionStore, session_id: str) -> str:
-    """The ref ``switch_session`` takes for τ's conversation ``session_id``, just created.
+def locate_in_files(store: FileStore, session_id: str) -> str:
+    """The ``.jsonl`` path of τ's conversation ``session_id`` in the file store, by the
+    ``<time>_<id>.jsonl`` name τ gives it (no file is read). SessionError when not one."""
+    found = sorted(store.directory.rglob(f"*_{session_id}.jsonl"))
+    if len(found) != 1:
+        raise SessionError(
+            f"the file store {store.directory} has {len(found)} files for the "
+            f"conversation {session_id}, not one"
+        )
+    return str(found[0])
 
-    One look, whose cost does not grow with the conversations stored
-    (docs/architecture.md "Sessions"): τ's ``list_sessions`` would load every one
-    of them in full. JMFTS: one ``GET /documents`` by usetype and the root's
-    creation title, the match checked on the id in its ``structured_content``
-    (call it before ``set_session_name``, which retitles the root). File store:
-    the ``<time>_<id>.jsonl`` file τ names it by. SessionError when not found.
+
+async def locate_in_jmfts(client: JmftsClient, session_id: str) -> str:
+    """The root document id of τ's conversation ``session_id``, just created in JMFTS.
+
+    One ``GET /documents`` by usetype and the root's creation title, the match checked
+    on the id in its ``structured_content`` (call it before ``set_session_name``, which
+    retitles the root). SessionError when the server fails or has not exactly one.
     """
-    if isinstance(store, FileStore):
-        found = sorted(store.directory.rglob(f"*_{session_id}.jsonl"))
-        if len(found) != 1:
-            raise SessionError(
-                f"the file store {store.directory} has {len(found)} files for the new "
-                f"conversation {session_id}, not one"
-            )
-        return str(found[0])
     try:
-        async with JmftsClient.from_token_file(store.url, store.token_file) as client:
-            roots = await client.documents(
-                usetype=TAU_CONVERSATION_USETYPE,
-                title_prefix=TAU_CONVERSATION_TITLE + session_id[:8],
-            )
+        roots = await client.documents(
+            usetype=TAU_CONVERSATION_USETYPE, title_prefix=TAU_CONVERSATION_TITLE + session_id[:8]
+        )
     except JmftsError as exc:
-        raise SessionError(f"finding the new conversation {session_id} in JMFTS: {exc}") from exc
+        raise SessionError(f"finding the conversation {session_id} in JMFTS: {exc}") from exc
     refs = [str(doc.id) for doc in roots if _tau_id(doc.data) == session_id]
     if len(refs) != 1:
         raise SessionError(
-            f"JMFTS has {len(refs)} {TAU_CONVERSATION_USETYPE} roots for the new "
+            f"JMFTS has {len(refs)} {TAU_CONVERSATION_USETYPE} roots for the "
             f"conversation {session_id}, not one"
         )
     return refs[0]

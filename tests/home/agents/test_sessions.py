@@ -212,6 +212,7 @@ async def test_a_new_device_and_a_switch_load_no_other_devices_conversation(
     token_file.chmod(0o600)
     store = JmftsStore(jmfts.url, token_file, jmfts_sessions_path(AGENT))
     documents = jmfts.server.store
+    assert documents is not None
     loaded: list[int] = []
     read_subtree = documents.subtree
 
