@@ -27,8 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from nats.aio.client import NO_RESPONDERS_STATUS
 from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
+from nats.js.api import Header
 
 from home.substrate.component import Health
 from home.substrate.config import inherited_environment
@@ -121,7 +124,10 @@ class ProcessHandle:
             answer = await self._nc.subscribe(reply, max_msgs=1)
             try:
                 await self._nc.publish(self._health_subject, b"", reply=reply)
-                await answer.next_msg(timeout=HEALTH_REQUEST_TIMEOUT_S)
+                got = await answer.next_msg(timeout=HEALTH_REQUEST_TIMEOUT_S)
+                # nats-server's own answer when nobody subscribes the subject.
+                if got.headers and got.headers.get(Header.STATUS) == NO_RESPONDERS_STATUS:
+                    raise NoRespondersError
             finally:
                 with contextlib.suppress(NatsError):
                     await answer.unsubscribe()
