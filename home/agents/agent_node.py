@@ -228,9 +228,7 @@ class AgentNode:
             (sessions or file_store(self.run_dir)) if spec.kind == "tau_agent" else None
         )
         self.book = SessionBook(self.run_dir, agent)
-        self._conversations = Conversations(
-            self.book, self.sessions.name if self.sessions is not None else "none"
-        )
+        self._conversations = Conversations(self.book, self.sessions)
         self._compaction = CompactionPolicy.for_endpoint(model)
         self._compaction_end: asyncio.Future[WireEvent] | None = None
         self.launch: TauLaunch = build_launch(
@@ -406,6 +404,7 @@ class AgentNode:
             self._worker = None
         try:
             await self._tau.close()
+            await self._conversations.close()
         finally:
             nc, self._nc = self._nc, None
             if nc is not None:

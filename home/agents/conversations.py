@@ -7,8 +7,14 @@ conversation it is on. Before a turn it makes that the turn's device's:
 - the device has a conversation in the :class:`~home.agents.sessions.SessionBook`:
   ``switch_session`` with its ref, which τ loads straight from its store;
 - it has none (or its store no longer has it): ``new_session {"persist": true}``,
-  ``list_sessions`` for the new conversation's ref, ``set_session_name``
-  ``"<agent> <device>"``, and the book remembers it.
+  one look in the store for the new conversation's ref
+  (:func:`~home.agents.sessions.locate_in_jmfts`, one query on a client kept
+  open for the node's life; τ's ``list_sessions`` would
+  load every stored conversation, so a device's first turn would grow slower with
+  each device), ``set_session_name`` ``"<agent> <device>"``, and the book remembers it.
+
+Neither move reads another device's conversation: ``switch_session`` with a JMFTS
+document id or a ``.jsonl`` path loads that one conversation only.
 
 A τ that was started again begins on a scratch conversation of its own
 (``--no-session``), so the first turn after a restart always switches: the
@@ -25,7 +31,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from home.agents.errors import AgentError, SessionError, TauExited, TauRpcError
-from home.agents.sessions import DeviceSession, SessionBook, device_key
+from home.agents.sessions import (
+    DeviceSession,
+    FileStore,
+    SessionBook,
+    SessionStore,
+    device_key,
+    locate_in_files,
+    locate_in_jmfts,
+)
+from home.jmfts.client import JmftsClient
 from shared.event import utc_now
 
 log = logging.getLogger(__name__)
@@ -57,10 +72,17 @@ class Entered:
 class Conversations:
     """Which conversation τ is on, and the moves that put it on a device's."""
 
-    def __init__(self, book: SessionBook, store: str) -> None:
+    def __init__(self, book: SessionBook, store: SessionStore | None) -> None:
         self.book = book
         self.store = store
         self._on: tuple[object, str] | None = None
+        self._jmfts: JmftsClient | None = None
+
+    async def close(self) -> None:
+        """Close the JMFTS client the lookups of new conversations opened, if any."""
+        jmfts, self._jmfts = self._jmfts, None
+        if jmfts is not None:
+            await jmfts.aclose()
 
     async def enter(self, tau: TauRequester, device: str | None) -> Entered:
         """Put ``tau`` on ``device``'s conversation (created on its first turn).
@@ -109,11 +131,13 @@ class Conversations:
 
     async def _create(self, tau: TauRequester, device: str | None) -> DeviceSession:
         key = device_key(device)
+        store = self.store
+        if store is None:
+            raise SessionError(f"{self.book.agent} keeps no conversations to put {key} in")
         try:
             created = await tau.request("new_session", {"persist": True})
             session_id = _session_id(created)
-            listing = await tau.request("list_sessions", {})
-            ref = _ref_of(listing, session_id)
+            ref = await self._locate(store, session_id)
             await tau.request("set_session_name", {"name": f"{self.book.agent} {key}"})
         except TauRpcError as exc:
             raise SessionError(
@@ -122,7 +146,7 @@ class Conversations:
         session = DeviceSession(
             agent=self.book.agent,
             device=key,
-            store=self.store,
+            store=store.name,
             ref=ref,
             session_id=session_id,
             created=utc_now().isoformat(),
@@ -131,6 +155,14 @@ class Conversations:
         self._on = (tau, ref)
         log.info("%s: new conversation %s for %s", self.book.agent, session_id, key)
         return session
+
+    async def _locate(self, store: SessionStore, session_id: str) -> str:
+        """The ref of τ's new conversation ``session_id``, from its store."""
+        if isinstance(store, FileStore):
+            return locate_in_files(store, session_id)
+        if self._jmfts is None:
+            self._jmfts = JmftsClient.from_token_file(store.url, store.token_file)
+        return await locate_in_jmfts(self._jmfts, session_id)
 
 
 def _session_id(result: dict[str, Any]) -> str:
@@ -141,15 +173,3 @@ def _session_id(result: dict[str, Any]) -> str:
     if not isinstance(session_id, str) or not session.get("addressable"):
         raise SessionError(f"new_session gave no addressable conversation: {session!r:.200}")
     return session_id
-
-
-def _ref_of(listing: dict[str, Any], session_id: str) -> str:
-    rows = listing.get("sessions")
-    if not isinstance(rows, list):
-        raise SessionError("list_sessions answered without a 'sessions' list")
-    for row in rows:
-        if isinstance(row, dict) and row.get("session_id") == session_id:
-            ref = row.get("ref")
-            if isinstance(ref, str | int) and str(ref):
-                return str(ref)
-    raise SessionError(f"list_sessions does not list the new conversation {session_id}")

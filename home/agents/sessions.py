@@ -12,8 +12,9 @@ which device in its :class:`SessionBook`, two files beside τ's run directory:
   which is where ``home sessions show`` gets each turn's binding id.
 
 No τ I/O here (:mod:`home.agents.conversations` moves τ between conversations);
-the one network call is :func:`jmfts_store_config`, which makes sure the agent's
-container exists before τ starts.
+the network calls are :func:`jmfts_store_config`, which makes sure the agent's
+container exists before τ starts, and :func:`locate_in_jmfts`, which finds a new
+conversation's ref with one query whatever the number of conversations stored.
 """
 
 from __future__ import annotations
@@ -111,6 +112,52 @@ def tau_store_config(store: JmftsStore, parent_id: int) -> dict[str, Any]:
     except OSError as exc:
         raise AgentConfigError(f"cannot read the agent's token {store.token_file}: {exc}") from exc
     return {"backend": "jmfts", "url": store.url, "token": token, "parent_id": parent_id}
+
+
+# τ's JMFTS store files a conversation as a root of this usetype, titled with this
+# prefix and its id's first 8 characters until set_session_name retitles it.
+TAU_CONVERSATION_USETYPE = "tau:conversation"
+TAU_CONVERSATION_TITLE = "tau:conversation "
+
+
+def locate_in_files(store: FileStore, session_id: str) -> str:
+    """The ``.jsonl`` path of τ's conversation ``session_id`` in the file store, by the
+    ``<time>_<id>.jsonl`` name τ gives it (no file is read). SessionError when not one."""
+    found = sorted(store.directory.rglob(f"*_{session_id}.jsonl"))
+    if len(found) != 1:
+        raise SessionError(
+            f"the file store {store.directory} has {len(found)} files for the "
+            f"conversation {session_id}, not one"
+        )
+    return str(found[0])
+
+
+async def locate_in_jmfts(client: JmftsClient, session_id: str) -> str:
+    """The root document id of τ's conversation ``session_id``, just created in JMFTS.
+
+    One ``GET /documents`` by usetype and the root's creation title, the match checked
+    on the id in its ``structured_content`` (call it before ``set_session_name``, which
+    retitles the root). SessionError when the server fails or has not exactly one.
+    """
+    try:
+        roots = await client.documents(
+            usetype=TAU_CONVERSATION_USETYPE, title_prefix=TAU_CONVERSATION_TITLE + session_id[:8]
+        )
+    except JmftsError as exc:
+        raise SessionError(f"finding the conversation {session_id} in JMFTS: {exc}") from exc
+    refs = [str(doc.id) for doc in roots if _tau_id(doc.data) == session_id]
+    if len(refs) != 1:
+        raise SessionError(
+            f"JMFTS has {len(refs)} {TAU_CONVERSATION_USETYPE} roots for the "
+            f"conversation {session_id}, not one"
+        )
+    return refs[0]
+
+
+def _tau_id(document: dict[str, Any]) -> object:
+    content = document.get("structured_content")
+    header = content.get("tau") if isinstance(content, dict) else None
+    return header.get("id") if isinstance(header, dict) else None
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,18 @@ class JmftsClient:
         """``GET /documents/roots``: every root this principal can see."""
         return [Document.from_json(d) for d in await self.request("GET", "/documents/roots")]
 
+    async def documents(
+        self, *, usetype: str | None = None, title_prefix: str | None = None, limit: int = 100
+    ) -> list[Document]:
+        """``GET /documents``: one page of readable documents, by usetype and title prefix."""
+        params: dict[str, Any] = {"limit": limit}
+        if usetype is not None:
+            params["usetype"] = usetype
+        if title_prefix is not None:
+            params["title_prefix"] = title_prefix
+        found = await self.request("GET", "/documents", params=params)
+        return [Document.from_json(d) for d in found]
+
     async def children(self, doc_id: int, *, title: str | None = None) -> list[Document]:
         """``GET /documents/{id}/children``: immediate children, optionally by exact title."""
         params: dict[str, Any] = {"depth": 1, "limit": 100}

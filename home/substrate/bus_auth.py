@@ -8,7 +8,8 @@ decides, as pure functions, and writes what it decided:
   plus the JetStream calls of its own durable inbox consumer and nothing else of
   JetStream) and subscribes what it declares, its own rails, its health subjects
   (an agent: and its private ``_INBOX.<node>.>``); it may answer requests made to
-  it (``allow_responses``), nothing more.
+  it (``allow_responses``) and its health requests (``_HEALTH.<health subject>.>``),
+  nothing more.
 - :func:`bridge_user`: a device's bridge half publishes that device's imports and
   its link status, and subscribes that device's exports.
 - :func:`router_user`: the router subscribes the active bindings and the
@@ -33,7 +34,7 @@ from typing import Any
 
 import bcrypt
 
-from home.substrate.launchers import node_health_subject
+from home.substrate.launchers import health_reply_prefix, node_health_subject
 from home.substrate.routing import Route
 from shared.bus_credentials import ADMIN_USER, USERS_DIR, BusCredentials, credentials_file
 from shared.messages.history import history_subject
@@ -127,6 +128,8 @@ def node_user(spec: NodeSpec) -> BusUser:
     if isinstance(declared, str):
         health.append(declared)
     subscribe = [*spec.subscribes, *own, *health, *replies]
+    # Its health answers go where only it may publish, whatever reloads came between.
+    publish += [f"{health_reply_prefix(subject)}.>" for subject in health]
     return BusUser(spec.name, _unique(publish), _unique(subscribe), allow_responses=True)
 
 

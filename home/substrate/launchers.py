@@ -20,13 +20,18 @@ healthy after a start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from nats.aio.client import NO_RESPONDERS_STATUS
 from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
+from nats.js.api import Header
 
 from home.substrate.component import Health
 from home.substrate.config import inherited_environment
@@ -41,6 +46,17 @@ HEALTH_REQUEST_TIMEOUT_S = 1.0
 def node_health_subject(node: str) -> str:
     """``home.node.<node>.health``: a node answers here once it serves (any reply is ok)."""
     return f"home.node.{node}.health"
+
+
+def health_reply_prefix(subject: str) -> str:
+    """``_HEALTH.<subject>``: where the answers to health requests on ``subject`` go.
+
+    The node that answers ``subject`` may publish under it by a grant of its own
+    (docs/architecture.md "Security"): nats-server's permission to answer a request
+    it delivered is forgotten when its configuration is reloaded (a device paired,
+    say) between the request and the answer, which refused a healthy node's answer.
+    """
+    return f"_HEALTH.{subject}"
 
 
 @dataclass(frozen=True)
@@ -103,8 +119,18 @@ class ProcessHandle:
             return Health(False, f"exited with code {self._proc.returncode}")
         if self._health_subject is None:
             return Health(True)
+        reply = f"{health_reply_prefix(self._health_subject)}.{uuid.uuid4().hex}"
         try:
-            await self._nc.request(self._health_subject, b"", timeout=HEALTH_REQUEST_TIMEOUT_S)
+            answer = await self._nc.subscribe(reply, max_msgs=1)
+            try:
+                await self._nc.publish(self._health_subject, b"", reply=reply)
+                got = await answer.next_msg(timeout=HEALTH_REQUEST_TIMEOUT_S)
+                # nats-server's own answer when nobody subscribes the subject.
+                if got.headers and got.headers.get(Header.STATUS) == NO_RESPONDERS_STATUS:
+                    raise NoRespondersError
+            finally:
+                with contextlib.suppress(NatsError):
+                    await answer.unsubscribe()
         except (NatsError, TimeoutError) as exc:
             return Health(False, f"no answer on {self._health_subject}: {type(exc).__name__}")
         return Health(True)

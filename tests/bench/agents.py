@@ -20,6 +20,9 @@ conversation:
 - resume after a τ restart: SIGKILL of τ → the next turn's first model request
   (the restart policy's 0.5 s backoff, τ's start, the switch, the prompt), and the
   part of it after τ is back.
+- a new device's first turn with ``NEW_DEVICES`` conversations already stored,
+  against the first devices' (few stored): τ's new persisted conversation, finding
+  its ref, naming it. Goal: independent of how many conversations exist.
 
 Embedded model (SmolLM2-135M on llama.cpp): end of utterance → speak event for a
 one-sentence answer, a few turns, reported as measured.
@@ -63,6 +66,7 @@ TURNS = int(os.environ.get("BENCH_AGENT_TURNS", "200"))
 SESSION_TURNS = int(os.environ.get("BENCH_SESSION_TURNS", "200"))
 RESUMES = int(os.environ.get("BENCH_RESUMES", "5"))
 EMBEDDED_TURNS = int(os.environ.get("BENCH_EMBEDDED_TURNS", "5"))
+NEW_DEVICES = int(os.environ.get("BENCH_NEW_DEVICES", "100"))
 WARMUP = 5
 
 BUS_CATALOG = """
@@ -246,6 +250,50 @@ async def sessions_run(
     return figures
 
 
+async def first_turns_run(spec: NodeSpec, nats_url: str, data_dir: Path) -> list[float]:
+    """``NEW_DEVICES`` devices' first turns, one after another, in JMFTS: each one's move
+    onto its new conversation, in ms, in the order the devices came."""
+    entered: list[float] = []
+    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+    async with ScriptedModel(speak_back) as model, jmfts_store(data_dir) as store:
+        nc = await nats.connect(nats_url)
+        edge = Edge(nc)
+        await nc.subscribe("events.workspace.edge_asr.out.speak.>", cb=edge.on_speak)
+        await nc.flush()
+        try:
+            async with AgentNode(spec, nats_url=nats_url, data_dir=data_dir,
+                                 model=ModelEndpoint(base_url=model.url),
+                                 repo_root=REPO_ROOT, sessions=store) as node:  # fmt: skip
+                await asyncio.sleep(0.5)
+                for i in range(NEW_DEVICES):
+                    binding, _ = await edge.turn(f"hello from board {i}", device=f"board{i}")
+                    await until_outcome(node, binding)
+                    outcome = next(o for o in node.stats.outcomes if o.binding_id == binding)
+                    entered.append(outcome.switch_s * 1000)
+        finally:
+            await nc.drain()
+    return entered
+
+
+def first_turn_results(entered: list[float]) -> list[Result]:
+    """A new device's first turn with many conversations stored, the first devices' as peer."""
+    few = entered[: max(1, len(entered) // 10)]
+    many = entered[-max(1, len(entered) // 10) :]
+    return [
+        Result(
+            metric=f"new device's first turn: onto its new conversation, "
+            f"≥ {len(entered) - len(many)} stored, JMFTS {label}",
+            value=quantile(many, q),
+            unit="ms",
+            n=len(many),
+            peer=f"< {len(few)} stored",
+            peer_value=quantile(few, q),
+            note="new_session, its ref found, named; goal: flat in the number stored",
+        )
+        for label, q in (("p50", 0.5), ("p99", 0.99))
+    ]
+
+
 async def until_outcome(node: AgentNode, binding: str) -> None:
     """Wait for the turn's agent_end (the outcome follows the speak ack)."""
     async with asyncio.timeout(60):
@@ -372,6 +420,9 @@ async def run() -> list[Result]:
         async with event_log_server(Path(tmp) / "sessions-file") as url:
             files = await sessions_run(node_spec, url, Path(tmp) / "sessions-f", in_jmfts=False)
         results.extend(session_results(jmfts, files))
+        async with event_log_server(Path(tmp) / "first-turns") as url:
+            entered = await first_turns_run(node_spec, url, Path(tmp) / "first-turns")
+        results.extend(first_turn_results(entered))
         async with event_log_server(Path(tmp) / "embedded-bus") as url:
             for metric, ours, peer in (
                 ("publish → first model request", node_in, bus_in),

@@ -14,6 +14,7 @@ import re
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -193,3 +194,56 @@ async def test_an_unreadable_session_book_is_moved_aside_and_the_node_still_answ
     assert stats.outcomes[0].end_reason == "terminate"
     assert [p.name.startswith(f"{SESSIONS_FILE}.bad-") for p in run_dir.iterdir()].count(True) == 1
     assert list(read_sessions(run_dir / SESSIONS_FILE)) == ["kitchen"]
+
+
+async def test_a_new_device_and_a_switch_load_no_other_devices_conversation(
+    catalog: NodeCatalog,
+    nats_url: str,
+    model: ScriptedModel,
+    jmfts: RunningJmfts,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """τ loads a conversation with one subtree read of its root: a device's first turn
+    reads none (τ's list_sessions would read every stored one), a switch reads its own."""
+    token = await jmfts.principal(f"agent.{AGENT}", [f"journal/{AGENT}"])
+    token_file = tmp_path / "agent.token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    store = JmftsStore(jmfts.url, token_file, jmfts_sessions_path(AGENT))
+    documents = jmfts.server.store
+    assert documents is not None
+    loaded: list[int] = []
+    read_subtree = documents.subtree
+
+    def counted(principal: Any, doc_id: int, **kwargs: Any) -> Any:
+        loaded.append(doc_id)
+        return read_subtree(principal, doc_id, **kwargs)
+
+    monkeypatch.setattr(documents, "subtree", counted)
+    model.responder = speak_back
+    nc = await nats.connect(nats_url)
+    rooms = [EdgeSide(nc=nc, agent=AGENT, device=f"room{i}") for i in range(4)]
+    for room in rooms:
+        await nc.subscribe("events.>", cb=room.on_event)
+    await nc.flush()
+    try:
+        async with node(catalog, nats_url, model, tmp_path, store) as agent:
+            for room in rooms[:3]:
+                await turn(room, agent, f"hello from {room.device}")
+            loaded.clear()
+            await turn(rooms[3], agent, "hello from room3")
+            on_first_turn = list(loaded)
+            loaded.clear()
+            await turn(rooms[0], agent, "back in room0")
+            on_switch = list(loaded)
+            stats = agent.stats
+    finally:
+        await nc.close()
+
+    book = read_sessions(tmp_path / "agents" / AGENT / SESSIONS_FILE)
+    assert sorted(book) == ["room0", "room1", "room2", "room3"]
+    assert stats.sessions_created == 4 and stats.session_failures == 0
+    assert on_first_turn == []
+    assert on_switch == [int(book["room0"].ref)]
+    assert "hello from room0" in conversation_text(request_for(model, "back in room0"))

@@ -43,6 +43,9 @@ def test_an_agent_publishes_only_its_own_out_rail() -> None:
     assert all("agent_edge_asr_inbox" in p for p in jetstream if "CONSUMER" in p or "ACK" in p)
     assert not any(".DELETE." in p or p.startswith("$JS.API.STREAM.INFO") for p in jetstream)
     assert "_INBOX.agent.edge_asr.>" in user.subscribe and "_INBOX.>" not in user.subscribe
+    # Its health answers, under its own health subject only.
+    health = [p for p in user.publish if p.startswith("_HEALTH.")]
+    assert health == ["_HEALTH.home.node.agent.edge_asr.health.>"]
 
 
 def test_the_operator_may_ack_delegations_and_the_asker_read_the_acks() -> None:
@@ -54,9 +57,12 @@ def test_the_operator_may_ack_delegations_and_the_asker_read_the_acks() -> None:
     assert "home.history.edge_asr" in asker.subscribe
 
 
-def test_an_effector_publishes_only_its_acks() -> None:
+def test_an_effector_publishes_only_its_acks_and_its_health_answers() -> None:
     user = node_user(shipped()["effector.journal_append"])
-    assert user.publish == ("events.journal.append.*",)
+    assert user.publish == (
+        "events.journal.append.*",
+        "_HEALTH.home.node.effector.journal_append.health.>",
+    )
     assert "events.workspace.*.out.journal_append" in user.subscribe
 
 

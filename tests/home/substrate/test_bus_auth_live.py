@@ -30,6 +30,7 @@ from home.substrate import control
 from home.substrate.client import HomeClient
 from home.substrate.config import DEFAULT_CATALOG, DEFAULT_SCHEMA_DIR, HomeConfig
 from home.substrate.datadir import STATE_FILE
+from home.substrate.launchers import health_reply_prefix, node_health_subject
 from home.up import run_home
 from shared.bus_credentials import BusCredentials, credentials_file
 from tests.home.substrate.conftest import wait_for
@@ -414,3 +415,42 @@ async def test_direct_without_credentials_is_refused_with_what_to_give_instead(
     )
     assert code == 1
     assert "timeout" in out and "credentials" not in out
+
+
+async def test_a_health_answer_after_a_reload_of_the_users_is_delivered(home: LiveHome) -> None:
+    """nats-server forgets which requests a user may answer when its users are reloaded
+    (a device paired): an answer to an ``_INBOX`` request is then refused, while a health
+    answer goes where the node may publish by a grant of its own."""
+    node = await Probe.connect(home.url_as("agent.edge_asr"))
+    asker = await nats.connect(home.url_as("substrate"))
+    try:
+        health = node_health_subject("agent.edge_asr")
+        _, asked = await collecting(node.nc, health)
+        await node.nc.flush()
+        health_reply = f"{health_reply_prefix(health)}.probe"
+        _, answers = await collecting(asker, health_reply)
+        plain_reply = f"{asker.new_inbox()}"
+        _, plain_answers = await collecting(asker, plain_reply)
+        await asker.publish(health, b"", reply=plain_reply)
+        await asker.publish(health, b"", reply=health_reply)
+        await asker.flush()
+
+        async def both_asked() -> bool:
+            return len(asked) == 2
+
+        await wait_for(both_asked, "both requests to reach the node", DELIVERY_S)
+        await home.request(control.BRIDGE_PAIR, device="hall")
+        await asyncio.sleep(0.5)  # nats-server has read the reloaded users
+        for request in asked:
+            await request.respond(b"ok")
+        await node.nc.flush()
+
+        async def answered() -> bool:
+            return bool(answers) and node.refused("publish", plain_reply)
+
+        await wait_for(answered, "the health answer, and the plain one refused", DELIVERY_S)
+        assert not node.refused("publish", health_reply)
+        assert plain_answers == []
+    finally:
+        await node.nc.close()
+        await asker.close()
