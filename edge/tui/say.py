@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -69,7 +69,9 @@ class _Collector(SessionObserver):
     """Keeps what arrives for one binding_id.
 
     ``done`` is set by the first answer: at once for a reply, once its
-    ``speech.completed`` ack is out for a speak (so the speak verb gets it).
+    ``speech.completed`` ack is out for a speak (so the speak verb gets it). An
+    answer spoken in parts (``more`` on all but the last) is done at its last
+    part's ack, its text the parts joined.
     """
 
     binding_id: str | None = None
@@ -104,9 +106,19 @@ class _Collector(SessionObserver):
             self.answered_wall = utc_now()
             if isinstance(item, AgentReply):
                 self.done.set()
+        elif (
+            isinstance(self.answer, AgentSpeech)
+            and self.answer.more
+            and isinstance(item, AgentSpeech)
+        ):
+            # The next part of an answer spoken in parts.
+            text = f"{self.answer.text} {item.text}"
+            self.answer = replace(self.answer, text=text, more=item.more)
 
     def on_acked(self, binding_id: str) -> None:
-        if self.answer is not None and binding_id == self.binding_id:
+        answer = self.answer
+        parts_follow = isinstance(answer, AgentSpeech) and answer.more
+        if answer is not None and binding_id == self.binding_id and not parts_follow:
             self.done.set()
 
 

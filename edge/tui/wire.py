@@ -78,6 +78,7 @@ class AgentSpeech:
     binding_id: str | None
     text: str
     event_id: str
+    more: bool = False  # more parts of this answer follow
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,9 @@ def parse_incoming(subject: str, event: Event) -> Incoming:
         raise EnvelopeError("<subject>", f"{subject!r} is not an agent rail for a device")
     if info.kind == "speak":
         speak = Speak.from_event(event)
-        return AgentSpeech(info.agent, info.device, event.binding_id, speak.text, event.event_id)
+        return AgentSpeech(
+            info.agent, info.device, event.binding_id, speak.text, event.event_id, speak.more
+        )
     if info.kind == "reply":
         reply = Reply.from_event(event)
         if not reply.text.strip():

@@ -80,7 +80,13 @@ from home.agents.errors import (
 )
 from home.agents.inbound import Inbound, parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
-from home.agents.protocol import COMPACTION_END, SUBMISSION_REJECTED, WireEvent, prompt_params
+from home.agents.protocol import (
+    COMPACTION_END,
+    SUBMISSION_REJECTED,
+    TURN_STILL_RUNNING,
+    WireEvent,
+    prompt_params,
+)
 from home.agents.sessions import (
     JmftsStore,
     SessionBook,
@@ -121,6 +127,8 @@ ABORT_GRACE_S = 10.0
 # Backoff while τ unwinds the previous turn after its agent_end.
 BUSY_RETRY_FIRST_S = 0.001
 BUSY_RETRY_MAX_S = 0.05
+# How often ``compact`` is asked while τ's last turn still holds the conversation.
+COMPACT_TRIES = 3
 # How long a stopping node lets the turn in flight finish.
 STOP_GRACE_S = 5.0
 # Every device's playback acks (docs/architecture.md "Acks"): whose speech went unheard.
@@ -899,10 +907,15 @@ class AgentNode:
         exited: asyncio.Future[Any] = asyncio.ensure_future(tau.exited.wait())
         self.stats.compactions_asked += 1
         try:
-            try:
-                await tau.request("compact", {})
-            except TauRpcError as exc:
-                return CompactionOutcome(performed=False, error=f"τ refused: {exc.message}")
+            for attempt in range(1, COMPACT_TRIES + 1):
+                try:
+                    await tau.request("compact", {})
+                    break
+                except TauRpcError as exc:
+                    # τ waits 5 s for the last turn to let go of the conversation; on a
+                    # loaded machine the turn's end (its speech acks) can take longer.
+                    if exc.code != TURN_STILL_RUNNING or attempt == COMPACT_TRIES:
+                        return CompactionOutcome(performed=False, error=f"τ refused: {exc.message}")
             done, _ = await asyncio.wait(
                 {ended, exited}, timeout=self.wall_clock_s, return_when=asyncio.FIRST_COMPLETED
             )

@@ -21,6 +21,8 @@ PROTOCOL_MAJOR = 3
 
 # JSON-RPC error codes τ uses that the node acts on.
 SUBMISSION_REJECTED = -32000
+# A mutating verb (``compact``) waited 5 s for the turn in flight to stop, and it had not.
+TURN_STILL_RUNNING = -32002
 
 # get_capabilities answers with ~180 KiB on one line; size the reader for the protocol.
 STDIO_READER_LIMIT = 16 * 1024 * 1024

@@ -155,7 +155,9 @@ class Handset:
         self.first_sentence = config_flag(config, "first_sentence", default=True)
         self._early: EarlyPart | None = None
 
-    def speak_event(self, text: str, binding: TurnBinding) -> tuple[str, Event]:
+    def speak_event(
+        self, text: str, binding: TurnBinding, *, more: bool = False
+    ) -> tuple[str, Event]:
         """The subject and the speak event of ``text`` (already speakable) for ``binding``."""
         subject = (
             speak_subject(self.agent, binding.device)
@@ -163,7 +165,7 @@ class Handset:
             else deviceless_speak_subject(self.agent)
         )
         event = self.link.envelope(
-            SPEAK_EVENT_TYPE, Speak(text, self.agent, binding.device).to_payload(), binding
+            SPEAK_EVENT_TYPE, Speak(text, self.agent, binding.device, more).to_payload(), binding
         )
         return subject, event
 
@@ -179,9 +181,13 @@ class Handset:
             signal=signal,
         )
 
-    async def speak_part(self, early: EarlyPart, text: str) -> None:
-        """Publish one part of an answer spoken in parts; its ack is awaited in ``settle``."""
-        subject, event = self.speak_event(text, self.link.binding())
+    async def speak_part(self, early: EarlyPart, text: str, *, more: bool) -> None:
+        """Publish one part of an answer spoken in parts; its ack is awaited in ``settle``.
+
+        ``more``: parts follow (the first sentence), so a listener such as `edge say`
+        waits for them.
+        """
+        subject, event = self.speak_event(text, self.link.binding(), more=more)
         await self.link.publish(subject, event)
         early.parts += 1
 
@@ -241,7 +247,7 @@ class Handset:
             try:
                 rest = speakable_text(early.rest_of(text))
                 if rest:
-                    await self.speak_part(early, rest)
+                    await self.speak_part(early, rest, more=False)
             finally:
                 await early.settle(self.ack_timeout_s)
         except ExtensionError as exc:
@@ -266,7 +272,7 @@ class Handset:
                 sentence, await self.link.acks(speech_completed_subject(binding.binding_id))
             )
             self._early = early
-            await self.speak_part(early, spoken)
+            await self.speak_part(early, spoken, more=True)
         except ExtensionError as exc:
             # Nothing went out: the answer is spoken whole when it ends.
             log.warning("handset: the first sentence was not spoken early: %s", exc)

@@ -189,15 +189,21 @@ class Speak:
 
     The envelope carries the turn's binding id; the subject names agent and device,
     which the payload repeats (``device`` is null on the deviceless speak subject).
+    ``more`` is true on a part of an answer that more parts follow (the first
+    sentence, spoken while the model writes the rest); the last part omits it.
     """
 
     text: str
     agent: str | None = None
     device: str | None = None
+    more: bool = False
 
     def to_payload(self) -> dict[str, Any]:
-        """The speak payload."""
-        return {"text": self.text, "agent": self.agent, "device": self.device}
+        """The speak payload (``more`` only when true)."""
+        payload: dict[str, Any] = {"text": self.text, "agent": self.agent, "device": self.device}
+        if self.more:
+            payload["more"] = True
+        return payload
 
     @classmethod
     def from_event(cls, event: Event) -> Speak:
@@ -207,6 +213,7 @@ class Speak:
             text=fields.text(p),
             agent=fields.opt_string(p, "agent"),
             device=fields.opt_string(p, "device"),
+            more=fields.flag(p, "more", default=False),
         )
 
 

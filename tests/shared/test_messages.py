@@ -58,8 +58,9 @@ def test_the_other_voice_messages_round_trip() -> None:
     assert Partial.from_event(over_json(partial.to_event(source="e", sequence_number=0))) == partial
     ack = SpeechCompleted(BID, "board", ok=True, interrupted=True, duration_s=1.5)
     assert SpeechCompleted.from_event(over_json(ack.to_event(source="e", sequence_number=0))) == ack
-    for speak in (Speak("Hi.", "a1", "board"), Speak("Hi.")):
+    for speak in (Speak("Hi.", "a1", "board"), Speak("Hi."), Speak("Hi.", "a1", "board", True)):
         assert Speak.from_event(over_json(carrying(speak.to_payload()))) == speak
+    assert "more" not in Speak("Hi.").to_payload()  # a whole answer's payload is as before
     for reply in (Reply("x"), Reply("", False, "aborted", "too slow", "a1")):
         assert Reply.from_event(over_json(carrying(reply.to_payload()))) == reply
     notice = Notice("Home is unreachable.", BID)

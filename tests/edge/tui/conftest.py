@@ -90,11 +90,11 @@ class PlayedAgent:
         await self.nc.publish(subject, event.to_json())
         await self.nc.flush()
 
-    async def speak(self, binding_id: str, text: str) -> None:
-        """Publish a speak for the device, as the handset extension does."""
-        await self._publish(
-            speak_subject(self.agent, self.device), "speak", {"text": text}, binding_id
-        )
+    async def speak(self, binding_id: str, text: str, *, more: bool = False) -> None:
+        """Publish a speak for the device, as the handset extension does (``more``: a part
+        of an answer that more parts follow)."""
+        payload: dict[str, Any] = {"text": text, "more": True} if more else {"text": text}
+        await self._publish(speak_subject(self.agent, self.device), "speak", payload, binding_id)
 
     async def reply(self, binding_id: str, text: str, *, reason: str | None) -> None:
         """Publish a reply-rail line; with a reason it is an unspeakable answer."""

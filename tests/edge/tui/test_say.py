@@ -70,6 +70,27 @@ async def test_say_prints_the_spoken_answer_with_timings_and_acks_it(
     assert timings["answered_at"] >= timings["sent_at"]
 
 
+async def test_say_waits_for_every_part_of_an_answer_spoken_in_parts(
+    nats_server: LocalNatsServer, agent: PlayedAgent
+) -> None:
+    # The handset speaks the first sentence while the model writes the rest: `edge say`
+    # acks each part and prints the whole answer, not its first sentence.
+    proc = await edge_say("is the kettle on", "--direct", nats_server.url, "--json")
+    turn = await agent.next_turn()
+    assert turn.binding_id is not None
+    await agent.speak(turn.binding_id, "The kettle is on.", more=True)
+    await agent.next_ack()
+    await asyncio.sleep(0.3)
+    assert proc.returncode is None  # still waiting for the rest
+    await agent.speak(turn.binding_id, "It has been on for ten minutes.")
+    subject, _ack = await agent.next_ack()
+    code, out, err = await finish(proc)
+    assert code == 0, err
+    assert subject == speech_completed_subject(turn.binding_id)
+    result = json.loads(out)
+    assert result["answer"]["text"] == "The kettle is on. It has been on for ten minutes."
+
+
 async def test_say_prints_a_reply_rail_answer_with_its_reason(
     nats_server: LocalNatsServer, agent: PlayedAgent
 ) -> None:

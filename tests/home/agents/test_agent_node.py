@@ -550,6 +550,7 @@ async def test_the_first_sentence_is_spoken_while_the_model_still_writes_the_res
         "The kettle is on.",
         "It has been on for ten minutes.",
     ]
+    assert [s.event.payload.get("more") for s in speaks] == [True, None]  # a part follows
     assert first.event.binding_id == said.binding_id
     assert all(s.event.binding_id == said.binding_id for s in speaks)
     assert not edge.on("reply.tui")

@@ -22,6 +22,8 @@ from pathlib import Path
 import nats
 import pytest
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from shared.event import Event, new_binding_id
 from shared.subjects import sensation_turn_subject, speech_completed_subject
@@ -60,8 +62,26 @@ def cpu_burners() -> Iterator[list[subprocess.Popen[bytes]]]:
             burner.wait()
 
 
+async def ack_every_speak(nc: NatsClient) -> Subscription:
+    """Ack each speak to the device, as the board does after playing it: an answer spoken
+    in parts (its first sentence while the model writes the rest) has one per part."""
+
+    async def ack(msg: Msg) -> None:
+        speak = Event.from_json(msg.data)
+        if speak.binding_id is None:
+            return
+        done = Event.new(
+            "speech.completed", {"ok": True, "device": DEVICE},
+            source=f"edge.audio.{DEVICE}", sequence_number=speak.sequence_number,
+            binding_id=speak.binding_id,
+        )  # fmt: skip
+        await nc.publish(speech_completed_subject(speak.binding_id), done.to_json())
+
+    return await nc.subscribe(f"events.workspace.*.out.speak.{DEVICE}", cb=ack)
+
+
 async def answered_turn(nc: NatsClient, text: str, seq: int) -> tuple[str, float]:
-    """Publish one turn as the edge does and ack its speech; its answer kind and latency.
+    """Publish one turn as the edge does; its answer kind and latency to the first speak.
 
     A speak or a non-failure reply answers it; a ``failed`` or ``aborted`` reply is
     returned as such, for the test to count.
@@ -82,12 +102,6 @@ async def answered_turn(nc: NatsClient, text: str, seq: int) -> tuple[str, float
                 if answer.binding_id != binding_id:
                     continue
                 if ".out.speak." in msg.subject:
-                    ack = Event.new(
-                        "speech.completed", {"ok": True, "device": DEVICE},
-                        source=f"edge.audio.{DEVICE}", sequence_number=seq,
-                        binding_id=binding_id,
-                    )  # fmt: skip
-                    await nc.publish(speech_completed_subject(binding_id), ack.to_json())
                     return "speak", time.monotonic() - started
                 kind = str(answer.payload.get("kind"))
                 if ".out.reply." in msg.subject and kind in ("failed", "aborted"):
@@ -105,6 +119,7 @@ async def test_fifty_turns_on_a_loaded_machine_never_restart_the_model(tmp_path:
         latencies: list[float] = []
         nc = await nats.connect(home.nats_url)
         try:
+            await ack_every_speak(nc)
             with cpu_burners():
                 for seq in range(TURNS):
                     kind, latency = await answered_turn(nc, PROMPTS[seq % len(PROMPTS)], seq + 1)
