@@ -10,7 +10,8 @@ publishes the imports it receives, and publishes a
 :func:`shared.subjects.bridge_status_subject` while home is unreachable (the
 edge speaks its notice from that).
 
-Its durable outbox lives beside the half, in ``outbox/`` (:mod:`bridge.node.outbox`).
+Its durable outbox lives in ``bridge.outbox`` of edge.yaml, by default beside the half in
+``outbox/`` (:mod:`bridge.node.outbox`).
 
 With no ``bridge.half`` the edge is local-only: turns stay on its own NATS.
 """
@@ -35,7 +36,13 @@ class EdgeBridgeFactory(Protocol):
     """Opens the edge bridge node for one half against the edge's loopback NATS."""
 
     def __call__(
-        self, *, half: Path, secrets: Path | None, nats_url: str, device: str
+        self,
+        *,
+        half: Path,
+        secrets: Path | None,
+        nats_url: str,
+        device: str,
+        outbox: Path | None = None,
     ) -> AbstractAsyncContextManager[object]: ...
 
 
@@ -67,15 +74,18 @@ def check_bridge_files(half: Path, secrets: Path | None, device: str) -> BridgeH
 
 @asynccontextmanager
 async def open_edge_bridge(
-    *, half: Path, secrets: Path | None, nats_url: str, device: str
+    *, half: Path, secrets: Path | None, nats_url: str, device: str, outbox: Path | None = None
 ) -> AsyncIterator[EdgeBridgeNode]:
-    """Run the edge bridge node for ``half`` on the edge's NATS while the context is open."""
+    """Run the edge bridge node for ``half`` on the edge's NATS while the context is open.
+
+    Its durable outbox is kept in ``outbox`` (default ``outbox/`` beside the half).
+    """
     loaded = check_bridge_files(half, secrets, device)
     node = EdgeBridgeNode(
         loaded,
         client_key=client_key_path(half, secrets, device),
         nats_url=nats_url,
-        outbox_dir=half.parent / OUTBOX_DIR,
+        outbox_dir=outbox if outbox is not None else half.parent / OUTBOX_DIR,
     )
     try:
         await node.start()

@@ -254,6 +254,7 @@ class EdgeRuntime:
                     secrets=config.bridge.secrets,
                     nats_url=self.nats.url,
                     device=device,
+                    outbox=config.bridge.outbox,
                 ),
             )
         source = await self._enter("source", self._source or open_source(config.audio))

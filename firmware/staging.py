@@ -169,7 +169,9 @@ def edge_config_text(files: BoardFiles) -> str:
             f"  output: {{kind: spool, dir: {SPOOL_OUT}}}",
         ]
     if files.bridge_half is not None:
-        lines.append(f"bridge: {{half: {ETC}/{files.device}.edge.yaml, secrets: {KEYS}}}")
+        # The half and keys are read-only config; the outbox is state the edge writes.
+        half = f"{ETC}/{files.device}.edge.yaml"
+        lines.append(f"bridge: {{half: {half}, secrets: {KEYS}, outbox: {STATE}/outbox}}")
     if files.vosk_model is not None:
         lines.append(f"asr: {{model: {MODELS}/vosk/{files.vosk_model.name}}}")
     if files.voice is not None:

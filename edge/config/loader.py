@@ -390,9 +390,11 @@ class _ConfigReader(Reader):
     def bridge(self, data: LocatedDict | None) -> BridgeConfig:
         if data is None:
             return BridgeConfig()
-        self.allow_keys(data, "bridge", ("half", "secrets"))
+        self.allow_keys(data, "bridge", ("half", "secrets", "outbox"))
         return BridgeConfig(
-            half=self.path(data, "half", "bridge"), secrets=self.path(data, "secrets", "bridge")
+            half=self.path(data, "half", "bridge"),
+            secrets=self.path(data, "secrets", "bridge"),
+            outbox=self.path(data, "outbox", "bridge"),
         )
 
     def run(self, data: LocatedDict | None) -> RunConfig:

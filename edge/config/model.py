@@ -147,10 +147,15 @@ class NoticeConfig:
 
 @dataclass(frozen=True)
 class BridgeConfig:
-    """The edge bridge half and where its keys live; no half means a local-only edge."""
+    """The edge bridge half and where its keys live; no half means a local-only edge.
+
+    ``outbox``: the folder of the bridge's durable outbox (default ``outbox/`` beside the
+    half); it must be writable by the edge, which the half's folder on a board is not.
+    """
 
     half: Path | None = None
     secrets: Path | None = None
+    outbox: Path | None = None
 
 
 @dataclass(frozen=True)
