@@ -37,6 +37,7 @@ from edge.pair_through_home import STATE_FILE, pair_through_home
 from edge.tui.session import EdgeSession, SessionObserver
 from edge.tui.wire import AgentReply, AgentSpeech, Incoming
 from hil.runner import HilError
+from hil.wait import percentile
 from shared.errors import TetherError
 from shared.schema import load_bridge_half
 
@@ -94,10 +95,7 @@ class FleetReport:
         """The ``q`` quantile (0..1) of the measured turns' latencies by nearest rank (NaN
         when none); with ``first``, of the warm-up turns'."""
         values = self.first_latencies_ms if first else self.latencies_ms
-        if not values:
-            return float("nan")
-        ordered = sorted(values)
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+        return percentile(values, q * 100) if values else float("nan")
 
 
 @dataclass
