@@ -6,6 +6,8 @@ in the data directory (docs/architecture.md "Security").
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -24,6 +26,9 @@ from shared.bus_credentials import home_admin_url
 from shared.errors import BusCredentialsError
 
 DEFAULT_TIMEOUT_S = 10.0
+# Between tries while nobody listens on the control subject yet: home's own
+# connection is still re-subscribing after a nats-server restart or reload.
+NO_RESPONDERS_RETRY_S = 0.1
 
 
 class HomeClient:
@@ -79,12 +84,26 @@ class HomeClient:
             if member is None
             else control.member_control_subject(member, verb)
         )
-        try:
-            msg = await self.nc.request(
-                subject, ControlRequest(args).to_json(), timeout=self.timeout_s
-            )
-        except (NatsTimeout, TimeoutError, NoRespondersError) as exc:
-            raise ControlTimeout(
-                "timeout", f"no answer on {subject} within {self.timeout_s:g} s ({exc!r})"
-            ) from exc
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                msg = await self.nc.request(
+                    subject, ControlRequest(args).to_json(), timeout=max(left, 0.01)
+                )
+                break
+            except NoRespondersError as exc:
+                # No control surface subscribed yet (home is reconnecting to a
+                # restarted nats-server): ask again until the deadline.
+                if left <= NO_RESPONDERS_RETRY_S:
+                    raise ControlTimeout(
+                        "timeout",
+                        f"nobody answered on {subject} within {self.timeout_s:g} s"
+                        " (no responders: is home up still starting or reconnecting?)",
+                    ) from exc
+                await asyncio.sleep(NO_RESPONDERS_RETRY_S)
+            except (NatsTimeout, TimeoutError) as exc:
+                raise ControlTimeout(
+                    "timeout", f"no answer on {subject} within {self.timeout_s:g} s ({exc!r})"
+                ) from exc
         return ControlReply.from_json(msg.data).unwrap()
