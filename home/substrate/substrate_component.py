@@ -202,7 +202,10 @@ class Substrate:
                         f"the cluster's JetStream did not answer within {QUORUM_TIMEOUT_S:.0f} s "
                         f"(are a majority of the members up?): {exc!r}"
                     ) from exc
-                log.info("waiting for a quorum of the cluster's members: %r", exc)
+                log.info(
+                    "waiting for a quorum of the cluster's members (JetStream: %s)",
+                    type(exc).__name__,
+                )
                 await asyncio.sleep(1.0)
 
     async def health(self) -> Health:
