@@ -875,7 +875,7 @@ class AgentNode:
             if not self._compaction.due(session_id, tokens):
                 return
             outcome = await self._compact(tau)
-            after = await self._context_tokens(tau) if outcome.performed else tokens
+            after = await self._context_tokens(tau)
         except AgentError as exc:
             self.stats.compactions_unperformed += 1
             log.warning(
@@ -886,6 +886,14 @@ class AgentNode:
         if outcome.performed:
             log.info(
                 "%s: compacted conversation %s from %d to %d tokens",
+                self.spec.name, session_id, tokens, after,
+            )  # fmt: skip
+            return
+        if after < tokens:
+            # τ's own auto-compaction folded it first, as the turn ended: the context is
+            # bounded, and our ``compact`` found the conversation ending in that summary.
+            log.info(
+                "%s: τ had compacted conversation %s itself, from %d to %d tokens",
                 self.spec.name, session_id, tokens, after,
             )  # fmt: skip
             return
