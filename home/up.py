@@ -35,6 +35,7 @@ from home.substrate.launchers import LAUNCHERS, Launcher
 from home.substrate.membership import Membership
 from home.substrate.nats_server import NatsServer
 from home.substrate.substrate_component import Substrate
+from shared.bus_credentials import ADMIN_USER
 from shared.errors import SchemaError
 from shared.schema import BridgeHalf, load_node_catalog
 
@@ -79,7 +80,7 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
 
     bridge = HomeBridgeComponent(
         config.data_dir,
-        lambda: nats_server.url,
+        endpoint_url(authority, nats_server),
         host=config.host,
         port=config.bridge_port,
         device_url=None if authority is None else device_urls(authority, nats_server),
@@ -130,6 +131,15 @@ def bus_authority(config: HomeConfig) -> BusAuthority | None:
         config.data_dir / "nats" / "authorization.conf",
         halves=usable_halves(PairedHalves(config.data_dir)),
     )
+
+
+def endpoint_url(authority: BusAuthority | None, server: NatsServer) -> Callable[[], str]:
+    """The bridge endpoint's own bus URL: it reads the event log for events left in doubt
+    by a crash, which a device's user may not (docs/architecture.md "Bridge: the durable
+    outbox")."""
+    if authority is None:
+        return lambda: server.url
+    return lambda: authority.url(ADMIN_USER, server.url)
 
 
 def device_urls(authority: BusAuthority, server: NatsServer) -> Callable[[str], Awaitable[str]]:

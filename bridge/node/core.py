@@ -70,6 +70,7 @@ class BridgeCore:
         hello_timeout_s: float = 10.0,
         sweep_interval_s: float = 1.0,
         store: OutboxStore | None = None,
+        lookup: NATS | None = None,
     ) -> None:
         self.half = half
         self.device = device or half.device
@@ -81,6 +82,9 @@ class BridgeCore:
         self.detail = "not connected yet"
         self.peer: str | None = None
         self._nc = nc
+        # Reads local JetStream for events in doubt after a crash (recover.py): ``nc``
+        # unless this side's own bus user may not (a device's user on home).
+        self._lookup = lookup or nc
         self.heartbeat_s = heartbeat_s
         self.hello_timeout_s = hello_timeout_s
         self._sweep_interval_s = sweep_interval_s
@@ -134,7 +138,7 @@ class BridgeCore:
         inbound = restored.inbound
         if inbound is not None:
             seen.update(
-                await delivered_since(self._nc, self.half.import_patterns, inbound.committed_at)
+                await delivered_since(self._lookup, self.half.import_patterns, inbound.committed_at)
             )
         entries = self.session.restore(
             restored.pending, seen, (inbound.stream, inbound.seq) if inbound else None

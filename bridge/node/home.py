@@ -55,7 +55,9 @@ class HomeBridgeEndpoint:
     the bus can hold each device to its own half; without it every core shares one
     connection to ``nats_url``.
 
-    ``outbox_dir``, when given, holds each device's durable outbox (:mod:`bridge.node.outbox`).
+    ``outbox_dir``, when given, holds each device's durable outbox (:mod:`bridge.node.outbox`);
+    after a crash the endpoint's own connection (``nats_url``'s user) reads the local
+    JetStream for the events left in doubt (:mod:`bridge.node.recover`).
     """
 
     def __init__(
@@ -114,11 +116,15 @@ class HomeBridgeEndpoint:
         self.halves[half.device] = half
         self.clients[fingerprint] = AuthorizedClient(fingerprint, half.device, half.endpoint.user)
 
+    async def _home_connection(self) -> NATS:
+        """The endpoint's own connection, as ``nats_url``'s user."""
+        if self._nc is None:
+            self._nc = await self._connect(self._nats_url, "bridge-home")
+        return self._nc
+
     async def _connection(self, device: str) -> NATS:
         if self._device_url is None:
-            if self._nc is None:
-                self._nc = await self._connect(self._nats_url, "bridge-home")
-            return self._nc
+            return await self._home_connection()
         url = await self._device_url(device)
         self._device_nc[device] = await self._connect(url, f"bridge-home-{device}")
         return self._device_nc[device]
@@ -133,10 +139,19 @@ class HomeBridgeEndpoint:
 
     async def _start_core(self, half: BridgeHalf) -> None:
         nc = await self._connection(half.device)
-        store = None
+        store = lookup = None
         if self._outbox_dir is not None:
             store = OutboxStore(store_path(self._outbox_dir, half), self._synchronous)
-        core = BridgeCore(half, nc, device=half.device, heartbeat_s=self._heartbeat_s, store=store)
+            # A device's own bus user may not read home's event log; the endpoint's may.
+            lookup = await self._home_connection()
+        core = BridgeCore(
+            half,
+            nc,
+            device=half.device,
+            heartbeat_s=self._heartbeat_s,
+            store=store,
+            lookup=lookup,
+        )
         await core.start()
         self.cores[half.device] = core
 
