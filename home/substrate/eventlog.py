@@ -16,7 +16,7 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import DeliverPolicy, StorageType, StreamConfig
+from nats.js.api import ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
 from home.substrate.config import EventLogConfig
@@ -113,12 +113,15 @@ async def read_log(
     subject: str = EVENTS_SUBJECT,
     binding_id: str | None = None,
     follow: bool = False,
+    since: datetime | None = None,
 ) -> AsyncIterator[LoggedEvent]:
-    """Replay the stream from its start (then follow, if asked), filtered."""
+    """Replay the stream from its start, or from ``since`` (then follow, if asked), filtered."""
     js = nc.jetstream()
-    sub = await js.subscribe(
-        subject, stream=stream, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
-    )
+    if since is None:
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+    else:
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since)
+    sub = await js.subscribe(subject, stream=stream, ordered_consumer=True, config=config)
     try:
         while True:
             try:

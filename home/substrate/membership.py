@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 BUCKET = "HOME_MEMBERS"
 HEARTBEAT_S = 1.0
 GONE_AFTER_S = 5.0
+# A lost member's bindings are routed again from this long before its last heartbeat
+# seen here: what its router may not have delivered, with room for the clocks of the
+# log's leader and this member to disagree. Well inside the log's duplicate window.
+REPLAY_MARGIN_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -275,13 +279,22 @@ class Membership:
         )  # fmt: skip
         if runtime is None:
             return
+        last_beat = time.time() - (time.monotonic() - sighting.moved_at)
         for source in sighting.record.schemas:
             try:
                 schema = runtime.parse(source)
                 if schema.name in runtime.active:
                     continue
                 await runtime.apply(source)
-            except (SchemaError, SchemaRuntimeError) as exc:
+                read = await runtime.replay(
+                    schema.name, self._js_nc(), self._stream, last_beat - REPLAY_MARGIN_S
+                )
+                log.info(
+                    "membership: routed %s's log again from %.0f s before %s's last heartbeat"
+                    " (%d event(s) read)",
+                    schema.name, REPLAY_MARGIN_S, gone, read,
+                )  # fmt: skip
+            except (SchemaError, SchemaRuntimeError, NatsError, TimeoutError) as exc:
                 self.last_error = f"could not take over {source.file} from {gone}: {exc}"
                 log.error("membership: %s", self.last_error)
 

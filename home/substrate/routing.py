@@ -77,6 +77,13 @@ def delivery_subject(spec: NodeSpec) -> str | None:
     return None
 
 
+def delivery_id(route: Route, event: Event) -> str:
+    """The ``Nats-Msg-Id`` of ``event``'s delivery along ``route``: the event log keeps
+    one copy per id within its duplicate window, so routing an event twice (a replay
+    after a member's loss) delivers it once."""
+    return f"{route.schema}.{event.event_id}"
+
+
 def route_binding(event: Event, route: Route, router: str, now: datetime) -> Delivered | Dropped:
     """Deliver ``event`` along ``route``: loop guard, expiry, binding_id, stamp, hop."""
     if route.deliver_to is None:
@@ -164,6 +171,7 @@ class RouterCounters:
 
     routed: int = 0
     resolved_speak: int = 0
+    replayed: int = 0
     routed_by_schema: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
     last_error: dict[str, str] = field(default_factory=dict)
@@ -183,6 +191,7 @@ class RouterCounters:
         return {
             "routed": self.routed,
             "resolved_speak": self.resolved_speak,
+            "replayed": self.replayed,
             "routed_by_schema": dict(self.routed_by_schema),
             "dropped": dict(self.dropped),
             "last_error": dict(self.last_error),

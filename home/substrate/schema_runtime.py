@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nats.aio.client import Client as NatsClient
+
 from home.substrate.errors import OverlapRefused, SchemaNotFound, SchemaRuntimeError
 from home.substrate.launchers import LaunchContext, Launcher
 from home.substrate.nodes import DEGRADING_STATES, RUNNING, NodeRunner
@@ -196,6 +198,14 @@ class SchemaRuntime:
         self._save()
         log.info("unapplied schema %s", name)
         return entry.view()
+
+    async def replay(self, name: str, log_nc: NatsClient, stream: str, since: float) -> int:
+        """Route again what ``stream`` recorded on active schema ``name``'s bindings since
+        ``since`` (wall clock); how many events were read (:meth:`Router.replay`)."""
+        entry = self.active.get(name)
+        if entry is None:
+            raise SchemaNotFound(f"schema {name!r} is not active")
+        return await self.router.replay(log_nc, stream, self._routes(entry.schema), since)
 
     async def restore_saved(self) -> list[str]:
         """Re-apply the schemas that were active when the last home stopped."""

@@ -3,11 +3,12 @@
 Members m1, m2 and m3 are each a `home up` process tree with its own data
 directory, ports and nats-server; the servers form a cluster and the event log
 (with the agents' durable inboxes in it) is replicated on all three. m3 runs
-the agent. Turns are delivered into the agent's inbox the way the router
-delivers them, each published until JetStream acknowledges it; m3 is killed
-with turns queued. A turn is acknowledged once the replicated log holds it, so
-every acknowledged turn must be answered exactly once within its TTL by the
-agent the survivors start again, and the log must have no gap.
+the schema: its router and its agent. The board publishes each turn as the
+bridge does, on its sensation subject, until the replicated log acknowledges
+it; m3 is killed with turns queued and turns still coming. The survivor that
+takes over m3's schema routes the log again from before m3's last heartbeat, so
+every acknowledged turn, routed by m3 or published while nobody routed it, must
+be answered exactly once within its TTL, and the log must have no gap.
 """
 
 from __future__ import annotations
@@ -24,10 +25,8 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from home.substrate.routing import Delivered, Route, delivery_subject, route_binding
-from shared.event import Event, utc_now
-from shared.schema import load_node_catalog
-from shared.subjects import speech_completed_subject
+from shared.event import Event, new_binding_id
+from shared.subjects import sensation_turn_subject, speech_completed_subject
 from tests.support.home_cluster import (
     AGENT,
     home_cluster,
@@ -50,12 +49,10 @@ def answer(request: RecordedRequest) -> Reply:
 
 
 class Board:
-    """Sends turns into the agent's inbox as the router delivers them; acks each speak."""
+    """Publishes turns on its sensation subject, as the bridge does; acks each speak."""
 
-    def __init__(self, nc: NatsClient, inbox: str) -> None:
+    def __init__(self, nc: NatsClient) -> None:
         self.nc = nc
-        self.inbox = inbox
-        self.route = Route("cluster_turns", "events.sensation.*.turn", AGENT, inbox)
         self.acked: dict[str, float] = {}  # binding_id -> deadline (monotonic)
         self.log_seqs: dict[str, int] = {}
         self.answers: Counter[str] = Counter()
@@ -81,19 +78,19 @@ class Board:
     async def send(self, text: str) -> None:
         """One turn, published until the replicated log acknowledges it (same msg id)."""
         self.sequence += 1
-        turn = Event.new(
+        event = Event.new(
             "sensation.turn", {"text": text, "device": DEVICE}, source=f"edge.audio.{DEVICE}",
-            sequence_number=self.sequence, ttl_ms=TTL_MS,
+            sequence_number=self.sequence, ttl_ms=TTL_MS, binding_id=new_binding_id(),
         )  # fmt: skip
-        delivered = route_binding(turn, self.route, "test.router", utc_now())
-        assert isinstance(delivered, Delivered), delivered
-        event = delivered.event
         js = self.nc.jetstream()
         started = time.monotonic()
         while True:
             try:
                 ack = await js.publish(
-                    self.inbox, event.to_json(), timeout=2, headers={"Nats-Msg-Id": event.event_id}
+                    sensation_turn_subject(DEVICE),
+                    event.to_json(),
+                    timeout=2,
+                    headers={"Nats-Msg-Id": event.event_id},
                 )
                 break
             except (NatsError, TimeoutError):
@@ -119,7 +116,7 @@ class Board:
         assert state.num_deleted in (0, None)
         assert state.messages == state.last_seq - state.first_seq + 1
         for seq in self.log_seqs.values():
-            assert (await js.get_msg("EVENTS", seq)).subject == self.inbox
+            assert (await js.get_msg("EVENTS", seq)).subject == sensation_turn_subject(DEVICE)
 
     async def send_many(self, count: int, label: str) -> None:
         for i in range(count):
@@ -129,8 +126,6 @@ class Board:
 
 async def test_a_lost_member_loses_no_acknowledged_turn(tmp_path: Path) -> None:
     schemas = write_turns_schema(tmp_path / "schemas")
-    inbox = delivery_subject(load_node_catalog(Path("schemas/nodes.yaml"))[AGENT])
-    assert inbox is not None
     async with (
         ScriptedModel(responder=answer) as model,
         home_cluster(
@@ -148,7 +143,7 @@ async def test_a_lost_member_loses_no_acknowledged_turn(tmp_path: Path) -> None:
         try:
             info = await nc.jetstream().stream_info("EVENTS")
             assert info.config.num_replicas == 3
-            board = Board(nc, inbox)
+            board = Board(nc)
             await board.listen()
             await board.send_many(TURNS_BEFORE, "before")
             during = asyncio.create_task(board.send_many(TURNS_DURING, "during"))

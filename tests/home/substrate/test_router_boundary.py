@@ -43,7 +43,9 @@ class Published:
     def __init__(self) -> None:
         self.subjects: list[str] = []
 
-    async def publish(self, subject: str, data: bytes) -> None:
+    async def publish(
+        self, subject: str, data: bytes, headers: dict[str, str] | None = None
+    ) -> None:
         self.subjects.append(subject)
 
 
@@ -65,9 +67,9 @@ async def test_every_poisoned_event_is_counted_and_the_next_good_one_routed() ->
     nc = Published()
     router = Router(nc, "substrate.router")  # type: ignore[arg-type]
     for raw in POISONED.values():
-        await router._on_binding(ROUTE, Msg(TURN, raw))  # type: ignore[arg-type]
+        await router._on_binding(ROUTE, TURN, raw)
     await router._on_speak(Msg("events.workspace.UPPER.out.speak", _turn()))  # type: ignore[arg-type]
-    await router._on_binding(ROUTE, Msg(TURN, _turn()))  # type: ignore[arg-type]
+    await router._on_binding(ROUTE, TURN, _turn())
     assert router.counters.dropped["malformed"] == len(POISONED) + 1
     assert nc.subjects == ["events.workspace.echo.in"]
 
@@ -78,7 +80,7 @@ async def test_a_failure_of_ours_is_counted_as_failed(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(router_module, "route_binding", broken)
     router = Router(Published(), "substrate.router")  # type: ignore[arg-type]
-    await router._on_binding(ROUTE, Msg(TURN, _turn()))  # type: ignore[arg-type]
+    await router._on_binding(ROUTE, TURN, _turn())
     assert router.counters.dropped["failed"] == 1
     assert "a bug in routing" in router.counters.last_error["failed"]
 
@@ -102,7 +104,7 @@ async def test_every_fuzzed_message_is_routed_or_counted(messages: list[bytes]) 
     router = Router(Published(), "substrate.router")  # type: ignore[arg-type]
     for raw in messages:
         with ROUTER.timed(raw):
-            await router._on_binding(ROUTE, Msg(TURN, raw))  # type: ignore[arg-type]
+            await router._on_binding(ROUTE, TURN, raw)
     counted = router.counters.routed + sum(router.counters.dropped.values())
     assert counted == len(messages)
     assert router.counters.dropped["failed"] == 0

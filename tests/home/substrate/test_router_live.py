@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
+from collections import Counter
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +17,9 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from home.substrate import control
 from home.substrate.errors import HomeNotRunning
+from home.substrate.eventlog import read_log
+from home.substrate.router import Router
+from home.substrate.routing import Route
 from shared.bus_credentials import home_admin_url
 from shared.event import Event
 from shared.subjects import sensation_turn_subject
@@ -167,3 +172,41 @@ async def test_nats_server_killed_is_restarted_in_place_and_routing_resumes(home
         await wait_for(answered, "a turn to be routed and answered after the restart")
     finally:
         await nc.close()
+
+
+async def test_a_replay_delivers_what_no_router_had_and_nothing_twice(home: Home) -> None:
+    # A lost member's router delivered A, then died (here: its schema unapplied); B was
+    # published while nobody routed it. The adopting member's router replays the log.
+    await home.request(control.SCHEMA_APPLY, name="talk")
+    await running_pid(home, "svc.echo")
+    inbox = "events.workspace.echo.in"
+    since = time.time() - 1
+    a, b = turn("routed before the loss"), turn("published while nobody routed")
+    delivered = await home.nc.subscribe(inbox)
+    await home.nc.flush()
+    await home.nc.publish(sensation_turn_subject("tui"), a.to_json())
+    assert (await next_event(delivered)).event_id == a.event_id
+    await home.request(control.SCHEMA_UNAPPLY, name="talk")
+    await home.nc.publish(sensation_turn_subject("tui"), b.to_json())
+    await home.nc.flush()
+
+    adopter = Router(home.nc, "adopter.router")
+    route = Route("talk", "events.sensation.*.turn", "svc.echo", inbox)
+    assert await adopter.replay(home.nc, "EVENTS", [route], since) == 2
+    assert adopter.counters.replayed == 2
+
+    async def in_the_log() -> Counter[str]:
+        return Counter(
+            [
+                logged.event.event_id
+                async for logged in read_log(home.nc, "EVENTS", subject=inbox)
+                if logged.event is not None
+            ]
+        )
+
+    async def b_logged() -> bool:
+        return b.event_id in await in_the_log()
+
+    await wait_for(b_logged, "the replayed event in the agent's inbox")
+    # A's second delivery had the same Nats-Msg-Id: the log kept one copy.
+    assert await in_the_log() == Counter({a.event_id: 1, b.event_id: 1})
