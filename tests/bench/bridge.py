@@ -42,7 +42,7 @@ from rich.progress import Progress
 
 from shared.event import Event
 from shared.proc import free_port, terminate_blocking, wait_for_port, wait_for_port_blocking
-from tests.bench.report import Result, publish
+from tests.bench.report import Result, publish, quantile
 from tests.bridge.faulty_proxy import FaultyProxy
 from tests.bridge.servers import Paired, make_pair, nats_server
 
@@ -417,11 +417,6 @@ async def _outage_after(proxy: FaultyProxy, after_s: float) -> None:
     await proxy.outage(OUTAGE_S)
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def _vs(
     metric: str, unit: str, n: int, mine: float, peers: dict[str, float], note: str
 ) -> list[Result]:
@@ -442,7 +437,7 @@ async def _latency_rows(paths: tuple[Path_, ...]) -> list[Result]:
         expected = int(rate * LATENCY_SECONDS) * LATENCY_ROUNDS
         lost = ", ".join(f"{p.name} {expected - len(samples[p.name])}" for p in paths[1:])
         for q, label in ((0.5, "p50"), (0.99, "p99")):
-            b, m, t, j = (_pct(samples[p.name], q) for p in paths)
+            b, m, t, j = (quantile(samples[p.name], q) for p in paths)
             note = (
                 f"bare NATS {label} {b:.3f} ms; ours {m:.3f} ms; leaf {t:.3f} ms; "
                 f"leaf+JetStream {j:.3f} ms (lost: {lost})"

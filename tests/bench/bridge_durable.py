@@ -15,8 +15,8 @@ from pathlib import Path
 import nats
 
 from shared.proc import free_port, wait_for_port_blocking
-from tests.bench.bridge import LATENCY_ROUNDS, LATENCY_SECONDS, Path_, _pct, latency, process
-from tests.bench.report import Result
+from tests.bench.bridge import LATENCY_ROUNDS, LATENCY_SECONDS, Path_, latency, process
+from tests.bench.report import Result, quantile
 from tests.bridge.crash import CrashReport, run_crash
 from tests.bridge.servers import Paired, nats_server
 
@@ -62,8 +62,8 @@ async def cost_rows(paired: Paired, tmp: Path, bare: Path_) -> list[Result]:
             b, m, n, f = (samples[p.name] for p in paths)
             expected = int(rate * LATENCY_SECONDS) * LATENCY_ROUNDS
             for q, label in ((0.5, "p50"), (0.99, "p99")):
-                base = _pct(b, q)
-                added = {name: _pct(s, q) - base for name, s in (("m", m), ("n", n), ("f", f))}
+                base = quantile(b, q)
+                added = {name: quantile(s, q) - base for name, s in (("m", m), ("n", n), ("f", f))}
                 results.append(
                     Result(
                         f"added latency {label} @ {rate} ev/s, durable outbox (WAL NORMAL)",

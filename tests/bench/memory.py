@@ -52,6 +52,7 @@ from typing import Any
 import httpx
 from rich.progress import Progress
 
+from hil.wait import percentile
 from home.memory.calibrate import best_separation
 from home.memory.config import parse_config
 from home.memory.fsrs import ReviewBook
@@ -322,12 +323,6 @@ def auc(positives: list[float], negatives: list[float]) -> float:
     """Probability that a random positive outscores a random negative (ties count half)."""
     wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
     return wins / (len(positives) * len(negatives))
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
 class JmftsProcess:

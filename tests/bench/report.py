@@ -15,6 +15,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from hil.wait import percentile
+
 RESULTS_DIR = Path(os.environ.get("BENCH_RESULTS", "bench-results"))
 
 
@@ -39,9 +41,8 @@ class Result:
 
 
 def quantile(values: list[float], q: float) -> float:
-    """The ``q`` quantile (0..1) of ``values`` by nearest rank."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    """The ``q`` quantile (0..1) of ``values`` by nearest rank (:func:`hil.wait.percentile`)."""
+    return percentile(values, q * 100)
 
 
 def machine() -> dict[str, object]:

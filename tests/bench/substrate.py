@@ -38,6 +38,7 @@ import yaml
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
+from hil.wait import percentile
 from home.substrate.nats_server import NatsServer
 from shared.bus_credentials import home_admin_url
 from shared.event import Event
@@ -67,13 +68,6 @@ SCHEMA = {
     "requires": {"nodes": ["svc.bench"]},
     "bindings": [{"from": "events.sensation.bench.turn", "to": "svc.bench"}],
 }
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100) by nearest rank."""
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))
-    return ordered[index]
 
 
 Path_ = tuple[str, str]  # (publish on, receive on)
