@@ -118,8 +118,12 @@ class _Answers(SessionObserver):
         # A speak is the answer; a reply after it for the same turn is its closing prose.
         if isinstance(item, AgentReply) and item.binding_id in self.count:
             return
-        self.count[item.binding_id] += 1
         self.first_at.setdefault(item.binding_id, time.monotonic())
+        # An answer spoken in parts (``more`` on all but the last) is one answer: heard
+        # at its first part, counted at its last.
+        if isinstance(item, AgentSpeech) and item.more:
+            return
+        self.count[item.binding_id] += 1
         self.arrived.set()
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from edge.tui.wire import AgentSpeech
 from hil.cli import app
+from hil.fleet import _Answers
 from hil.runner import HilError, run_suites
 from hil.suites import build_suites, parse_fleet_sizes
 from hil.targets.base import HomeWatch, TargetContext
@@ -94,3 +96,15 @@ async def test_fleet_without_a_home_dir_fails_saying_so(tmp_path: Path) -> None:
 
 async def _no_logs() -> str:
     return ""
+
+
+async def test_an_answer_spoken_in_parts_is_one_answer_heard_at_its_first_part() -> None:
+    answers = _Answers()
+    first = AgentSpeech("a", "b", "bid", "First.", "e1", more=True)
+    await answers.on_incoming(first)
+    heard = answers.first_at["bid"]
+    await answers.on_incoming(AgentSpeech("a", "b", "bid", "Second.", "e2"))
+    await answers.on_incoming(first)  # the same event again is a redelivery
+    assert answers.count == Counter({"bid": 1})
+    assert answers.first_at["bid"] == heard
+    assert answers.redelivered == 1
