@@ -26,7 +26,13 @@ from home.tau_extensions.speakable import APOLOGY
 from shared.event import Event, new_binding_id, utc_now
 from shared.schema.catalog import NodeCatalog, NodeSpec, RestartPolicy
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide
-from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
+from tests.support.scripted_model import (
+    RecordedRequest,
+    Reply,
+    ScriptedModel,
+    ToolCall,
+    content_text,
+)
 
 
 def with_extension_config(spec: NodeSpec, name: str, **config: Any) -> NodeSpec:
@@ -555,6 +561,36 @@ async def test_the_first_sentence_is_spoken_while_the_model_still_writes_the_res
     assert all(s.event.binding_id == said.binding_id for s in speaks)
     assert not edge.on("reply.tui")
     assert node.stats.reprompts == 0
+
+
+async def test_a_first_sentence_spoken_before_the_message_calls_a_tool_is_still_acked(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    # The stream held a whole sentence, so it was spoken; then the message called a
+    # tool, which makes its prose a status line. The tool's answer is spoken after it.
+    model.script(
+        Reply(
+            text="Let me look at the kettle for you. One moment.",
+            parts=("Let me look at the kettle for you. ", "One moment."),
+            tool_calls=[ToolCall("speak", {"text": "The kettle is on."})],
+        ),
+        Reply(),
+    )
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        said = await edge.say("is the kettle on", received=lambda: node.stats.received)
+        await until(lambda: len(node.stats.outcomes) == 1)
+        (status,) = await edge.wait_for("reply.tui")
+
+    speaks = edge.on("speak.tui")
+    assert [s.event.payload["text"] for s in speaks] == [
+        "Let me look at the kettle for you.",
+        "The kettle is on.",
+    ]
+    assert speaks[0].event.payload.get("more") is True
+    assert all(s.event.binding_id == said.binding_id for s in speaks)
+    assert status.event.payload["kind"] == "status"
+    assert [o.error for o in node.stats.outcomes] == [None]
+    assert node.stats.failed == 0 and node.stats.reprompts == 0
 
 
 async def test_with_first_sentence_off_the_answer_is_spoken_whole_once_it_ends(
