@@ -35,7 +35,7 @@ from nats.js.kv import KeyValue
 
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.config import ClusterConfig
-from home.substrate.errors import MemberRecordError, SchemaRuntimeError
+from home.substrate.errors import ComponentError, MemberRecordError, SchemaRuntimeError
 from home.substrate.schema_runtime import SchemaRuntime, SchemaSource
 from shared.errors import SchemaError
 
@@ -48,6 +48,8 @@ GONE_AFTER_S = 5.0
 # seen here: what its router may not have delivered, with room for the clocks of the
 # log's leader and this member to disagree. Well inside the log's duplicate window.
 REPLAY_MARGIN_S = 10.0
+# How long a starting member keeps asking the bucket before it gives up.
+START_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -134,10 +136,24 @@ class Membership:
     async def start(self) -> None:
         """Open the bucket, give up what others took over, write the first record and begin
         the heartbeat."""
-        self._kv = await self._bucket()
-        await self._read(self._kv)
-        await self._give_up_taken_over()
-        await self._beat()
+        deadline = time.monotonic() + START_WAIT_S
+        while True:
+            try:
+                self._kv = await self._bucket()
+                await self._read(self._kv)
+                await self._give_up_taken_over()
+                await self._beat()
+                break
+            except (NatsError, TimeoutError) as exc:
+                # While members join, the bucket's stream widens its replicas and elects
+                # a leader; a request in between times out (seen: a member's first beat).
+                if time.monotonic() > deadline:
+                    raise ComponentError(
+                        f"membership: the {BUCKET} bucket did not answer within "
+                        f"{START_WAIT_S:.0f} s: {exc!r}"
+                    ) from exc
+                log.info("membership: waiting for the %s bucket (%s)", BUCKET, type(exc).__name__)
+                await asyncio.sleep(HEARTBEAT_S)
         self._task = asyncio.create_task(self._run(), name="membership")
 
     async def _give_up_taken_over(self) -> None:
