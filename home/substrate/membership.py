@@ -62,6 +62,8 @@ class MemberRecord:
     data_dir: str
     schemas: tuple[SchemaSource, ...] = ()
     nodes: tuple[dict[str, Any], ...] = ()
+    # When the member wrote this record, by its own wall clock (0: not said).
+    beat_at: float = 0.0
 
     def to_json(self) -> bytes:
         """The record as stored."""
@@ -72,6 +74,7 @@ class MemberRecord:
             "data_dir": self.data_dir,
             "schemas": [{"file": s.file, "text": s.text} for s in self.schemas],
             "nodes": list(self.nodes),
+            "beat_at": self.beat_at,
         }
         return json.dumps(body).encode()
 
@@ -89,6 +92,7 @@ class MemberRecord:
                     SchemaSource(str(s["file"]), str(s["text"])) for s in body["schemas"]
                 ),
                 nodes=tuple(dict(n) for n in body["nodes"]),
+                beat_at=float(body.get("beat_at", 0.0)),
             )
         except (ValueError, TypeError, KeyError) as exc:
             raise MemberRecordError(f"{BUCKET}/{key}: not a member record: {exc!r}") from exc
@@ -241,7 +245,13 @@ class Membership:
             schemas = tuple(a.source for a in runtime.active.values())
             nodes = tuple(r.view().to_dict() for r in runtime.runners.values())
         return MemberRecord(
-            self.cluster.member, self._nats_url(), os.getpid(), self._data_dir, schemas, nodes
+            self.cluster.member,
+            self._nats_url(),
+            os.getpid(),
+            self._data_dir,
+            schemas,
+            nodes,
+            beat_at=time.time(),
         )
 
     async def _read(self, kv: KeyValue) -> None:
@@ -295,7 +305,10 @@ class Membership:
         )  # fmt: skip
         if runtime is None:
             return
-        last_beat = time.time() - (time.monotonic() - sighting.moved_at)
+        # The gone member's last heartbeat by its own clock (the log's timestamps are its
+        # leader's: the margin covers clocks that disagree). When this member saw the
+        # record move is no guide: its own reads fail while the streams elect leaders.
+        last_beat = sighting.record.beat_at or time.time() - (time.monotonic() - sighting.moved_at)
         for source in sighting.record.schemas:
             try:
                 schema = runtime.parse(source)
