@@ -134,6 +134,9 @@ class Membership:
         # Member -> the member that took over its schemas, as this member saw it happen.
         self.adopted: dict[str, str] = {}
         self.last_error: str | None = None
+        # When this member last failed to beat: it saw no record move before then, so
+        # silence up to then is its own blindness, not the others' (see _gone).
+        self._blind_at = time.monotonic()
         self._kv: KeyValue | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -156,6 +159,7 @@ class Membership:
                         f"membership: the {BUCKET} bucket did not answer within "
                         f"{START_WAIT_S:.0f} s: {exc!r}"
                     ) from exc
+                self._blind_at = time.monotonic()
                 log.info("membership: waiting for the %s bucket (%s)", BUCKET, type(exc).__name__)
                 await asyncio.sleep(HEARTBEAT_S)
         self._task = asyncio.create_task(self._run(), name="membership")
@@ -227,6 +231,7 @@ class Membership:
                 self.last_error = None
             except (NatsError, TimeoutError, MemberRecordError, SchemaRuntimeError) as exc:
                 # A stream leader lost with a member is elected again within seconds.
+                self._blind_at = time.monotonic()
                 self.last_error = f"membership: {exc!r}"
                 log.warning("%s", self.last_error)
 
@@ -285,7 +290,11 @@ class Membership:
                 await self._adopt(kv, sighting)
 
     def _gone(self, sighting: Sighting) -> bool:
-        return time.monotonic() - sighting.moved_at > GONE_AFTER_S
+        """No move of its record for GONE_AFTER_S while this member was watching: after
+        this member's own failed beats (the streams electing leaders once a member is
+        lost) every other record looks still, and the living must not be taken over."""
+        watched_since = max(sighting.moved_at, self._blind_at)
+        return time.monotonic() - watched_since > GONE_AFTER_S
 
     async def _adopt(self, kv: KeyValue, sighting: Sighting) -> None:
         """Claim a gone member's record; if the claim wins, run its schemas here."""
