@@ -30,11 +30,43 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+from nats.errors import Error as NatsError
 
 from home.substrate.errors import ComponentError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+async def until_answered(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    within_s: float,
+    interval_s: float,
+    asking: str,
+    hint: str = "",
+) -> T:
+    """``attempt()`` again every ``interval_s`` while NATS fails or times out, for up to
+    ``within_s``; then ComponentError says ``asking`` did not answer (and ``hint``).
+
+    For a starting component of a clustered home: JetStream answers once a quorum of
+    members is up, and not while a stream widens its replicas or elects a leader.
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return await attempt()
+        except (NatsError, TimeoutError) as exc:
+            if time.monotonic() > deadline:
+                raise ComponentError(
+                    f"{asking} did not answer within {within_s:.0f} s{hint}: {exc!r}"
+                ) from exc
+            log.info("waiting for %s (%s)", asking, type(exc).__name__)
+            await asyncio.sleep(interval_s)
+
 
 HEALTH_TIMEOUT_S = 5.0
 

@@ -33,9 +33,9 @@ from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError, NoKey
 from nats.js.errors import NotFoundError as JsNotFound
 from nats.js.kv import KeyValue
 
-from home.substrate.component import ComponentInfo, Health
+from home.substrate.component import ComponentInfo, Health, until_answered
 from home.substrate.config import ClusterConfig
-from home.substrate.errors import ComponentError, MemberRecordError, SchemaRuntimeError
+from home.substrate.errors import MemberRecordError, SchemaRuntimeError
 from home.substrate.schema_runtime import SchemaRuntime, SchemaSource
 from shared.errors import SchemaError
 
@@ -143,26 +143,26 @@ class Membership:
     async def start(self) -> None:
         """Open the bucket, give up what others took over, write the first record and begin
         the heartbeat."""
-        deadline = time.monotonic() + START_WAIT_S
-        while True:
-            try:
-                self._kv = await self._bucket()
-                await self._read(self._kv)
-                await self._give_up_taken_over()
-                await self._beat()
-                break
-            except (NatsError, TimeoutError) as exc:
-                # While members join, the bucket's stream widens its replicas and elects
-                # a leader; a request in between times out (seen: a member's first beat).
-                if time.monotonic() > deadline:
-                    raise ComponentError(
-                        f"membership: the {BUCKET} bucket did not answer within "
-                        f"{START_WAIT_S:.0f} s: {exc!r}"
-                    ) from exc
-                self._blind_at = time.monotonic()
-                log.info("membership: waiting for the %s bucket (%s)", BUCKET, type(exc).__name__)
-                await asyncio.sleep(HEARTBEAT_S)
+        # While members join, the bucket's stream widens its replicas and elects a
+        # leader; a request in between times out (seen: a member's first beat).
+        await until_answered(
+            self._join,
+            within_s=START_WAIT_S,
+            interval_s=HEARTBEAT_S,
+            asking=f"membership: the {BUCKET} bucket",
+        )
         self._task = asyncio.create_task(self._run(), name="membership")
+
+    async def _join(self) -> None:
+        """Open the bucket, read it, give up what others took over, beat once."""
+        try:
+            self._kv = await self._bucket()
+            await self._read(self._kv)
+            await self._give_up_taken_over()
+            await self._beat()
+        except (NatsError, TimeoutError):
+            self._blind_at = time.monotonic()
+            raise
 
     async def _give_up_taken_over(self) -> None:
         """Unapply the restored schemas another member runs: it took them over while this

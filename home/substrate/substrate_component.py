@@ -26,7 +26,7 @@ from nats.js.errors import NotFoundError
 
 from home.substrate import control
 from home.substrate.bus_auth import ROUTER_USER, SUBSTRATE_USER, BusAuthority
-from home.substrate.component import ComponentInfo, Health
+from home.substrate.component import ComponentInfo, Health, until_answered
 from home.substrate.config import HomeConfig
 from home.substrate.control import ControlReply, ControlRequest, StatusChange
 from home.substrate.errors import (
@@ -191,22 +191,13 @@ class Substrate:
         if self.config.cluster is None:
             await ensure_stream(nc, self.config.event_log)
             return
-        deadline = time.monotonic() + QUORUM_TIMEOUT_S
-        while True:
-            try:
-                await ensure_stream(nc, self.config.event_log)
-                return
-            except (NatsError, TimeoutError) as exc:
-                if time.monotonic() > deadline:
-                    raise ComponentError(
-                        f"the cluster's JetStream did not answer within {QUORUM_TIMEOUT_S:.0f} s "
-                        f"(are a majority of the members up?): {exc!r}"
-                    ) from exc
-                log.info(
-                    "waiting for a quorum of the cluster's members (JetStream: %s)",
-                    type(exc).__name__,
-                )
-                await asyncio.sleep(1.0)
+        await until_answered(
+            lambda: ensure_stream(nc, self.config.event_log),
+            within_s=QUORUM_TIMEOUT_S,
+            interval_s=1.0,
+            asking="the cluster's JetStream",
+            hint=" (are a majority of the members up?)",
+        )
 
     async def health(self) -> Health:
         """Connected to NATS (or reconnecting by itself: restarting would not help), and
