@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 
 BUCKET = "HOME_MEMBERS"
 HEARTBEAT_S = 1.0
-GONE_AFTER_S = 5.0
+# Longer than one heartbeat whose put times out (JetStream's 5 s request timeout while
+# a stream elects a leader): a slow beat is not a lost member.
+GONE_AFTER_S = 12.0
 # A lost member's bindings are routed again from this long before its last heartbeat
 # seen here: what its router may not have delivered, with room for the clocks of the
 # log's leader and this member to disagree. Well inside the log's duplicate window.
