@@ -15,7 +15,7 @@ from home.jmfts.embedder import OnnxMiniLM
 from home.jmfts.models import DocumentCreate, DocumentUpdate, SearchRequest
 from home.jmfts.search import build_filter, nearest_documents, search
 from home.jmfts.store import DocumentStore
-from home.jmfts.vector_index import EXACT_BELOW, VectorIndex
+from home.jmfts.vector_index import EXACT_BELOW, HNSW_EF_SEARCH, VectorIndex
 
 ADMIN = Principal(id=1, name="admin", is_owner=True)
 DIM = 32
@@ -52,6 +52,18 @@ def test_recall_against_exact_is_above_a_floor_on_a_fixed_corpus() -> None:
         _, exact = index.search(q, 10, exact=True)
         overlap += len(set(approx.tolist()) & set(exact.tolist()))
     assert overlap / (10 * len(queries)) >= 0.9
+
+
+def test_a_loaded_index_searches_as_broadly_as_this_code_says(tmp_path: Path) -> None:
+    """FAISS saves efSearch in the file; an index saved with another breadth (an older
+    default) searches with today's once loaded."""
+    index = VectorIndex(DIM, "hnsw")
+    index.add(np.arange(1, 11, dtype=np.int64), _unit(np.random.default_rng(3), 10))
+    index.set_ef_search(HNSW_EF_SEARCH * 2)
+    index.save(tmp_path, "m")
+    loaded = VectorIndex.load(tmp_path)
+    assert loaded is not None
+    assert loaded[0].ef_search == HNSW_EF_SEARCH
 
 
 def test_exact_search_over_the_graph_matches_a_flat_index() -> None:
