@@ -32,6 +32,7 @@ from nats.errors import Error as NatsError
 
 from bridge.errors import HelloRefused, LinkError
 from bridge.node.counters import BridgeCounters
+from bridge.node.intake import INTAKE_HEADER, verdict
 from bridge.node.link import Link
 from bridge.node.outbox import OutboxStore, StoreError
 from bridge.node.recover import delivered_since
@@ -261,7 +262,15 @@ class BridgeCore:
     # --- local side -------------------------------------------------------------
 
     async def _on_local(self, msg: Msg) -> None:
-        await self.carry_out(self.session.send(msg.subject, msg.data, time.time()))
+        actions = self.session.send(msg.subject, msg.data, time.time())
+        await self.carry_out(actions)
+        if msg.reply:
+            # Asked, not just published: say whether it is in the outbox (bridge/node/intake.py).
+            said, message = verdict(actions)
+            try:
+                await self._nc.publish(msg.reply, message.encode(), headers={INTAKE_HEADER: said})
+            except NatsError as exc:
+                log.warning("%s: cannot answer a producer on %s: %s", self.label, msg.subject, exc)
 
     async def _sweep(self) -> None:
         while True:

@@ -3,7 +3,8 @@
 Latency: the same two processes as ``ours`` in :mod:`tests.bench.bridge`, with the
 outbox in memory, in SQLite WAL with ``synchronous=NORMAL`` (the default) and with
 ``FULL``, interleaved round by round against bare NATS. Crash: the chaos test's
-scenario (:mod:`tests.bridge.crash`), once with the outbox in memory and once durable.
+scenario (:mod:`tests.bridge.crash`), once with the outbox in memory, once durable, and once
+durable with a producer that asks the edge to take each event (`bridge/node/intake.py`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ async def crash_rows(paired: Paired, tmp: Path) -> list[Result]:
     """Events lost (and duplicated) across kill -9 of the edge half, then of the home half."""
     memory = await run_crash(paired, tmp / "crash-memory", durable=False)
     durable = await run_crash(paired, tmp / "crash-durable", durable=True)
+    asked = await run_crash(paired, tmp / "crash-asked", durable=True, acked=True)
 
     def lost(r: CrashReport) -> int:
         return len(r.lost_edge_kill) + len(r.lost_home_kill)
@@ -100,6 +102,16 @@ async def crash_rows(paired: Paired, tmp: Path) -> list[Result]:
             f"restart; still on the board's bus when it died (never taken, core NATS "
             f"intake): {len(durable.lost_at_intake)}; in memory the edge is killed once home "
             f"delivered the first of the burst (no file to watch)",
+        ),
+        Result(
+            "events lost across kill -9 of each half, producer asking (durable outbox)",
+            len(set(asked.published) - set(asked.arrivals)),
+            "events",
+            len(asked.published),
+            "the same, producer publishing",
+            len(durable.lost_at_intake) + lost(durable),
+            f"each event a request the edge answers once it is in the outbox, asked again "
+            f"until taken (bridge/node/intake.py); delivered twice: {len(asked.duplicates)}",
         ),
         Result(
             "events lost across kill -9 of the home half (durable outbox)",

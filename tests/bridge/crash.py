@@ -10,6 +10,9 @@ while the board keeps publishing, and restarted.
 What the edge had taken is known from its outbox file after the kill: events it had
 not yet taken from its local bus (in its socket when it died) are lost at intake
 and must be the last ones published before the kill; everything else arrives once.
+With ``acked``, the publisher asks instead (``bridge/node/intake.publish_taken``):
+it asks again for every event the edge did not answer as taken, so none is lost
+at intake either.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import StorageType, StreamConfig
 
+from bridge.node.intake import publish_taken
 from bridge.node.outbox import store_path
 from shared.event import Event
 from shared.messages.bridge import LINK_UP, BridgeStatus
@@ -184,10 +188,12 @@ async def run_crash(
     rate: int = 500,
     sync: str = "NORMAL",
     durable: bool = True,
+    acked: bool = False,
 ) -> CrashReport:
     """The scenario: ``events`` at ``rate``/s, edge killed at 30 %, home killed at 60 %.
 
-    ``durable=False`` runs both halves with their outbox in memory, for comparison.
+    ``durable=False`` runs both halves with their outbox in memory, for comparison;
+    ``acked`` publishes each event as a request answered by the edge half once taken.
     """
     report = CrashReport()
     outbox = tmp / "outbox" if durable else None
@@ -206,7 +212,7 @@ async def run_crash(
             await sides.start_home()
             sides.start_edge()
             await _until(lambda: watch.ups >= 1, "the link up", 30)
-            await _publish(report, sides, edge_nc, watch, events, rate)
+            await _publish(report, sides, edge_nc, watch, events, rate, acked=acked)
             expected = len(report.published) - len(report.lost_at_intake)
             with contextlib.suppress(TimeoutError):  # the report says what is missing
                 await _until(lambda: len(report.arrivals) >= expected, "every event", 60)
@@ -222,12 +228,24 @@ BURST = 50
 
 
 async def _publish(
-    report: CrashReport, sides: Sides, nc: NATS, watch: _LinkWatch, events: int, rate: int
+    report: CrashReport,
+    sides: Sides,
+    nc: NATS,
+    watch: _LinkWatch,
+    events: int,
+    rate: int,
+    *,
+    acked: bool,
 ) -> None:
-    """Bursts of :data:`BURST` at ``rate``; each kill lands mid-burst, with events in flight."""
+    """Bursts of :data:`BURST` at ``rate``; each kill lands mid-burst, with events in flight.
+
+    With ``acked`` every event is asked, not published, and the asks run on while the
+    edge is down (each asking again until taken).
+    """
     edge_kill = events * 3 // 10 // BURST * BURST + BURST // 2
     home_kill = events * 6 // 10 // BURST * BURST + BURST // 2
     restarts: list[asyncio.Task[None]] = []
+    asks: list[asyncio.Task[None]] = []
     for i in range(events):
         if i == edge_kill:
             await _edge_has_taken(report, sides)
@@ -252,11 +270,15 @@ async def _publish(
             ttl_ms=TTL_MS,
         )
         report.published.append(event.event_id)
-        await nc.publish(UP, event.to_json())
+        if acked:
+            ask = publish_taken(nc, UP, event.to_json(), timeout_s=TTL_MS / 1000)
+            asks.append(asyncio.create_task(ask))
+        else:
+            await nc.publish(UP, event.to_json())
         if i % BURST == BURST - 1:
             await asyncio.sleep(BURST / rate)
     await nc.flush()
-    await asyncio.gather(*restarts)
+    await asyncio.gather(*restarts, *asks)
 
 
 async def _edge_has_taken(report: CrashReport, sides: Sides) -> None:

@@ -33,3 +33,17 @@ async def test_durable_outbox_delivers_exactly_once_across_kill_9_of_each_half(
     # acknowledges no one): they can only be the last ones published before the kill.
     assert report.intake_loss_is_a_tail, f"lost at intake, not a tail: {report.lost_at_intake}"
     assert len(report.lost_at_intake) < 100
+
+
+@pytest.mark.slow
+async def test_a_producer_that_asks_loses_nothing_at_intake_either(
+    paired: Paired, tmp_path: Path
+) -> None:
+    """Each event asked of the edge half (bridge/node/intake.py), asked again until taken:
+    the events in the killed edge's socket are asked again too, and arrive once."""
+    report = await run_crash(paired, tmp_path, events=3000, rate=500, acked=True)
+
+    assert report.taken_at_kill, "the edge was killed with no event in flight: not a crash test"
+    assert report.duplicates == [], f"{len(report.duplicates)} events delivered twice"
+    missing = set(report.published) - set(report.arrivals)
+    assert not missing, f"{len(missing)} of {len(report.published)} events never arrived"
