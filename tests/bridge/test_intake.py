@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from nats.aio.client import Client as NATS
 
 from bridge.node import BridgeCore
 from bridge.node.intake import EXPIRED, REFUSED, IntakeRefused, publish_taken
@@ -16,64 +18,62 @@ from tests.bridge.test_link import turn
 UP = "events.sensation.board.turn"
 
 
-async def test_an_asked_event_is_answered_once_it_is_in_the_outbox(
-    paired: Paired, edge_nats: str
-) -> None:
+@pytest.fixture
+async def half(paired: Paired, edge_nats: str) -> AsyncIterator[tuple[NATS, BridgeCore]]:
+    """The board's bus and its bridge half, not started and with no link: an event taken
+    waits in the outbox."""
     nc = await nats.connect(edge_nats)
-    core = BridgeCore(paired.edge, nc)  # no link: the event waits in the outbox
+    core = BridgeCore(paired.edge, nc)
     try:
-        await core.start()
-        await publish_taken(nc, UP, turn(1), timeout_s=5)
-        assert len(core.outbox) == 1
-        assert core.counters.accepted == 1
+        yield nc, core
     finally:
         await core.stop()
         await nc.close()
+
+
+async def test_an_asked_event_is_answered_once_it_is_in_the_outbox(
+    half: tuple[NATS, BridgeCore],
+) -> None:
+    nc, core = half
+    await core.start()
+    await publish_taken(nc, UP, turn(1), timeout_s=5)
+    assert len(core.outbox) == 1
+    assert core.counters.accepted == 1
 
 
 async def test_a_refused_or_expired_event_is_answered_with_why(
-    paired: Paired, edge_nats: str
+    half: tuple[NATS, BridgeCore],
 ) -> None:
-    nc = await nats.connect(edge_nats)
-    core = BridgeCore(paired.edge, nc)
-    try:
-        await core.start()
-        with pytest.raises(IntakeRefused, match="refused the event") as refused:
-            await publish_taken(nc, UP, b'{"not": "an envelope"}', timeout_s=5)
-        assert refused.value.verdict == REFUSED
-        stale = Event.new(
-            "sensation.turn", {"text": "too late"}, source="edge.asr", sequence_number=2, ttl_ms=1
-        ).to_json()
-        await asyncio.sleep(0.05)
-        with pytest.raises(IntakeRefused, match="past its expiry") as expired:
-            await publish_taken(nc, UP, stale, timeout_s=5)
-        assert expired.value.verdict == EXPIRED
-        assert len(core.outbox) == 0
-        # Refusals are counted, and the next good event is still taken.
-        assert sum(core.counters.refused.values()) == 1
-        assert core.counters.expired == 1
-        await publish_taken(nc, UP, turn(3), timeout_s=5)
-        assert len(core.outbox) == 1
-    finally:
-        await core.stop()
-        await nc.close()
+    nc, core = half
+    await core.start()
+    with pytest.raises(IntakeRefused, match="refused the event") as refused:
+        await publish_taken(nc, UP, b'{"not": "an envelope"}', timeout_s=5)
+    assert refused.value.verdict == REFUSED
+    stale = Event.new(
+        "sensation.turn", {"text": "too late"}, source="edge.asr", sequence_number=2, ttl_ms=1
+    ).to_json()
+    await asyncio.sleep(0.05)
+    with pytest.raises(IntakeRefused, match="past its expiry") as expired:
+        await publish_taken(nc, UP, stale, timeout_s=5)
+    assert expired.value.verdict == EXPIRED
+    assert len(core.outbox) == 0
+    # Refusals are counted, and the next good event is still taken.
+    assert sum(core.counters.refused.values()) == 1
+    assert core.counters.expired == 1
+    await publish_taken(nc, UP, turn(3), timeout_s=5)
+    assert len(core.outbox) == 1
 
 
 async def test_the_producer_asks_again_until_the_half_is_back(
-    paired: Paired, edge_nats: str
+    half: tuple[NATS, BridgeCore],
 ) -> None:
-    nc = await nats.connect(edge_nats)
-    core = BridgeCore(paired.edge, nc)
-    try:
-        asked = asyncio.create_task(publish_taken(nc, UP, turn(1), timeout_s=10))
-        await asyncio.sleep(0.3)  # nobody takes events on the board's bus yet
-        assert not asked.done()
-        await core.start()
-        await asyncio.wait_for(asked, 10)
-        assert len(core.outbox) == 1
-    finally:
-        await core.stop()
-        await nc.close()
+    nc, core = half
+    asked = asyncio.create_task(publish_taken(nc, UP, turn(1), timeout_s=10))
+    await asyncio.sleep(0.3)  # nobody takes events on the board's bus yet
+    assert not asked.done()
+    await core.start()
+    await asyncio.wait_for(asked, 10)
+    assert len(core.outbox) == 1
 
 
 async def test_with_no_half_the_producer_is_told_in_its_time(edge_nats: str) -> None:
