@@ -62,6 +62,15 @@ def test_what_the_walk_refuses_is_never_proven_text(raw: bytes) -> None:
     assert not surely_text(raw, LIMITS)
 
 
+@pytest.mark.parametrize("name", sorted(AUDIO_KEYS))
+def test_no_audio_key_is_ever_proven_text(name: str) -> None:
+    # The proof spells the names out: every one of AUDIO_KEYS must be among them.
+    for key in (name, name.upper(), name.capitalize()):
+        raw = json.dumps(_event({"chunk": {key: "x"}})).encode()
+        assert _refused_by_walk(json.loads(raw))
+        assert not surely_text(raw, LIMITS)
+
+
 def test_an_ordinary_event_is_proven_text_without_the_walk() -> None:
     raw = Event.new(
         "sensation.turn",
