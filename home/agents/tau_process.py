@@ -129,12 +129,24 @@ class TauProcess:
             async with asyncio.timeout(timeout_s):
                 response = await future
         except (ConnectionError, BrokenPipeError) as exc:
+            # The pipe broke before the reader saw τ's end: wait for it, so that whoever
+            # catches this finds ``exited`` set and starts another τ instead of asking
+            # this one again (a turn redelivered to the same corpse fails twice).
+            await self._until_gone()
             raise TauExited(self.returncode, self.stderr_tail()) from exc
         finally:
             self._pending.pop(request_id, None)
         if not response.ok or response.result is None:
             raise TauRpcError(method, response.error_code or 0, response.error_message or "")
         return response.result
+
+    async def _until_gone(self) -> None:
+        """Wait for the reader to see τ's end; SIGKILL a τ that outlives its broken pipe."""
+        try:
+            await asyncio.wait_for(self.exited.wait(), _TERMINATE_GRACE_S)
+        except TimeoutError:
+            self.kill()
+            await self.exited.wait()
 
     def kill(self) -> None:
         """SIGKILL the process (the supervisor's hard stop)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -17,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import pytest
 
 from home.agents.agent_node import AgentNode
-from home.agents.errors import RestartBudgetExhausted
+from home.agents.errors import RestartBudgetExhausted, TauExited
 from home.llm.endpoint import ModelEndpoint
 from home.tau_extensions.handset import NOTHING_SPEAKABLE
 from home.tau_extensions.speakable import APOLOGY
@@ -368,6 +370,35 @@ async def test_kill_9_of_tau_mid_turn_restarts_it_and_the_utterance_is_answered(
     assert node.stats.redelivered == 1
     assert speaks[0].event.binding_id == said.binding_id
     assert speaks[0].event.payload["text"] == "You said are you there."
+    assert speaks[1].event.payload["text"] == "You said still there."
+
+
+async def test_a_request_to_a_killed_tau_leaves_it_known_dead_and_the_next_turn_answered(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    # SIGKILL closes τ's pipes at once, but the node learns of the death only when its
+    # reader sees the end of τ's output and the process is reaped. A request that breaks
+    # the pipe first must leave τ known dead, or a turn would be redelivered to the same
+    # dead τ and reported "died twice" instead of answered by a new one. (Here the reaping
+    # thread usually wins during the sleep, so this also passes without that wait.)
+    model.responder = speak_back
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        await edge.say("are you there", received=lambda: node.stats.received)
+        await edge.wait_for("speak.tui")
+        tau = node._tau.current
+        assert tau is not None and tau.pid is not None
+        os.kill(tau.pid, signal.SIGKILL)
+        # Blocks the loop on purpose: τ is gone, and nothing in the node has run since.
+        time.sleep(0.5)  # noqa: ASYNC251
+        assert not tau.exited.is_set()
+        with pytest.raises(TauExited):
+            await tau.request("get_state")
+        assert tau.exited.is_set()
+        said = await edge.say("still there", received=lambda: node.stats.received)
+        speaks = await edge.wait_for("speak.tui", 2)
+
+    assert node.stats.failed == 0
+    assert speaks[1].event.binding_id == said.binding_id
     assert speaks[1].event.payload["text"] == "You said still there."
 
 
