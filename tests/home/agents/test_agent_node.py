@@ -385,6 +385,7 @@ async def test_a_request_to_a_killed_tau_leaves_it_known_dead_and_the_next_turn_
     async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
         await edge.say("are you there", received=lambda: node.stats.received)
         await edge.wait_for("speak.tui")
+        await until(lambda: len(node.stats.outcomes) == 1)  # the turn is over, not just spoken
         tau = node._tau.current
         assert tau is not None and tau.pid is not None
         os.kill(tau.pid, signal.SIGKILL)
@@ -398,8 +399,9 @@ async def test_a_request_to_a_killed_tau_leaves_it_known_dead_and_the_next_turn_
         speaks = await edge.wait_for("speak.tui", 2)
 
     assert node.stats.failed == 0
+    texts = [s.event.payload["text"] for s in speaks]
+    assert texts == ["You said are you there.", "You said still there."]
     assert speaks[1].event.binding_id == said.binding_id
-    assert speaks[1].event.payload["text"] == "You said still there."
 
 
 async def test_malformed_inbound_events_are_counted_and_the_node_carries_on(
