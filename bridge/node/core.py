@@ -263,7 +263,12 @@ class BridgeCore:
 
     async def _on_local(self, msg: Msg) -> None:
         actions = self.session.send(msg.subject, msg.data, time.time())
-        await self.carry_out(actions)
+        if len(actions) == 1 and type(actions[0]) is Transmit:
+            # What almost every local event answers, so taken without the general loop.
+            if self._link is not None:
+                self._link.wake.set()
+        else:
+            await self.carry_out(actions)
         if msg.reply:
             # Asked, not just published: say whether it is in the outbox (bridge/node/intake.py).
             said, message = verdict(actions)

@@ -102,6 +102,9 @@ class Transmit:
     """Events wait for the link: wake its writer to take a :meth:`~BridgeSession.next_batch`."""
 
 
+_TRANSMIT = Transmit()  # one for every event sent: it carries nothing
+
+
 @dataclass(frozen=True)
 class RefuseEvent:
     """One event refused by this half, already counted under ``refused.<reason>``; log it."""
@@ -218,7 +221,7 @@ class BridgeSession:
         if self._queue is None:
             return actions
         self._queue.append(entry)
-        actions.append(Transmit())
+        actions.append(_TRANSMIT)
         return actions
 
     def restore(
