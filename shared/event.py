@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.errors import EnvelopeError, EnvelopeTooLarge, NotTextOnly
+from shared.subjects import BINDING_TOKEN
 
 DEFAULT_TTL_MS = 60_000
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024
@@ -293,14 +294,11 @@ class Event:
             raise EnvelopeError("sequence_number", f"must be >= 0, got {self.sequence_number}")
         if not 0 <= self.ttl_ms <= MAX_TTL_MS:
             raise EnvelopeError("ttl_ms", f"must be >= 0 and <= {MAX_TTL_MS}, got {self.ttl_ms}")
-        if self.binding_id is not None and not _TOKEN.fullmatch(self.binding_id):
+        if self.binding_id is not None and not BINDING_TOKEN.fullmatch(self.binding_id):
             raise EnvelopeError(
                 "binding_id",
                 f"must be one subject token ([A-Za-z0-9_-]+), got {self.binding_id!r}",
             )
-
-
-_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def check_text_only(data: Any, limits: EnvelopeLimits) -> None:

@@ -62,8 +62,7 @@ BATCH_RECORDS = 1024
 BATCH_BYTES = 512 * 1024
 
 
-# Made for every event that crosses: slots, and not frozen (a frozen dataclass's __init__
-# costs four times as much). Treat as immutable: nothing changes one once it is made.
+# Per event: slots, not frozen (docs/architecture.md, "Bridge"); never changed once made.
 @dataclass(slots=True)
 class Remaining:
     """The records of one EVENTS frame still to decide, and when the frame arrived."""
@@ -73,8 +72,7 @@ class Remaining:
     now: float = 0.0
 
 
-# Made for every event that crosses: slots, and not frozen (a frozen dataclass's __init__
-# costs four times as much). Treat as immutable: nothing changes one once it is made.
+# Per event: slots, not frozen (docs/architecture.md, "Bridge"); never changed once made.
 @dataclass(slots=True)
 class PublishLocal:
     """Publish a record from the peer on local NATS, then report :meth:`BridgeSession.published`.

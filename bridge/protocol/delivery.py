@@ -21,8 +21,7 @@ def new_stream_id() -> str:
     return secrets.token_hex(8)
 
 
-# Made for every event that crosses: slots, and not frozen (a frozen dataclass's __init__
-# costs four times as much). Treat as immutable: nothing changes one once it is made.
+# Per event: slots, not frozen (docs/architecture.md, "Bridge"); never changed once made.
 @dataclass(slots=True)
 class OutboxEntry:
     """One event waiting for the peer's acknowledgement."""

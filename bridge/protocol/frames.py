@@ -46,8 +46,7 @@ class FrameType(IntEnum):
     PONG = 0x06
 
 
-# Made for every event that crosses: slots, and not frozen (a frozen dataclass's __init__
-# costs four times as much). Treat as immutable: nothing changes one once it is made.
+# Per event: slots, not frozen (docs/architecture.md, "Bridge"); never changed once made.
 @dataclass(slots=True)
 class EventRecord:
     """One event on the wire: the sender's sequence number, its subject, the envelope JSON."""

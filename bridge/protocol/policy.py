@@ -32,7 +32,7 @@ from shared.event import (
     check_text_only,
 )
 from shared.schema.bridge_half import BridgeHalf
-from shared.subjects import check_publish_subject, device_of, matches
+from shared.subjects import BINDING_TOKEN, check_publish_subject, device_of, matches
 
 # Refusal reasons, which are also the counter keys (``refused.<reason>``).
 NOT_DECLARED = "not_declared"
@@ -63,7 +63,6 @@ _BLOB_RUN = b"A" * BLOB_MIN_CHARS
 _CANONICAL_UUID = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
-_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
 REASONS = (NOT_DECLARED, NOT_TEXT, OVERSIZE, MALFORMED, LOOP, FOREIGN_DEVICE, "outbox_full")
 
@@ -73,8 +72,7 @@ def hop_name(half: BridgeHalf) -> str:
     return f"bridge:{half.bridge}@{half.side}"
 
 
-# Made for every event that crosses: slots, and not frozen (a frozen dataclass's __init__
-# costs four times as much). Treat as immutable: nothing changes one once it is made.
+# Per event: slots, not frozen (docs/architecture.md, "Bridge"); never changed once made.
 @dataclass(slots=True)
 class Crossing:
     """An event let across: its JSON with this side's hop appended, and what delivery reads."""
@@ -181,7 +179,7 @@ def _count(value: Any, most: int) -> bool:
 
 
 def _token(value: Any) -> bool:
-    return value is None or (type(value) is str and _TOKEN.fullmatch(value) is not None)
+    return value is None or (type(value) is str and BINDING_TOKEN.fullmatch(value) is not None)
 
 
 def _strings(value: Any) -> bool:
