@@ -51,6 +51,11 @@ class RunningJmfts:
         )
         return doc.id
 
+    async def document(self, doc_id: int) -> dict[str, Any]:
+        """Document ``doc_id`` as the owner reads it (``GET /documents/{id}``)."""
+        found: dict[str, Any] = await self._call("GET", f"/documents/{doc_id}")
+        return found
+
     async def grant(self, name: str, path: str, level: str = "read") -> None:
         """Grant the principal called ``name`` ``level`` on the subtree at ``path``."""
         pid = await self._admin.principal_id(name, create=False)

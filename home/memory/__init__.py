@@ -5,9 +5,12 @@ here, in modules that do one thing each: configuration (:mod:`.config`), the mem
 the reflex searches and deposits over the JMFTS client (:mod:`.memories`), the pure recall
 gate and rendering (:mod:`.recall`), FSRS review decay (:mod:`.fsrs`), the evaluator's
 prompt, parsing and deduplication (:mod:`.evaluator`), the keep gate that decides whether an
-utterance holds anything worth keeping (:mod:`.keep_gate`), the typed records and the
-on-disk ledger (:mod:`.records`), and threshold calibration and the judge, with their
-CLI (:mod:`.calibrate`, :mod:`.cli`).
+utterance holds anything worth keeping (:mod:`.keep_gate`), what a recogniser puts ahead of
+the point (:mod:`.spoken`), the draft in the user's own words (:mod:`.restate`), the one
+path from what was said to what is stored (:mod:`.extract`) and the check that a memory
+holds only what was said (:mod:`.fidelity`, re-run on stored memories by :mod:`.audit`),
+the typed records and the on-disk ledger (:mod:`.records`), and threshold calibration and
+the judge, with their CLI (:mod:`.calibrate`, :mod:`.cli`, :mod:`.judge`).
 
 Errors raised here, under :class:`shared.errors.TetherError`::
 
@@ -16,7 +19,8 @@ Errors raised here, under :class:`shared.errors.TetherError`::
     │                       of range (named)
     ├── LedgerError         the search ledger or review book cannot be read or written
     ├── KeepGateError       the keep gate's examples unreadable, or its embedder failed
-    └── RestatementError    the model asked for a fact answered none (``home memory judge``)
+    └── RestatementError    ``home memory judge``: the home's model config unreadable, or
+                            the model asked for facts gave no chat completion
 
 JMFTS unreachable, or refusing a request, is :class:`home.jmfts.errors.JmftsError` (with
 its ``status`` and ``detail``), raised by the one client under :mod:`.memories`.

@@ -18,19 +18,26 @@ from typing import Annotated
 import httpx
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from home.llm.model_file import EMBEDDED_MODEL_ID
 from home.memory.calibrate import CATEGORIES, Calibration, collect, describe, plot
 from home.memory.config import LEDGER_DIRNAME
 from home.memory.errors import LedgerError, MemoryReflexError
-from home.memory.judge import Judgement, judge_utterances
+from home.memory.extract import Extracted
+from home.memory.judge import (
+    EvaluatorModel,
+    HomeEvaluator,
+    Judged,
+    home_evaluator,
+    judge_utterances,
+)
 from home.memory.keep_gate import load_keep_gate
 from home.memory.records import Ledger
-from home.memory.restate import restate_with_model
 from home.substrate.options import DataDir
 from shared.exit_codes import ExitCode
 
+DEFAULT_AGENT = "edge_asr_memory"
 console = Console()
 err_console = Console(stderr=True)
 
@@ -110,64 +117,80 @@ def _print(calibration: Calibration, agent: str, source: Path, image: Path | Non
 
 
 def judge(
+    data_dir: DataDir,
     utterances: Annotated[
         list[str],
         typer.Argument(help="Utterances to judge, one argument each.", show_default=False),
     ],
+    *,
+    agent: Annotated[
+        str, typer.Option("--agent", help="The agent whose reflex to run, as home runs it.")
+    ] = DEFAULT_AGENT,
     llm_url: Annotated[
         str | None,
         typer.Option(
             "--llm-url",
-            help="An OpenAI-compatible URL taking a GBNF grammar (`home llm serve`): kept "
-            "utterances are restated by that model exactly as the reflex asks it. Without "
-            "it the memory text is a rule-based draft.",
+            help="Judge as a home whose agents talk to this OpenAI-compatible model "
+            "(`home up --llm-url`): that model names the facts, and each is checked "
+            "against what was said. Without it, the home at --data-dir decides.",
         ),
     ] = None,
     llm_model: Annotated[
         str, typer.Option("--llm-model", help="The model name sent with --llm-url.")
-    ] = EMBEDDED_MODEL_ID,
+    ] = "default",
     as_json: Annotated[
         bool, typer.Option("--json", help="Machine-readable output on stdout.")
     ] = False,
 ) -> None:
-    """Say whether the memory reflex would keep each utterance, with the score and the memory.
+    """Say what the memory reflex would keep of each utterance, and as what memory.
 
-    The keep gate is the reflex's own: MiniLM embeddings against the shipped examples, a
-    score >= 0 keeps. For a kept utterance the memory text is, with --llm-url, what the
-    evaluator's model writes under the fact grammar (what the reflex would store); without
-    it, a deterministic draft that puts the utterance in the third person ("my dog is Rex"
-    -> "The user's dog is Rex."), which the model would word its own way. Each memory says
-    which it is (model or draft).
+    Runs the reflex's own path for the home at --data-dir (its agent's model and
+    settings). With the embedded model: the keep gate (MiniLM embeddings against the
+    shipped examples, a score >= 0 keeps) and, for a kept utterance, its draft: the
+    user's own words in the third person ("um my dog is rex" -> "The user's dog is rex.").
+    With a model behind --llm-url: the facts that model names, each checked against what
+    was said. A memory with a word nobody said is refused, and the words are shown.
 
     Example: home memory judge "my dog is called Rex now" "what is the weather"
     """
     try:
-        judgements = asyncio.run(_judge(utterances, llm_url, llm_model))
+        evaluator = (
+            home_evaluator(data_dir, agent)
+            if llm_url is None
+            else HomeEvaluator("model", EvaluatorModel(llm_url, llm_model), "--llm-url")
+        )
+        judged = asyncio.run(_judge(utterances, evaluator))
     except MemoryReflexError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(ExitCode.FAILURE) from exc
     if as_json:
-        print(json.dumps({"judgements": [j.to_dict() for j in judgements]}))
+        print(json.dumps({**judged.to_dict(), "evaluator": evaluator.source}))
         return
-    table = Table(title="keep gate")
+    table = Table(title=f"keep gate ({judged.path} path; {evaluator.source})")
     for column in ("utterance", "decision", "score", "memory"):
         table.add_column(column, justify="right" if column == "score" else "left")
-    for j in judgements:
-        memory = f"{j.memory} [dim]({j.memory_source})[/dim]" if j.memory else ""
+    for j in judged.judgements:
+        memory = "" if j.memory is None else _memory_cell(j.memory)
         table.add_row(j.utterance, j.verdict.decision, f"{j.verdict.score:+.3f}", memory)
     console.print(table)
+    if judged.path == "model":
+        for m in judged.memories:
+            console.print(f"- {_memory_cell(m)}")
 
 
-async def _judge(utterances: list[str], llm_url: str | None, llm_model: str) -> list[Judgement]:
+def _memory_cell(memory: Extracted) -> str:
+    if memory.faithful:
+        return f"{escape(memory.memory)} [dim]({memory.path})[/dim]"
+    return (
+        f"[red]refused[/red] {escape(memory.memory)} [dim]({memory.path}; words nobody said: "
+        f"{escape(', '.join(memory.invented))})[/dim]"
+    )
+
+
+async def _judge(utterances: list[str], evaluator: HomeEvaluator) -> Judged:
     gate = await asyncio.to_thread(load_keep_gate)
-    if llm_url is None:
-        return await judge_utterances(gate, utterances)
     async with httpx.AsyncClient() as http:
-
-        async def restate(utterance: str) -> str:
-            return await restate_with_model(http, llm_url, llm_model, utterance)
-
-        return await judge_utterances(gate, utterances, restate)
+        return await judge_utterances(gate, utterances, evaluator, http)
 
 
 def register(memory_app: typer.Typer) -> None:

@@ -22,4 +22,5 @@ class KeepGateError(MemoryReflexError):
 
 
 class RestatementError(MemoryReflexError):
-    """The model asked to restate an utterance as a fact did not answer with one."""
+    """``home memory judge`` could not ask the home's evaluator: its model config is
+    unreadable, or the model gave no chat completion."""

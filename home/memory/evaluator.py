@@ -2,18 +2,16 @@
 
 Two forms, chosen by whether the evaluator's model declares a grammar dialect:
 
-- **Conversation** (a model without a grammar): a forked sub-agent (τ
-  ``spawn_branch``) sees the conversation up to the captured position and answers in
-  plain lines, one fact per ``- `` line, or ``NONE``.
-- **Utterance** (a model with a grammar, such as the embedded SmolLM2-135M): one
-  completion per user utterance of the window, decoded under :data:`FACT_GBNF`, so
-  the answer is always one well-formed ``- The user's ...`` line. Measured here, the
-  135M model given a whole conversation copies the prompt's example or merges turns
-  into nonsense, even under a grammar; given one utterance it restates it as a fact
-  ("my dog is called Biscuit" → "The user's dog is called Biscuit."). It cannot judge
-  worth: offered ``NONE`` it always takes it, so the grammar does not offer it and
-  every utterance yields a fact (dedup keeps repeats from piling up). A larger model
-  behind ``evaluator_model`` gets the conversation form and judges.
+- **Conversation** (a model without a grammar, such as one behind ``--llm-url``): a
+  forked sub-agent (τ ``spawn_branch``) sees the conversation up to the captured
+  position and answers in plain lines, one fact per ``- `` line, or ``NONE``. It judges
+  worth and words the facts; each is then checked against what was said
+  (:mod:`home.memory.extract`).
+- **Utterance** (a model with a grammar: the embedded SmolLM2-135M): the keep gate
+  decides what is worth keeping (the 135M model cannot say "nothing here") and each
+  kept utterance is stored as its draft, the user's own words in the third person
+  (:mod:`home.memory.restate`). The model is not asked: restating under a grammar it
+  invented content (:mod:`home.memory.extract`).
 
 Either way the evaluator has no tools: the deposit is the reflex's, under the agent's
 principal, never the model's to skip or to call. Each fact is searched against the
@@ -40,28 +38,15 @@ EVALUATOR_SYSTEM = (
     "sentence in the third person. Skip greetings, questions, small talk and anything "
     "the assistant said on its own. Answer only with lines that start with '- ', one "
     "fact per line, or the single word NONE.\n"
+    "Use the user's own words and names; never add a name, place, number or detail "
+    "they did not say.\n"
     "Example: the user said 'my sister Ana moved to Porto last week'. You answer:\n"
-    "- The user's sister is called Ana.\n"
-    "- The user's sister Ana lives in Porto."
+    "- The user's sister Ana moved to Porto last week."
 )
 EVALUATOR_PROMPT = (
     "Read the conversation above, most of all its latest turns. What in it is worth "
     "remembering? One fact per line starting with '- ', or NONE."
 )
-UTTERANCE_SYSTEM = (
-    f"{EVALUATOR_MARKER} You keep notes about a user. From what the user said, write "
-    "down durable facts about the user and their world (names, pets, family, places, "
-    "work, preferences, plans), each as one short sentence starting with 'The user's'. "
-    "Questions and small talk are not facts."
-)
-# One fact line, opening "The user's": measured with SmolLM2-135M, an open "The user"
-# lets it quote the utterance back ("The user said: Biscuit", the dog lost), and
-# quotes or '&' let it escape the utterance as HTML entities.
-FACT_MAX_CHARS = 100
-FACT_GBNF = f'root ::= "- The user\'s " [^\\n"&]{{3,{FACT_MAX_CHARS}}} "\\n"'
-FACT_LINE = re.compile("- The user's " + rf'[^\n"&]{{3,{FACT_MAX_CHARS}}}\n')
-# Room for the longest line the grammar allows, one token per character.
-UTTERANCE_MAX_TOKENS = FACT_MAX_CHARS + 16
 MAX_FACTS = 8
 MAX_FACT_CHARS = 400
 
@@ -85,16 +70,6 @@ def parse_facts(text: str) -> list[str]:
         seen.add(key)
         facts.append(fact)
     return facts[:MAX_FACTS]
-
-
-def utterance_prompt(utterance: str) -> str:
-    """The user message of one utterance-form evaluation."""
-    return f'The user said: "{utterance}"\n\nThe fact worth keeping:'
-
-
-def is_fact_line(text: str) -> bool:
-    """Whether ``text`` is exactly one line :data:`FACT_GBNF` allows (τ's verify check)."""
-    return FACT_LINE.fullmatch(text) is not None
 
 
 def normalized(text: str) -> str:

@@ -10,8 +10,8 @@ weights are stored.
 
 Spoken questions often arrive without a question mark and sit close to the statements
 they ask about ("what is my dog called" / "my dog is called Rex"), so a cue read off the
-first words moves the score: a question or command opening pushes towards skip, an
-explicit "remember that ..." towards keep.
+first words (after any "um", "so" or "okay") moves the score: a question or command
+opening pushes towards skip, an explicit "remember that ..." towards keep.
 
 :func:`judge` is the pure decision over vectors; :class:`KeepGate` is the thin shell that
 reads the examples and embeds text.
@@ -31,6 +31,7 @@ import numpy.typing as npt
 import yaml
 
 from home.memory.errors import KeepGateError
+from home.memory.spoken import read_opening
 
 if TYPE_CHECKING:
     from home.jmfts.embedder import Embedder
@@ -67,22 +68,9 @@ _CLAUSE_SUBJECTS = frozenset(_CLAUSE_SUBJECT_TEXT.split())
 _COMMAND_OPENER_TEXT = """
 set turn play stop tell read add call pause cancel repeat switch open close start skip
 put give find show text send remind wake lower raise dim check translate count spell
-go say shuffle next let's please be search look order book make
+go say shuffle next let's please be search look order book make remember
 """
 _COMMAND_OPENERS = frozenset(_COMMAND_OPENER_TEXT.split())
-# Openers that ask the assistant to keep something: a request to remember is a fact.
-REMEMBER_OPENINGS = (
-    "remember that",
-    "remember my",
-    "remember i",
-    "remember we",
-    "note that",
-    "keep in mind",
-    "just so you know",
-    "for the record",
-    "don't forget that",
-    "don't forget my",
-)
 
 
 class Cue(enum.Enum):
@@ -104,13 +92,14 @@ class Cue(enum.Enum):
 
 
 def opening_cue(text: str) -> Cue:
-    """The cue of an utterance's opening (and of a closing question mark)."""
-    lowered = text.strip().lower()
-    words = _WORD.findall(lowered)
-    if any(lowered.startswith(opening) for opening in REMEMBER_OPENINGS):
+    """The cue of an utterance's opening (and of a closing question mark), read past its
+    fillers and openers ("um so what's ..." opens a question; :mod:`home.memory.spoken`)."""
+    opening = read_opening(text)
+    if opening.remember:
         return Cue.REMEMBER
-    if lowered.endswith("?"):
+    if text.strip().endswith("?"):
         return Cue.QUESTION
+    words = _WORD.findall(opening.rest.lower())
     if words and words[0] in _QUESTION_OPENERS:
         clause = words[0] in _BARE_WH and len(words) > 1 and words[1] in _CLAUSE_SUBJECTS
         return Cue.NONE if clause else Cue.QUESTION

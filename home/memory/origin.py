@@ -52,6 +52,10 @@ class MemoryOrigin:
             out.append(f"turn {thread.binding_id} (home trace {thread.binding_id})")
         if thread.evaluation_id is not None:
             out.append(f"evaluation {thread.evaluation_id}")
+        if thread.extracted_by is not None:
+            out.append(f"written as a {thread.extracted_by} from: " + " | ".join(thread.said))
+        if thread.recalled:
+            out.append("with recall showing: " + " | ".join(thread.recalled))
         return out
 
 

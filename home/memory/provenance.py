@@ -4,7 +4,8 @@ The event log keeps a turn for 7 days; a memory lives longer. So every record a 
 the reflex or the evaluator writes carries its own audit thread in its
 ``structured_content`` under ``provenance``: the turn's ``binding_id``, the agent, the
 activation schema that routed the turn, the node that wrote it and, for the reflex, the
-evaluation. ``home memory show ID`` prints it back.
+evaluation, with what the memory was written from (what was said, what recall showed) and
+how. ``home memory show ID`` prints it back; ``home memory audit`` checks it again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ class Provenance:
     binding_id: str | None = None
     produced_by_schema: str | None = None
     evaluation_id: str | None = None
+    # What the memory was written from (the reflex): the utterances said, the memories
+    # recall showed on those turns, and how it was written ("draft" or "model"), so its
+    # fidelity can be checked again later (``home memory audit``).
+    said: tuple[str, ...] = ()
+    recalled: tuple[str, ...] = ()
+    extracted_by: str | None = None
 
     def structured_content(self) -> dict[str, Any]:
         """The document's ``structured_content`` carrying this thread."""
@@ -45,10 +52,19 @@ class Provenance:
             value = raw.get(key)
             return value if isinstance(value, str) else None
 
+        def texts(key: str) -> tuple[str, ...]:
+            value = raw.get(key)
+            if not isinstance(value, list):
+                return ()
+            return tuple(v for v in value if isinstance(v, str))
+
         return cls(
             agent=agent,
             written_by=written_by,
             binding_id=text("binding_id"),
             produced_by_schema=text("produced_by_schema"),
             evaluation_id=text("evaluation_id"),
+            said=texts("said"),
+            recalled=texts("recalled"),
+            extracted_by=text("extracted_by"),
         )

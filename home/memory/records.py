@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from home.memory.errors import LedgerError
+from home.memory.extract import ExtractionPath
 
 RECALL_ENTRY = "memory_recall"
 USE_ENTRY = "memory_use"
@@ -90,6 +91,16 @@ class DepositRecord:
     id: int
     supersedes: int | None
     nearest_score: float | None
+    path: ExtractionPath | None = None  # how the fact was written (:mod:`home.memory.extract`)
+
+
+@dataclass(frozen=True)
+class RefusalRecord:
+    """A memory the fidelity check refused: never stored, and why."""
+
+    memory: str
+    path: ExtractionPath
+    invented: list[str]
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,8 @@ class EvaluationRecord:
     answer: str | None = None  # the evaluator's own words, cut short: what the facts came from
     # The keep gate's verdicts (utterance form only): a skipped utterance is never evaluated.
     gated: list[GateRecord] = field(default_factory=list)
+    # Memories written but refused: a content word in none of their sources.
+    refused: list[RefusalRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with ``kind`` for the ledger."""

@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 from home.jmfts.errors import JmftsError
 from home.memory.config import ReflexConfig, RootSpec
 from home.memory.correction import read_slot
+from home.memory.errors import MemoryReflexError
 from home.memory.evaluator import decide
+from home.memory.extract import Extracted
 from home.memory.fsrs import ReviewBook
 from home.memory.memories import MemoryStore, StoredMemory
 from home.memory.provenance import Provenance
@@ -139,26 +141,41 @@ class Depositor:
         return sorted(found.values(), key=lambda m: -m.score)
 
     async def deposit(
-        self, facts: list[str], origin: Provenance | None = None
+        self, memories: list[Extracted], origin: Provenance | None = None
     ) -> list[DepositRecord]:
-        """Deposit each fact (in order): an identical one stays, a correction or a
-        near-duplicate supersedes what it replaces, anything else is created."""
+        """Deposit each faithful memory (in order): an identical one stays, a correction or
+        a near-duplicate supersedes what it replaces, anything else is created. Each
+        written record's provenance names what it was written from and how."""
         root_id = await self.store.resolve(self.config.memory_root)
         records = []
-        for fact in facts:
+        for memory in memories:
+            if not memory.faithful:
+                raise MemoryReflexError(
+                    f"refusing to deposit {memory.memory!r}: words nobody said: "
+                    + ", ".join(memory.invented)
+                )
+            fact = memory.memory
             nearest = await self._candidates(fact, root_id)
             decision = decide(fact, nearest, self.config.dedup_threshold)
             if decision.action == "unchanged" and decision.existing is not None:
                 records.append(
                     DepositRecord(
-                        fact, "unchanged", decision.existing.id, None, decision.nearest_score
+                        fact, "unchanged", decision.existing.id, None, decision.nearest_score,
+                        memory.path,
                     )
-                )
+                )  # fmt: skip
                 continue
             old = decision.existing.id if decision.existing is not None else None
-            written = await self.store.deposit(root_id, fact, supersedes=old, origin=origin)
+            thread = None
+            if origin is not None:
+                thread = replace(
+                    origin, said=memory.said, recalled=memory.recalled, extracted_by=memory.path
+                )
+            written = await self.store.deposit(root_id, fact, supersedes=old, origin=thread)
             action: DepositAction = _ACTIONS[decision.action]
-            records.append(DepositRecord(fact, action, written.id, old, decision.nearest_score))
+            records.append(
+                DepositRecord(fact, action, written.id, old, decision.nearest_score, memory.path)
+            )
         return records
 
 

@@ -15,9 +15,10 @@ skip them.
   agent's memory root, deduplicated. For a model without a grammar the evaluator is a
   forked sub-agent (τ ``spawn_branch``, no tools, no hooks) reading the conversation
   up to there; for a model that declares one (the embedded model) the keep gate
-  (:mod:`home.memory.keep_gate`) first skips what holds nothing worth keeping, and each
-  kept utterance gets one grammar-constrained ``ctx.complete`` (see
-  :mod:`home.memory.evaluator` for why). One evaluator at a time: an overlap is
+  (:mod:`home.memory.keep_gate`) skips what holds nothing worth keeping and each kept
+  utterance is stored as its draft, the user's own words (:mod:`home.memory.extract`).
+  A memory with a content word nobody said (nor recall showed) is refused, named in
+  the report's ``refused``. One evaluator at a time: an overlap is
   recorded and reported as ``evaluator_busy``, never queued. Reports go to
   ``...out.memorize.<device>``.
 
@@ -43,25 +44,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tau_llm import grammar as tau_grammar
-from tau_llm.constraints import DecodeConstraints
-
 from home.jmfts.errors import JmftsError
 from home.memory.config import ReflexConfig, parse_config
 from home.memory.errors import MemoryReflexError
 from home.memory.evaluator import (
     EVALUATOR_PROMPT,
     EVALUATOR_SYSTEM,
-    FACT_GBNF,
-    FACT_LINE,
     MAX_FACTS,
-    UTTERANCE_MAX_TOKENS,
-    UTTERANCE_SYSTEM,
     assistant_text,
-    is_fact_line,
     parse_facts,
-    utterance_prompt,
 )
+from home.memory.extract import Extracted, drafted, from_model
 from home.memory.fsrs import ReviewBook
 from home.memory.keep_gate import KeepGate, load_keep_gate
 from home.memory.memories import MemoryStore
@@ -74,11 +67,11 @@ from home.memory.records import (
     EvaluationRecord,
     GateRecord,
     Ledger,
+    RefusalRecord,
     SearchRecord,
     UseRecord,
 )
 from home.memory.reflex import Depositor, Recaller, now_utc
-from home.memory.restate import slot_fact
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
 from home.tau_extensions.prose import assistant_prose
@@ -90,6 +83,7 @@ from shared.messages.memory import (
     MemorizeReport,
     RecallQuery,
     RecallReport,
+    Refusal,
 )
 from shared.subjects import memorize_subject, recall_subject
 
@@ -100,6 +94,8 @@ RUN_CONTEXT = ("agent", "nats_url", "binding_file", "jmfts_url", "jmfts_token_fi
 RECALL_MESSAGE_TYPE = "memory_recall"
 EVALUATOR_LABEL = "memory_reflex evaluator"
 ANSWER_CHARS = 500
+# The recalled memories a window's facts may draw on (newest kept): a bound, not a budget.
+MAX_RECALLED = 20
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +130,10 @@ class MemoryReflex:
         self._evaluator: asyncio.Task[None] | None = None
         self._evaluation_id: str | None = None
         self._keep_gate: KeepGate | None = None
-        # The utterances not yet handed to an evaluator (kept across a busy refusal).
+        # The utterances not yet handed to an evaluator (kept across a busy refusal), and
+        # what recall showed on their turns: the sources a model's fact is checked against.
         self._utterances: list[str] = []
+        self._recalled: list[str] = []
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -218,6 +216,7 @@ class MemoryReflex:
         await self._settle_evaluation()
         record, shown = await self.recaller.recall(query, binding_id=binding_id)
         self._pending = TurnRecall(record, shown)
+        self._recalled.extend(h.memory.content for h in shown)
         await self.api.append_entry(RECALL_ENTRY, record.to_dict())
         try:
             self.ledger.write(record.to_dict())
@@ -312,6 +311,7 @@ class MemoryReflex:
             return
         self._evaluation_id = evaluation_id
         window, self._utterances = self._utterances[-MAX_FACTS:], []
+        recalled, self._recalled = self._recalled[-MAX_RECALLED:], []
         # Off the turn: the hook returns now; the evaluator runs on its own cursor.
         self._evaluator = asyncio.create_task(
             self._evaluate(
@@ -319,6 +319,7 @@ class MemoryReflex:
                 evaluation_id,
                 position=position,
                 window=window,
+                recalled=recalled,
                 origin=origin,
                 device=device,
             ),
@@ -347,8 +348,6 @@ class MemoryReflex:
 
         The evaluator has no tools, so a ``tool_choice`` the agent's model forces on
         every request (the embedded llama.cpp model's speak grammar) is dropped for it.
-        τ refuses a grammar smuggled in ``extra_body`` and ``spawn_branch`` takes no
-        decode constraint, so a grammar needs the utterance form (``ctx.complete``).
         """
         if self.config.evaluator_model is not None:
             return self.config.evaluator_model
@@ -386,44 +385,9 @@ class MemoryReflex:
             for utterance, verdict in zip(window, verdicts, strict=True)
         ]
 
-    async def _utterance_answers(self, ctx: Any, model: Any, gated: list[GateRecord]) -> str:
-        """The utterance form: one fact line per kept utterance, the user's own words when
-        they read as a slot fact (:func:`home.memory.restate.slot_fact`), else decoded
-        under a grammar."""
-        if model.grammar_dialect == "gbnf":
-            constraint = DecodeConstraints(grammar=FACT_GBNF, verify=is_fact_line)
-        else:  # llguidance takes the same line as a regex terminal
-            constraint = DecodeConstraints(grammar=tau_grammar.regex(FACT_LINE.pattern))
-        # Deterministic: the same utterance gives the same fact, which dedup then keeps once.
-        # τ's ctx.complete sends no temperature of its own (only its agent loop does), so it
-        # rides in the body: at llama.cpp's default of 0.8 the 135M model invented facts
-        # ("my dog is called Biscuit" → "The user's dog is a cat."). The body replaces the
-        # agent's, whose tool_choice (forced-tool mode) has no place in a grammar-only request.
-        model = model.model_copy(
-            update={
-                "max_tokens": UTTERANCE_MAX_TOKENS,
-                "temperature": 0.0,
-                "extra_body": {"temperature": 0.0},
-            }
-        )
-        lines = []
-        for verdict in gated:
-            if not verdict.keep:
-                continue
-            slot = slot_fact(verdict.utterance)
-            if slot is not None:  # the user's own words already read as a slot fact
-                lines.append(f"- {slot}\n")
-                continue
-            messages = [
-                {"role": "system", "content": UTTERANCE_SYSTEM},
-                {"role": "user", "content": utterance_prompt(verdict.utterance)},
-            ]
-            lines.append(await ctx.complete_text(messages, model=model, constraints=constraint))
-        return "".join(lines)
-
     async def _evaluate(
         self, ctx: Any, evaluation_id: str, *, position: str | None, window: list[str],
-        origin: Provenance, device: str | None,
+        recalled: list[str], origin: Provenance, device: str | None,
     ) -> None:  # fmt: skip
         started = time.perf_counter()
         origin = replace(origin, evaluation_id=evaluation_id)
@@ -439,17 +403,35 @@ class MemoryReflex:
         try:
             chosen = self._evaluator_model(ctx)
             model = ctx.resolve_model(chosen)
+            extracted: list[Extracted]
             if getattr(model, "grammar_dialect", None) is None:
                 answer = await self._branch_answer(ctx, chosen, position)
-            else:
+                extracted = from_model(parse_facts(answer), window, recalled)
+            else:  # the embedded model: the kept utterances' drafts, no model asked
                 base = replace(base, gated=await self._gate(window))
-                answer = await self._utterance_answers(ctx, model, base.gated)
-            base = replace(base, answer=answer[:ANSWER_CHARS])
-            facts = parse_facts(answer)
-            if not facts or self.depositor is None:
+                extracted = [
+                    e for g in base.gated if g.keep and (e := drafted(g.utterance)) is not None
+                ]
+                answer = "".join(f"- {e.memory}\n" for e in extracted)
+            faithful = [e for e in extracted if e.faithful]
+            base = replace(
+                base,
+                answer=answer[:ANSWER_CHARS],
+                refused=[
+                    RefusalRecord(e.memory, e.path, list(e.invented))
+                    for e in extracted
+                    if not e.faithful
+                ],
+            )
+            for refused in base.refused:
+                log.warning(
+                    "memory_reflex: refused %r (%s): words nobody said: %s",
+                    refused.memory, refused.path, ", ".join(refused.invented),
+                )  # fmt: skip
+            if not faithful or self.depositor is None:
                 record = replace(base, status="nothing")
             else:
-                deposits = await self.depositor.deposit(facts, origin)
+                deposits = await self.depositor.deposit(faithful, origin)
                 record = replace(base, status="deposited", deposits=deposits)
         except (MemoryReflexError, JmftsError) as exc:
             record = replace(base, error=str(exc))
@@ -485,9 +467,10 @@ def _memorize_report(record: EvaluationRecord, agent: str) -> MemorizeReport:
         queries=tuple(d.fact for d in record.deposits),
         scores=tuple(d.nearest_score for d in record.deposits),
         document_ids=tuple(record.document_ids),
-        deposits=tuple(Deposit(d.id, d.action, d.supersedes) for d in record.deposits),
+        deposits=tuple(Deposit(d.id, d.action, d.supersedes, d.path) for d in record.deposits),
         skipped=record.skipped,
         gate=tuple(GateVerdict(g.keep, g.score) for g in record.gated),
+        refused=tuple(Refusal(r.memory, r.path, tuple(r.invented)) for r in record.refused),
         busy_with=record.busy_with,
         answer=record.answer,
         error=record.error,

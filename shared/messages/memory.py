@@ -93,6 +93,17 @@ class Deposit:
     id: int
     action: str
     supersedes: int | None = None
+    # How the memory was written: "draft" (the user's words) or "model" (a model's, checked).
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A memory the fidelity check refused: its text, how it was written, the words nobody said."""
+
+    memory: str
+    path: str
+    invented: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,7 @@ class MemorizeReport:
     deposits: tuple[Deposit, ...] = ()
     skipped: int = 0
     gate: tuple[GateVerdict, ...] = ()
+    refused: tuple[Refusal, ...] = ()
     busy_with: str | None = None
     answer: str | None = None
     error: str | None = None
@@ -143,10 +155,15 @@ class MemorizeReport:
             scores=list(self.scores),
             document_ids=list(self.document_ids),
             deposits=[
-                {"id": d.id, "action": d.action, "supersedes": d.supersedes} for d in self.deposits
+                {"id": d.id, "action": d.action, "supersedes": d.supersedes, "path": d.path}
+                for d in self.deposits
             ],
             skipped=self.skipped,
             gate=[{"keep": g.keep, "score": g.score} for g in self.gate],
+            refused=[
+                {"memory": r.memory, "path": r.path, "invented": list(r.invented)}
+                for r in self.refused
+            ],
             busy_with=self.busy_with,
             answer=self.answer,
             error=self.error,
@@ -171,8 +188,14 @@ class MemorizeReport:
                 raise EnvelopeError(
                     fields.payload_key(f"{where}.id"), f"must be an integer, got {ident!r:.60}"
                 )
+            path = deposit.get("path")
+            if path is not None and not isinstance(path, str):
+                raise EnvelopeError(
+                    fields.payload_key(f"{where}.path"),
+                    f"must be a string or null, got {path!r:.60}",
+                )
             deposits.append(
-                Deposit(ident, fields.item_string(deposit, "action", where), supersedes)
+                Deposit(ident, fields.item_string(deposit, "action", where), supersedes, path)
             )
         gate = []
         for where, verdict in fields.objects(p, "gate"):
@@ -183,6 +206,16 @@ class MemorizeReport:
                 )
             score = fields.opt_number(verdict, "score", path=fields.payload_key(f"{where}.score"))
             gate.append(GateVerdict(keep, 0.0 if score is None else score))
+        refused = []
+        for where, refusal in fields.objects(p, "refused"):
+            invented = _strings(refusal, "invented", where)
+            refused.append(
+                Refusal(
+                    fields.item_string(refusal, "memory", where),
+                    fields.item_string(refusal, "path", where),
+                    invented,
+                )
+            )
         skipped = fields.opt_int(p, "skipped")
         return cls(
             evaluation_id=fields.string(p, "evaluation_id"),
@@ -194,6 +227,7 @@ class MemorizeReport:
             deposits=tuple(deposits),
             skipped=0 if skipped is None else skipped,
             gate=tuple(gate),
+            refused=tuple(refused),
             busy_with=fields.opt_string(p, "busy_with"),
             answer=fields.opt_string(p, "answer"),
             error=fields.opt_string(p, "error"),
@@ -266,12 +300,14 @@ def _required_number(payload: dict[str, Any], key: str) -> float:
     return value
 
 
-def _strings(payload: dict[str, Any], key: str) -> tuple[str, ...]:
+def _strings(payload: dict[str, Any], key: str, where: str | None = None) -> tuple[str, ...]:
+    """A JSON array of strings; errors name ``payload.[<where>.]<key>[i]``."""
     values = fields.array(payload, key)
+    named = key if where is None else f"{where}.{key}"
     for i, value in enumerate(values):
         if not isinstance(value, str):
             raise EnvelopeError(
-                fields.payload_key(f"{key}[{i}]"), f"must be a string, got {value!r:.60}"
+                fields.payload_key(f"{named}[{i}]"), f"must be a string, got {value!r:.60}"
             )
     return tuple(values)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from home.memory.config import parse_config
 from home.memory.evaluator import normalized
+from home.memory.extract import Extracted
 from home.memory.fsrs import ReviewBook
 from home.memory.memories import MemoryStore
 from home.memory.provenance import Provenance
@@ -91,16 +92,21 @@ class NearDuplicateDepositor(Depositor):
     """The peer: the evaluator before corrections (identical: kept; cosine >= dedup: replaced)."""
 
     async def deposit(
-        self, facts: list[str], origin: Provenance | None = None
+        self, memories: list[Extracted], origin: Provenance | None = None
     ) -> list[DepositRecord]:
         root_id = await self.store.resolve(self.config.memory_root)
-        for fact in facts:
+        for fact in (m.memory for m in memories):
             nearest = await self.store.vector_search(fact, root_id, DEDUP_NEIGHBOURS)
             if any(normalized(m.content) == normalized(fact) for m in nearest):
                 continue
             close = nearest and nearest[0].score >= self.config.dedup_threshold
             await self.store.deposit(root_id, fact, supersedes=nearest[0].id if close else None)
         return []
+
+
+def as_said(fact: str) -> Extracted:
+    """A fact as a model would hand it over, said in those very words."""
+    return Extracted(fact, "model", (fact,))
 
 
 @dataclass
@@ -125,7 +131,7 @@ async def _run_arm(store: MemoryStore, depositor: Depositor, recaller: Recaller)
     arm = Arm(type(depositor).__name__)
     root_id = await store.resolve(depositor.config.memory_root)
     for fact in FACTS:
-        await depositor.deposit([fact.fact])
+        await depositor.deposit([as_said(fact.fact)])
     current = await _current(store, root_id)
     arm.wrong_replacements = sum(normalized(f.fact) not in current for f in FACTS)
     stale = {
@@ -135,7 +141,7 @@ async def _run_arm(store: MemoryStore, depositor: Depositor, recaller: Recaller)
     }
     for fact in FACTS:
         if fact.correction is not None:
-            await depositor.deposit([fact.correction])
+            await depositor.deposit([as_said(fact.correction)])
     for fact in FACTS:
         if not fact.question:
             continue

@@ -9,6 +9,7 @@ import pytest
 from home.jmfts.errors import JmftsError
 from home.jmfts.testing import RunningJmfts
 from home.memory.config import parse_config
+from home.memory.extract import Extracted
 from home.memory.fsrs import ReviewBook
 from home.memory.memories import MemoryStore
 from home.memory.reflex import Depositor, Recaller
@@ -94,7 +95,8 @@ async def test_read_is_not_write_and_absent_is_absent_on_every_path(
                 continue
             # Neither a read grant nor no grant lets an agent deposit into A's memory.
             with pytest.raises(JmftsError) as refused:
-                await Depositor(cfg, store).deposit(["The user's passport expires in April."])
+                fact = "The user's passport expires in April."
+                await Depositor(cfg, store).deposit([Extracted(fact, "model", (fact,))])
             assert refused.value.status in (403, 404)
 
 

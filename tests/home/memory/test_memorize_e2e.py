@@ -7,7 +7,6 @@ import asyncio
 import httpx
 
 from home.jmfts.testing import RunningJmfts
-from home.memory.evaluator import FACT_GBNF, utterance_prompt
 from shared.schema.catalog import NodeCatalog
 from tests.home.memory.conftest import (
     AGENT,
@@ -61,14 +60,18 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
     assert payload["status"] == "deposited"
     assert payload["queries"] == ["The user's dog is called Biscuit."]
     (doc_id,) = payload["document_ids"]
-    assert payload["deposits"] == [{"id": doc_id, "action": "created", "supersedes": None}]
+    assert payload["deposits"] == [
+        {"id": doc_id, "action": "created", "supersedes": None, "path": "model"}
+    ]
     # The evaluator saw the conversation up to the captured position, on its own branch.
     evaluation = brain.evaluator_requests[0]
     assert "my dog is called Biscuit" in "\n".join(user_texts(evaluation))
     assert evaluation.tool_names == []
     # Told twice: the second deposit found it stored and wrote nothing new.
     third = edge.on("memorize.tui")[2].event.payload
-    assert third["deposits"] == [{"id": doc_id, "action": "unchanged", "supersedes": None}]
+    assert third["deposits"] == [
+        {"id": doc_id, "action": "unchanged", "supersedes": None, "path": "model"}
+    ]
     assert await stored_contents(jmfts, token) == ["The user's dog is called Biscuit."]
     # Recalled in a later turn, ahead of the utterance.
     last_turn = brain.turns[-1]
@@ -87,7 +90,7 @@ async def test_a_near_duplicate_supersedes_instead_of_piling_up(
     brain.evaluations = ["- The user's dentist appointment is on Tuesday at 3 pm."]
     spec = reflex_spec(catalog, every_n=1, dedup_threshold=0.8)
     async with converse(spec, token) as (edge, _):
-        await edge.say("the dentist is on Tuesday at three")
+        await edge.say("my dentist appointment is on Tuesday at three pm")
         (report,) = await edge.wait_for("memorize.tui")
 
     (deposit,) = report.event.payload["deposits"]
@@ -104,7 +107,7 @@ async def test_the_evaluator_runs_off_the_turn_and_an_overlap_is_reported_busy(
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
     brain.evaluation_gate = asyncio.Event()
-    brain.evaluations = ["- The user's flat is on the fourth floor."]
+    brain.evaluations = ["- The user lives on the fourth floor."]
     spec = reflex_spec(catalog, every_n=1)
     async with converse(spec, token) as (edge, node):
         await edge.say("I live on the fourth floor")
@@ -147,55 +150,60 @@ async def test_a_deposit_is_recallable_on_the_very_next_turn(
     assert doc_id in report.event.payload["injected_ids"]
 
 
-async def test_with_a_grammar_model_a_slot_fact_keeps_the_users_words_and_the_rest_is_restated(
+async def test_with_a_grammar_model_each_kept_utterance_is_stored_as_its_draft_unasked(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
-    brain.evaluations = ["- The user's allergy is to cats.\n"]
+    # What the 135M model wrote when it was asked (measured): a name nobody said.
+    brain.evaluations = ["- The user's name: Theresa\n"]
     spec = reflex_spec(catalog, every_n=2)
     async with converse(spec, token, grammar="gbnf") as (edge, _):
-        await edge.say("my cat is called Mochi")
-        await edge.say("I'm allergic to cats")
+        await edge.say("Remember this: my sister Ingrid lives in Trondheim.")
+        await edge.say("um so I'm allergic to cats")
         (report,) = await edge.wait_for("memorize.tui")
 
-    # "my cat is called Mochi" reads as a slot fact in the user's own words: no model call.
-    requests = brain.evaluator_requests
-    assert [user_texts(r) for r in requests] == [[utterance_prompt("I'm allergic to cats")]]
-    assert all(r.body.get("grammar") == FACT_GBNF and r.tool_names == [] for r in requests)
-    # Deterministic (the same utterance, the same fact) and not asked for the speak tool:
-    # a server's own default temperature (llama.cpp: 0.8) made the 135M model invent facts.
-    assert all(r.body.get("temperature") == 0.0 for r in requests)
-    assert all("tool_choice" not in r.body for r in requests)
+    # The user's own words in the third person; the model was never asked.
+    assert brain.evaluator_requests == []
     payload = report.event.payload
-    assert payload["status"] == "deposited"
+    assert payload["status"] == "deposited" and payload["refused"] == []
     assert payload["queries"] == [
-        "The user's cat is called Mochi.",
-        "The user's allergy is to cats.",
+        "The user's sister Ingrid lives in Trondheim.",
+        "The user is allergic to cats.",
     ]
+    assert [d["path"] for d in payload["deposits"]] == ["draft", "draft"]
     assert sorted(await stored_contents(jmfts, token)) == [
-        "The user's allergy is to cats.",
-        "The user's cat is called Mochi.",
+        "The user is allergic to cats.",
+        "The user's sister Ingrid lives in Trondheim.",
     ]
+    # Each memory names what it was written from, so it can be audited later.
+    thread = (await jmfts.document(payload["document_ids"][0]))["structured_content"]
+    assert thread["provenance"]["said"] == ["Remember this: my sister Ingrid lives in Trondheim."]
+    assert thread["provenance"]["extracted_by"] == "draft"
 
 
-async def test_an_answer_outside_the_fact_grammar_is_a_failed_evaluation_not_a_deposit(
+async def test_a_models_fact_with_words_nobody_said_is_refused_and_named_not_stored(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
     token = await jmfts.principal(AGENT, [ROOT])
-    # A server that dropped the grammar answers prose: τ's verify refuses it.
-    brain.evaluations = ["Sure! Here is what I noticed about the user: they like tea."]
+    brain.evaluations = [
+        "- The user's sister Ingrid lives in Trondheim.\n- The user's name is Theresa.\n"
+    ]
     spec = reflex_spec(catalog, every_n=1)
-    async with converse(spec, token, grammar="gbnf") as (edge, _):
-        await edge.say("I like tea")
+    async with converse(spec, token) as (edge, _):
+        await edge.say("my sister Ingrid lives in Trondheim")
         (report,) = await edge.wait_for("memorize.tui")
         # The node goes on answering.
-        await edge.say("and coffee too")
+        await edge.say("and she has a cat")
         await edge.wait_for("speak.tui", 2)
 
     payload = report.event.payload
-    assert payload["status"] == "failed"
-    assert "ConstraintViolation" in payload["error"] and payload["document_ids"] == []
-    assert await stored_contents(jmfts, token) == []
+    assert payload["status"] == "deposited"
+    assert payload["queries"] == ["The user's sister Ingrid lives in Trondheim."]
+    assert [d["path"] for d in payload["deposits"]] == ["model"]
+    assert payload["refused"] == [
+        {"memory": "The user's name is Theresa.", "path": "model", "invented": ["name", "theresa"]}
+    ]
+    assert await stored_contents(jmfts, token) == ["The user's sister Ingrid lives in Trondheim."]
 
 
 async def test_with_a_grammar_model_the_keep_gate_skips_a_question_before_the_model_sees_it(
@@ -212,13 +220,11 @@ async def test_with_a_grammar_model_the_keep_gate_skips_a_question_before_the_mo
         await edge.say("turn off the lights")
         reports = await edge.wait_for("memorize.tui", 2)
 
-    # Only the fact reached the evaluator's model; the question never did.
-    assert [user_texts(r) for r in brain.evaluator_requests] == [
-        [utterance_prompt("I'm allergic to cats")]
-    ]
+    # The fact was kept in the user's words; the question was not, and no model was asked.
+    assert brain.evaluator_requests == []
     payload = report.event.payload
     assert payload["status"] == "deposited"
-    assert payload["queries"] == ["The user's allergy is to cats."]
+    assert payload["queries"] == ["The user is allergic to cats."]
     assert payload["skipped"] == 1
     kept, skipped = payload["gate"]
     assert kept["keep"] and kept["score"] >= 0
@@ -227,7 +233,7 @@ async def test_with_a_grammar_model_the_keep_gate_skips_a_question_before_the_mo
     questions = reports[1].event.payload
     assert questions["status"] == "nothing" and questions["document_ids"] == []
     assert questions["skipped"] == 2
-    assert await stored_contents(jmfts, token) == ["The user's allergy is to cats."]
+    assert await stored_contents(jmfts, token) == ["The user is allergic to cats."]
 
 
 async def test_the_nodes_own_reprompt_is_neither_recalled_for_nor_evaluated(
@@ -249,9 +255,9 @@ async def test_the_nodes_own_reprompt_is_neither_recalled_for_nor_evaluated(
         recalls = edge.on("recall.tui")
 
     assert "could not be read aloud" in brain.turns[1].last_user_text
-    assert [user_texts(r) for r in brain.evaluator_requests] == [
-        [utterance_prompt("I'm allergic to cats")],
-        [utterance_prompt("I'm vegetarian")],
+    assert report.event.payload["queries"] == [
+        "The user is allergic to cats.",
+        "The user is vegetarian.",
     ]
     assert len(report.event.payload["gate"]) == 2
     assert len(recalls) == 2, "one recall per user utterance, none for the re-prompt"

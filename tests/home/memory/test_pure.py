@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from home.memory.config import parse_config
 from home.memory.errors import LedgerError, MemoryConfigError
-from home.memory.evaluator import FACT_GBNF, FACT_MAX_CHARS, decide, is_fact_line, parse_facts
+from home.memory.evaluator import decide, parse_facts
 from home.memory.fsrs import (
     MIN_STABILITY_DAYS,
     ReviewBook,
@@ -206,20 +206,3 @@ def test_a_malformed_ledger_line_is_named_by_number(tmp_path: Path) -> None:
         out.write("{broken\n")
     with pytest.raises(LedgerError, match=r"searches.jsonl:2: not JSON"):
         ledger.read()
-
-
-def test_the_fact_check_accepts_exactly_one_line_of_the_fact_grammar() -> None:
-    # The grammar itself runs in llama.cpp in test_embedded_memory (the real model).
-    assert FACT_GBNF.startswith('root ::= "- The user\'s "')
-    assert is_fact_line("- The user's dog is called Biscuit.\n")
-    for outside in (
-        "- The user's dog is called Biscuit.",  # no line end
-        "- The user said: Biscuit\n",  # not the user's
-        '- The user\'s dog is "Biscuit".\n',  # quotes are outside the grammar
-        "- The user's " + "x" * (FACT_MAX_CHARS + 1) + "\n",
-        "NONE",
-    ):
-        assert not is_fact_line(outside), outside
-    assert parse_facts("- The user's dog is called Biscuit.\n") == [
-        "The user's dog is called Biscuit."
-    ]
