@@ -1,4 +1,5 @@
-"""``home memory forget|show|due``: retract a memory, show where it came from, list what fades.
+"""``home memory forget|show|due|audit``: retract a memory, show where it came from, list
+what fades, list what was never said.
 
 Registered onto the ``home memory`` group by :func:`register`. Each talks to the running
 home's memory server as its admin, found through ``--data-dir`` as every ``home memory``
@@ -21,16 +22,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from home.agents.sessions import TURNS_FILE
 from home.jmfts.cli import AsJson, TokenFile, Url
 from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import JmftsError
 from home.jmfts.locate import locate_memory_server
+from home.memory.audit import audit as run_audit
+from home.memory.audit import turn_texts
 from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, DEFAULT_THRESHOLD, LEDGER_DIRNAME
 from home.memory.due import DEFAULT_HORIZON_DAYS, best_scores, due_memories
 from home.memory.errors import LedgerError
 from home.memory.forget import forget as forget_memory
 from home.memory.fsrs import ReviewBook
 from home.memory.origin import memory_origin
+from home.memory.provenance import Provenance
 from home.memory.records import Ledger
 from home.substrate.errors import HomeNotRunning
 from home.substrate.options import DataDir
@@ -100,12 +105,17 @@ def show(
         console.print(line, highlight=False, soft_wrap=True)
 
 
-def _current(client: SyncJmftsClient, root: str) -> list[tuple[int, str, datetime]]:
-    """The current (not superseded, not retracted) memories under ``root``."""
+def _current_view(client: SyncJmftsClient, root: str) -> list[dict[str, Any]]:
+    """The current (not superseded, not retracted) records under ``root``, oldest first."""
     doc = client.resolve(root)
-    view = client.request("GET", f"/workspace/{doc.id}")["current"]
+    view: list[dict[str, Any]] = client.request("GET", f"/workspace/{doc.id}")["current"]
+    return view
+
+
+def _current(client: SyncJmftsClient, root: str) -> list[tuple[int, str, datetime]]:
+    """The current memories under ``root``: id, text, when written."""
     out = []
-    for item in view:
+    for item in _current_view(client, root):
         stamp = item.get("event_time") or item.get("created_at")
         written = datetime.fromisoformat(stamp) if stamp else datetime.now(UTC)
         if written.tzinfo is None:
@@ -176,6 +186,78 @@ def due(
     console.print(table)
 
 
+def audit(
+    data_dir: DataDir,
+    agent: Annotated[
+        str, typer.Option("--agent", help="The agent whose memories to audit.")
+    ] = "edge_asr_memory",
+    *,
+    retract: Annotated[
+        bool,
+        typer.Option(
+            "--retract",
+            help="Retract each memory that fails, with a record of why (still found --as-of "
+            "before).",
+        ),
+    ] = False,
+    root: Annotated[
+        str | None, typer.Option(help="The memory root [default: workspace/AGENT].")
+    ] = None,
+    url: Url = None,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """List the memories that fail today's fidelity check: a word nobody said.
+
+    Each memory the reflex wrote is checked against what it was written from (its
+    provenance: the words said and what recall showed; for a memory written before it
+    carried them, its turn's words from the agent's turn ledger). A memory with neither
+    is unverifiable: listed, never retracted. Exit codes: 0 none fails; 1 some fail (or
+    JMFTS failed); 2 bad usage.
+
+    Example: home memory audit --agent edge_asr_memory --retract
+    """
+    turns = turn_texts(data_dir / "agents" / agent / TURNS_FILE)
+    with _client(data_dir, url, token_file) as client:
+        view = _current_view(client, root or f"workspace/{agent}")
+        audited = run_audit(
+            (
+                (int(item["id"]), str(item.get("content") or ""),
+                 Provenance.from_structured(item.get("structured_content")))
+                for item in view
+            ),
+            turns,
+        )  # fmt: skip
+        failing = [a for a in audited if a.verdict == "invented"]
+        retracted = {}
+        if retract:
+            for finding in failing:
+                done = forget_memory(client, finding.id, finding.retraction_reason())
+                retracted[finding.id] = done.retraction_id
+    counts = {
+        v: sum(a.verdict == v for a in audited) for v in ("faithful", "invented", "unverifiable")
+    }
+    if as_json:
+        rows = [{**a.to_dict(), "retraction_id": retracted.get(a.id)} for a in audited]
+        print(json.dumps({"agent": agent, "checked": len(audited), **counts, "memories": rows}))
+    else:
+        title = (
+            f"{agent}: {counts['invented']} of {len(audited)} memories carry words nobody "
+            f"said ({counts['unverifiable']} unverifiable)"
+        )
+        table = Table(title=title)
+        for column in ("id", "verdict", "memory", "words nobody said"):
+            table.add_column(column)
+        for a in audited:
+            if a.verdict == "faithful":
+                continue
+            verdict = a.verdict + (" (retracted)" if a.id in retracted else "")
+            table.add_row(str(a.id), verdict, escape(a.content[:70]), escape(", ".join(a.invented)))
+        console.print(table)
+    if failing:
+        raise typer.Exit(ExitCode.FAILURE)
+
+
 def _last_threshold(searches: list[dict[str, Any]]) -> float:
     for record in reversed(searches):
         value = record.get("threshold")
@@ -189,3 +271,4 @@ def register(memory_app: typer.Typer) -> None:
     memory_app.command("forget")(forget)
     memory_app.command("show")(show)
     memory_app.command("due")(due)
+    memory_app.command("audit")(audit)

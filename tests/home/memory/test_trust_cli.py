@@ -99,3 +99,67 @@ async def test_due_lists_a_fading_memory_from_the_ledger_and_review_book(
     assert report["threshold"] == 0.45 and report["checked"] == 2
     assert [d["id"] for d in report["due"]] == [fading], report
     assert report["due"][0]["reference_score"] == 0.6
+
+
+async def test_audit_lists_what_nobody_said_and_retract_removes_it_with_why(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    parent = await jmfts.ensure_path(ROOT)
+
+    async def memory(
+        content: str,
+        said: tuple[str, ...] = (),
+        binding: str | None = None,
+        writer: str = "agent.cli_agent.memory_reflex",
+    ) -> int:
+        origin = Provenance(
+            agent="cli_agent", written_by=writer, binding_id=binding, said=said,
+            extracted_by="model" if said else None,
+        )  # fmt: skip
+        body = {"parent_id": parent, "content": content}
+        written = await jmfts._call(
+            "POST", "/documents", json={**body, "structured_content": origin.structured_content()}
+        )
+        return int(written["id"])
+
+    said = await memory(
+        "The user's sister Ingrid lives in Trondheim.", ("my sister ingrid lives in trondheim",)
+    )
+    theresa = await memory(
+        "The user's name: Theresa", ("Remember this: my sister Ingrid lives in Trondheim.",)
+    )
+    # Written before memories named their sources: the turn ledger has the turn's words.
+    drink = await memory("The user's favorite drink.", binding="c" * 32)
+    unknown = await memory("The user's car is blue.", binding="d" * 32)
+    await memory("The boiler was serviced.", writer="agent.cli_agent.jmfts_write")
+    turns = tmp_path / "agents" / "cli_agent" / "turns.jsonl"
+    turns.parent.mkdir(parents=True)
+    turn = {"session_id": "s", "binding_id": "c" * 32, "device": "tui", "at": "t"}
+    turns.write_text(json.dumps({**turn, "text": "I like green tea."}) + "\n{not json\n")
+
+    code, out = await home_memory(jmfts, tmp_path, "audit", "--agent", "cli_agent", "--json")
+    assert code == 1, out  # findings
+    report = json.loads(out)
+    verdicts = {m["id"]: m["verdict"] for m in report["memories"]}
+    assert verdicts == {
+        said: "faithful",
+        theresa: "invented",
+        drink: "invented",
+        unknown: "unverifiable",
+    }  # the model's own record is no memory of what was said
+    named = {m["id"]: m["invented"] for m in report["memories"]}
+    assert named[theresa] == ["name", "theresa"] and named[drink] == ["favorite", "drink"]
+    assert (report["invented"], report["unverifiable"], report["checked"]) == (2, 1, 4)
+
+    code, out = await home_memory(
+        jmfts, tmp_path, "audit", "--agent", "cli_agent", "--retract", "--json"
+    )
+    assert code == 1, out
+    retractions = {m["id"]: m["retraction_id"] for m in json.loads(out)["memories"]}
+    assert retractions[said] is None and retractions[unknown] is None
+    why = await jmfts.document(retractions[theresa])
+    assert "theresa" in why["content"] and "Ingrid" in why["content"], why
+
+    code, out = await home_memory(jmfts, tmp_path, "audit", "--agent", "cli_agent")
+    assert code == 0, out  # what is left holds only what was said (or cannot be checked)
+    assert "0 of 2 memories carry words nobody said (1 unverifiable)" in out, out
