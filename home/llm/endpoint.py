@@ -156,7 +156,8 @@ def embedded_endpoint(
         temperature=sampling.temperature,
         extra_body=extra,
         stream=not forced,
-        # llama-cpp-python's server takes a GBNF ``grammar`` on a request without tools
-        # (the memory evaluator's fact lines).
+        # llama-cpp-python's server takes a GBNF ``grammar`` on a request without tools.
+        # The memory reflex reads a declared dialect as a small model's mark: the keep gate
+        # decides and memories are the user's own words (home/memory/extract.py).
         grammar="gbnf",
     )
