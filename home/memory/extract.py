@@ -60,10 +60,11 @@ def _checked(
     return Extracted(memory, path, tuple(said), tuple(recalled), fidelity.invented)
 
 
-def drafted(utterance: str, recalled: Sequence[str] = ()) -> Extracted | None:
-    """The draft path for one kept utterance (None: nothing is left once its opening is read)."""
+def drafted(utterance: str) -> Extracted | None:
+    """The draft path for one kept utterance (None: nothing is left once its opening is read).
+    Checked against the utterance alone: a draft has no other source."""
     draft = restate_draft(utterance)
-    return None if draft is None else _checked(draft, "draft", (utterance,), recalled)
+    return None if draft is None else _checked(draft, "draft", (utterance,), ())
 
 
 def from_model(

@@ -217,6 +217,7 @@ class MemoryReflex:
         record, shown = await self.recaller.recall(query, binding_id=binding_id)
         self._pending = TurnRecall(record, shown)
         self._recalled.extend(h.memory.content for h in shown)
+        del self._recalled[:-MAX_RECALLED]
         await self.api.append_entry(RECALL_ENTRY, record.to_dict())
         try:
             self.ledger.write(record.to_dict())
