@@ -10,10 +10,8 @@ the agent's turn ledger (``DATA_DIR/agents/AGENT/turns.jsonl``). One with neithe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from home.memory.fidelity import check
@@ -49,29 +47,6 @@ class AuditedMemory:
             f"home memory audit: words nobody said ({', '.join(self.invented)}); "
             f"checked against: {' | '.join(self.sources)}"
         )
-
-
-def turn_texts(turns_file: Path) -> dict[str, str]:
-    """The agent's turn ledger as binding id → the words of that turn (missing: empty).
-
-    A line that is not a turn record is passed over: the ledger is evidence, and one bad
-    line must not hide the rest.
-    """
-    texts: dict[str, str] = {}
-    try:
-        lines = turns_file.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return texts
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            binding, text = record.get("binding_id"), record.get("text")
-            if isinstance(binding, str) and isinstance(text, str):
-                texts[binding] = text
-    return texts
 
 
 def is_reflex_memory(provenance: Provenance | None) -> bool:

@@ -22,13 +22,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from home.agents.sessions import TURNS_FILE
+from home.agents.errors import SessionBookError
+from home.agents.sessions import TURNS_FILE, read_turns
 from home.jmfts.cli import AsJson, TokenFile, Url
 from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import JmftsError
 from home.jmfts.locate import locate_memory_server
 from home.memory.audit import audit as run_audit
-from home.memory.audit import turn_texts
 from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, DEFAULT_THRESHOLD, LEDGER_DIRNAME
 from home.memory.due import DEFAULT_HORIZON_DAYS, best_scores, due_memories
 from home.memory.errors import LedgerError
@@ -217,7 +217,11 @@ def audit(
 
     Example: home memory audit --agent edge_asr_memory --retract
     """
-    turns = turn_texts(data_dir / "agents" / agent / TURNS_FILE)
+    try:
+        turns = {t.binding_id: t.text for t in read_turns(data_dir / "agents" / agent / TURNS_FILE)}
+    except SessionBookError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(ExitCode.USAGE) from exc
     with _client(data_dir, url, token_file) as client:
         view = _current_view(client, root or f"workspace/{agent}")
         audited = run_audit(

@@ -139,7 +139,8 @@ async def test_audit_lists_what_nobody_said_and_retract_removes_it_with_why(
 
     code, out = await home_memory(jmfts, tmp_path, "audit", "--agent", "cli_agent", "--json")
     assert code == 1, out  # findings
-    report = json.loads(out)
+    assert "turns.jsonl:2: not JSON" in out, out  # the cut line is named, and passed over
+    report = json.loads(out.splitlines()[-1])
     verdicts = {m["id"]: m["verdict"] for m in report["memories"]}
     assert verdicts == {
         said: "faithful",
@@ -155,7 +156,9 @@ async def test_audit_lists_what_nobody_said_and_retract_removes_it_with_why(
         jmfts, tmp_path, "audit", "--agent", "cli_agent", "--retract", "--json"
     )
     assert code == 1, out
-    retractions = {m["id"]: m["retraction_id"] for m in json.loads(out)["memories"]}
+    retractions = {
+        m["id"]: m["retraction_id"] for m in json.loads(out.splitlines()[-1])["memories"]
+    }
     assert retractions[said] is None and retractions[unknown] is None
     why = await jmfts.document(retractions[theresa])
     assert "theresa" in why["content"] and "Ingrid" in why["content"], why
