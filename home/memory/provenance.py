@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 PROVENANCE_KEY = "provenance"
+_EXTRACTION_KEYS = ("said", "recalled", "extracted_by")
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,11 @@ class Provenance:
 
     def structured_content(self) -> dict[str, Any]:
         """The document's ``structured_content`` carrying this thread."""
-        return {"agent": self.agent, PROVENANCE_KEY: asdict(self)}
+        thread = asdict(self)
+        for key in _EXTRACTION_KEYS:  # only a memory the reflex wrote from words has them
+            if not thread[key]:
+                del thread[key]
+        return {"agent": self.agent, PROVENANCE_KEY: thread}
 
     @classmethod
     def from_structured(cls, structured: Any) -> Provenance | None:
