@@ -132,12 +132,23 @@ class ProcessHandle:
                 with contextlib.suppress(NatsError):
                     await answer.unsubscribe()
         except (NatsError, TimeoutError) as exc:
+            if _cancelling():
+                # nats-py turns a cancel that lands in next_msg on a closed connection into
+                # ConnectionClosedError; read as "unhealthy", it kept a stopping node's
+                # supervisor looping, and home up from stopping.
+                raise asyncio.CancelledError from exc
             return Health(False, f"no answer on {self._health_subject}: {type(exc).__name__}")
         return Health(True)
 
     async def stop(self) -> None:
         """Terminate the child."""
         await terminate(self._proc, group=True)
+
+
+def _cancelling() -> bool:
+    """Whether the running task has been asked to stop."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class ServiceLauncher:

@@ -38,6 +38,8 @@ DEGRADING_STATES = (FAILED, UNAVAILABLE)
 DEFAULT_READY_TIMEOUT_S = 10.0
 # Consecutive failed health checks before a running node is restarted.
 HEALTH_FAILURES_TO_RESTART = 3
+# How long stop waits on a cancelled supervising loop before cancelling it again.
+RECANCEL_AFTER_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -106,12 +108,19 @@ class NodeRunner:
             self._task = asyncio.create_task(self._run(), name=f"node {self.spec.name}")
 
     async def stop(self) -> None:
-        """Stop supervising and terminate the node."""
-        if self._task is not None:
-            self._task.cancel()
+        """Stop supervising and terminate the node.
+
+        The loop is cancelled again until it ends: nats-py swallows a cancel that lands in
+        a publish's flush (a state change is published), so one cancel could leave it
+        running and ``home up`` unable to stop.
+        """
+        task, self._task = self._task, None
+        if task is not None:
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=RECANCEL_AFTER_S)
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
         await self._set(STOPPED, "")
 
     async def _set(self, state: str, reason: str, error: str | None = None) -> None:
