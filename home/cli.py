@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from home.agents.node_process import app as agent_app
+from home.agents.sessions import turn_words
 from home.agents.sessions_cli import sessions_app
 from home.jmfts.cli import jmfts_app, memory_app
 from home.llm.cli import app as llm_app
@@ -31,7 +32,7 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(llm_app, name="llm")
 app.add_typer(jmfts_app, name="jmfts")
 register_memory_commands(memory_app)
-register_trust_commands(memory_app)
+register_trust_commands(memory_app, turn_words=turn_words)
 app.add_typer(memory_app, name="memory")
 
 

@@ -297,6 +297,11 @@ def read_turns(path: Path) -> list[TurnRecord]:
     return turns
 
 
+def turn_words(data_dir: Path, agent: str) -> dict[str, str]:
+    """``agent``'s turn ledger under home's ``data_dir``: binding id → the words of the turn."""
+    return {t.binding_id: t.text for t in read_turns(data_dir / "agents" / agent / TURNS_FILE)}
+
+
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")

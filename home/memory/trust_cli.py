@@ -11,7 +11,7 @@ unreachable, no home running); 2 bad usage or input.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,8 +22,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from home.agents.errors import SessionBookError
-from home.agents.sessions import TURNS_FILE, read_turns
 from home.jmfts.cli import AsJson, TokenFile, Url
 from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import JmftsError
@@ -39,6 +37,7 @@ from home.memory.provenance import Provenance
 from home.memory.records import Ledger
 from home.substrate.errors import HomeNotRunning
 from home.substrate.options import DataDir
+from shared.errors import InputError
 from shared.exit_codes import ExitCode
 
 console = Console()
@@ -186,80 +185,94 @@ def due(
     console.print(table)
 
 
-def audit(
-    data_dir: DataDir,
-    agent: Annotated[
-        str, typer.Option("--agent", help="The agent whose memories to audit.")
-    ] = "edge_asr_memory",
-    *,
-    retract: Annotated[
-        bool,
-        typer.Option(
-            "--retract",
-            help="Retract each memory that fails, with a record of why (still found --as-of "
-            "before).",
-        ),
-    ] = False,
-    root: Annotated[
-        str | None, typer.Option(help="The memory root [default: workspace/AGENT].")
-    ] = None,
-    url: Url = None,
-    token_file: TokenFile = None,
-    as_json: AsJson = False,
-) -> None:
-    """List the memories that fail today's fidelity check: a word nobody said.
+TurnWords = Callable[[Path, str], Mapping[str, str]]
+"""An agent's turn ledger under a data dir, as binding id → the words of that turn; a
+malformed ledger raises an :class:`~shared.errors.InputError` naming its line."""
 
-    Each memory the reflex wrote is checked against what it was written from (its
-    provenance: the words said and what recall showed; for a memory written before it
-    carried them, its turn's words from the agent's turn ledger). A memory with neither
-    is unverifiable: listed, never retracted. Exit codes: 0 none fails; 1 some fail (or
-    JMFTS failed); 2 bad usage.
 
-    Example: home memory audit --agent edge_asr_memory --retract
-    """
-    try:
-        turns = {t.binding_id: t.text for t in read_turns(data_dir / "agents" / agent / TURNS_FILE)}
-    except SessionBookError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(ExitCode.USAGE) from exc
-    with _client(data_dir, url, token_file) as client:
-        view = _current_view(client, root or f"workspace/{agent}")
-        audited = run_audit(
-            (
-                (int(item["id"]), str(item.get("content") or ""),
-                 Provenance.from_structured(item.get("structured_content")))
-                for item in view
+def audit_command(turn_words: TurnWords) -> Callable[..., None]:
+    """The ``home memory audit`` command, reading older memories' turns with ``turn_words``
+    (the agents' ledger: handed in by the composition root, so memory imports no agents)."""
+
+    def audit(
+        data_dir: DataDir,
+        agent: Annotated[
+            str, typer.Option("--agent", help="The agent whose memories to audit.")
+        ] = "edge_asr_memory",
+        *,
+        retract: Annotated[
+            bool,
+            typer.Option(
+                "--retract",
+                help="Retract each memory that fails, with a record of why (still found --as-of "
+                "before).",
             ),
-            turns,
-        )  # fmt: skip
-        failing = [a for a in audited if a.verdict == "invented"]
-        retracted = {}
-        if retract:
-            for finding in failing:
-                done = forget_memory(client, finding.id, finding.retraction_reason())
-                retracted[finding.id] = done.retraction_id
-    counts = {
-        v: sum(a.verdict == v for a in audited) for v in ("faithful", "invented", "unverifiable")
-    }
-    if as_json:
-        rows = [{**a.to_dict(), "retraction_id": retracted.get(a.id)} for a in audited]
-        print(json.dumps({"agent": agent, "checked": len(audited), **counts, "memories": rows}))
-    else:
-        title = (
-            f"{agent}: {counts['invented']} of {len(audited)} memories carry words nobody "
-            f"said ({counts['unverifiable']} unverifiable)"
-        )
-        table = Table(title=title)
-        for column in ("id", "verdict", "memory", "words nobody said"):
-            table.add_column(column)
-        for a in audited:
-            if a.verdict == "faithful":
-                continue
-            verdict = a.verdict + (" (retracted)" if a.id in retracted else "")
-            table.add_row(str(a.id), verdict, escape(a.content[:70]), escape(", ".join(a.invented)))
-        console.print(table)
-    if failing:
-        raise typer.Exit(ExitCode.FAILURE)
+        ] = False,
+        root: Annotated[
+            str | None, typer.Option(help="The memory root [default: workspace/AGENT].")
+        ] = None,
+        url: Url = None,
+        token_file: TokenFile = None,
+        as_json: AsJson = False,
+    ) -> None:
+        """List the memories that fail today's fidelity check: a word nobody said.
+
+        Each memory the reflex wrote is checked against what it was written from (its
+        provenance: the words said and what recall showed; for a memory written before it
+        carried them, its turn's words from the agent's turn ledger). A memory with neither
+        is unverifiable: listed, never retracted. Exit codes: 0 none fails; 1 some fail (or
+        JMFTS failed); 2 bad usage.
+
+        Example: home memory audit --agent edge_asr_memory --retract
+        """
+        try:
+            turns = turn_words(data_dir, agent)
+        except InputError as exc:
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(ExitCode.USAGE) from exc
+        with _client(data_dir, url, token_file) as client:
+            view = _current_view(client, root or f"workspace/{agent}")
+            audited = run_audit(
+                (
+                    (int(item["id"]), str(item.get("content") or ""),
+                     Provenance.from_structured(item.get("structured_content")))
+                    for item in view
+                ),
+                turns,
+            )  # fmt: skip
+            failing = [a for a in audited if a.verdict == "invented"]
+            retracted = {}
+            if retract:
+                for finding in failing:
+                    done = forget_memory(client, finding.id, finding.retraction_reason())
+                    retracted[finding.id] = done.retraction_id
+        counts = {
+            v: sum(a.verdict == v for a in audited)
+            for v in ("faithful", "invented", "unverifiable")
+        }
+        if as_json:
+            rows = [{**a.to_dict(), "retraction_id": retracted.get(a.id)} for a in audited]
+            print(json.dumps({"agent": agent, "checked": len(audited), **counts, "memories": rows}))
+        else:
+            title = (
+                f"{agent}: {counts['invented']} of {len(audited)} memories carry words nobody "
+                f"said ({counts['unverifiable']} unverifiable)"
+            )
+            table = Table(title=title)
+            for column in ("id", "verdict", "memory", "words nobody said"):
+                table.add_column(column)
+            for a in audited:
+                if a.verdict == "faithful":
+                    continue
+                verdict = a.verdict + (" (retracted)" if a.id in retracted else "")
+                table.add_row(
+                    str(a.id), verdict, escape(a.content[:70]), escape(", ".join(a.invented))
+                )
+            console.print(table)
+        if failing:
+            raise typer.Exit(ExitCode.FAILURE)
+
+    return audit
 
 
 def _last_threshold(searches: list[dict[str, Any]]) -> float:
@@ -270,9 +283,9 @@ def _last_threshold(searches: list[dict[str, Any]]) -> float:
     return DEFAULT_THRESHOLD
 
 
-def register(memory_app: typer.Typer) -> None:
-    """Add ``forget``, ``show`` and ``due`` to the ``home memory`` group."""
+def register(memory_app: typer.Typer, *, turn_words: TurnWords) -> None:
+    """Add ``forget``, ``show``, ``due`` and ``audit`` to the ``home memory`` group."""
     memory_app.command("forget")(forget)
     memory_app.command("show")(show)
     memory_app.command("due")(due)
-    memory_app.command("audit")(audit)
+    memory_app.command("audit")(audit_command(turn_words))
