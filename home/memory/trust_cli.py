@@ -209,7 +209,7 @@ def audit_command(turn_words: TurnWords) -> Callable[..., None]:
             ),
         ] = False,
         root: Annotated[
-            str | None, typer.Option(help="The memory root [default: workspace/AGENT].")
+            str | None, typer.Option(help="The memory root (default: workspace/AGENT).")
         ] = None,
         url: Url = None,
         token_file: TokenFile = None,
