@@ -88,7 +88,9 @@ def restate_draft(utterance: str) -> str | None:
     text = without_fillers(read_opening(utterance).rest).strip(" .!?,;:-")
     if not text:
         return None
-    swapped = _SWAP.sub(lambda m: _PERSON_SWAP[m.group(1).lower()], text)
+    # A word the case-blind match took for a first-person one but is not ("İ", whose lower
+    # case is two characters; found by hypothesis) stays as it was said.
+    swapped = _SWAP.sub(lambda m: _PERSON_SWAP.get(m.group(1).lower(), m.group(1)), text)
     swapped = _THE_USER_VERB.sub(_third_person, swapped)
     if "the user" not in swapped.lower():
         swapped = f"the user said: {swapped}"

@@ -49,6 +49,13 @@ def test_the_draft_puts_the_utterance_in_the_third_person_in_its_own_words(
     assert restate_draft(said) == draft
 
 
+def test_a_letter_that_only_looks_like_i_is_kept_as_said() -> None:
+    # Found by the property below: "İ".lower() is two characters, no key of the swap.
+    assert restate_draft("İ like tea") == "The user said: İ like tea."
+    memory = drafted("İ like tea")
+    assert memory is not None and memory.faithful
+
+
 @pytest.mark.parametrize("said", ["remember that", "um okay", "", "  so uh  "])
 def test_an_utterance_that_is_all_opening_has_no_draft(said: str) -> None:
     assert restate_draft(said) is None and drafted(said) is None
