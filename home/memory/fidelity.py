@@ -178,12 +178,6 @@ class Fidelity:
         """Whether every content word of the memory was said (or recalled)."""
         return not self.invented
 
-    def reason(self) -> str:
-        """Why it was refused, in words."""
-        if self.faithful:
-            return "every content word was said"
-        return "words nobody said: " + ", ".join(self.invented)
-
 
 def check(memory: str, sources: Iterable[str]) -> Fidelity:
     """Which content words of ``memory`` are in none of ``sources`` (by stem)."""
