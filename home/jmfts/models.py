@@ -225,7 +225,7 @@ class SearchRequest(_Request):
 
 
 class HybridSearchRequest(SearchRequest):
-    """``POST /search/hybrid``: reciprocal rank fusion of vector and full-text ranks."""
+    """``POST /search/hybrid``: vector and full-text scores blended, turn and neighbours."""
 
     methods: Annotated[list[str], Field(max_length=MAX_LIST_ITEMS)] | None = None
     weights: dict[str, float] | None = None
@@ -234,8 +234,8 @@ class HybridSearchRequest(SearchRequest):
         default=2,
         ge=0,
         le=5,
-        description="Following siblings (a conversation's next turns) that share a hit's "
-        "fused score; 0 turns this off.",
+        description="Turns on either side of a document, in conversation order, whose "
+        "scores it shares (less at each turn of distance); 0 turns this off.",
     )
     recency_weight: float = Field(default=0.0, ge=0.0)
     importance_weight: float = Field(default=0.0, ge=0.0)
@@ -274,12 +274,13 @@ class SearchResultItem(BaseModel):
     age: str = Field(description="Age in words, e.g. '3 weeks ago'.")
 
 
-ScoreKind = Literal["cosine", "bm25", "fused_rank"]
+ScoreKind = Literal["cosine", "bm25", "fused_score"]
 
 
 class SearchResponse(BaseModel):
     """A page of hits. ``score_kind`` says what ``score`` means: cosine similarity,
-    BM25 relevance, or (hybrid) a reciprocal-rank-fusion value that ranks, not measures."""
+    BM25 relevance, or (hybrid) a blend of both over a turn and its neighbours that ranks,
+    not measures."""
 
     results: list[SearchResultItem]
     total: int

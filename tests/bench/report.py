@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,6 +31,8 @@ class Result:
     peer: str | None = None
     peer_value: float | None = None
     note: str = ""
+    # What the figure is of, for scripts: e.g. {"age_days": 90, "half": "held-out"}.
+    labels: dict[str, str | float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float | None:

@@ -63,7 +63,7 @@ def test_search_filters_and_score_kinds(shared_server: ServerProcess) -> None:
         high, _ = ids("vector", threshold=0.99)
         assert high == []
         _, fused = ids("hybrid")
-        assert fused["score_kind"] == "fused_rank"
+        assert fused["score_kind"] == "fused_score"
         assert fused["applied"]["methods"] == ["vector", "fulltext"]
         hit = next(h for h in fused["results"] if h["id"] == old["id"])
         assert hit["age"] == "1 year ago" and hit["path"] == "garden-a/diary"
