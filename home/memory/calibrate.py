@@ -1,10 +1,12 @@
 """Threshold calibration from the reflex's own records (pure, except :func:`plot`).
 
 Every search the reflex made is in its ledger with every score, and every turn that
-was shown memories says which of them the reply used. Three distributions follow:
-scores of hits shown and used, shown and not used, and not shown (below the
-threshold). The suggested threshold is the score that best separates used hits from
-all others (Youden's J = TPR - FPR over the observed scores). What the data cannot say:
+was shown memories says which of them the reply used. Three distributions of the
+cosine score the gate compares follow (decay ranks candidates, it does not gate,
+:mod:`home.memory.recall`): hits shown and used, shown and not used, and not shown
+(below the threshold, or beyond the memories a recall shows). The suggested
+threshold is the score that best separates used hits from all others (Youden's
+J = TPR - FPR over the observed scores). What the data cannot say:
 a hit below the threshold was never shown, so it never had the chance to be used; the
 "not shown" distribution shows how close those hits came.
 """
@@ -103,7 +105,9 @@ def collect(records: list[dict[str, Any]]) -> Calibration:
         used_here = used.get(str(search.get("search_id")), set())
         for hit in search.get("hits", []):
             try:
-                score, passed, doc = float(hit["score"]), bool(hit["passed"]), int(hit["id"])
+                # The gate compares the cosine (raw_score); decay only ranks.
+                score = float(hit.get("raw_score", hit["score"]))
+                passed, doc = bool(hit["passed"]), int(hit["id"])
             except (KeyError, TypeError, ValueError) as exc:
                 raise LedgerError(
                     f"search {search.get('search_id')}: malformed hit {hit!r}"
@@ -150,7 +154,7 @@ def plot(calibration: Calibration, path: Path, agent: str) -> Path:
     if calibration.suggested is not None:
         axes.axvline(calibration.suggested, color="tab:blue", label="suggested threshold")
     axes.set_xlim(0, 1)
-    axes.set_xlabel("score (cosine x retrievability)")
+    axes.set_xlabel("cosine score (what the gate compares; decay only ranks)")
     axes.set_ylabel("hits")
     axes.set_title(f"memory reflex of {agent}: {calibration.searches} searches")
     axes.legend(loc="upper right")

@@ -4,8 +4,8 @@ Read from τ's ``api.config`` (``--ext-config memory_reflex:KEY=JSON``); every k
 checked here, and a bad one is a :class:`MemoryConfigError` naming it. Defaults work::
 
     roots: [workspace/edge_asr_memory]        # or [{path: ..., decay: true}, ...]
-    threshold: 0.45    # cosine (after decay) at or above which a hit is threaded in
-    k: 5               # hits asked for per root
+    threshold: 0.3     # cosine at or above which a hit may be threaded in (decay only ranks)
+    k: 5               # memories shown at most per root (a decaying root ranks 2k found)
     every_n: 4         # an evaluation every N user turns (0: never)
     evaluator_model: null   # a τ model name; null is the session's own model
     memory_root: workspace/<agent>   # where deposits go
@@ -23,7 +23,7 @@ from home.memory.errors import MemoryConfigError
 from shared.errors import SubjectError
 from shared.subjects import check_name
 
-DEFAULT_THRESHOLD = 0.45
+DEFAULT_THRESHOLD = 0.3
 DEFAULT_K = 5
 DEFAULT_EVERY_N = 4
 DEFAULT_DEDUP_THRESHOLD = 0.9

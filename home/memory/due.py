@@ -1,11 +1,12 @@
-"""``home memory due``: which memories are about to fall below the recall gate. Pure.
+"""``home memory due``: which memories are due for review, and how far they have sunk. Pure.
 
-On a decaying root a hit passes when ``cosine × R ≥ threshold`` (:mod:`home.memory.recall`),
-and R falls with time since the last review (:mod:`home.memory.fsrs`). A memory's
-*reference score* is the best cosine score it has had in a recorded search (the ledger),
-or 1.0 if none recorded it: its best case. It is due when, within the horizon, even that
-score times R drops below the threshold: unless it is recalled and used before then, a
-question about it will no longer bring it back.
+Decay never hides a memory: on a decaying root its FSRS retrievability R
+(:mod:`home.memory.fsrs`) only weighs its rank among a recall's candidates
+(:func:`home.memory.recall.rank_weight`). FSRS schedules a review when R falls to
+``RETENTION`` (0.9, reached when the days since the last review equal the stability): a
+memory is due when that happens within the horizon. Recalled and used, or restated by
+the user, its clock starts again and its stability grows; left alone, it sinks in rank
+toward the floor, never out of reach.
 """
 
 from __future__ import annotations
@@ -16,37 +17,27 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from home.memory.fsrs import FACTOR, ReviewBook, days_between
+from home.memory.recall import rank_weight
 
 DEFAULT_HORIZON_DAYS = 1.0
+#: The retrievability FSRS schedules a review at (its "desired retention").
+RETENTION = 0.9
 
 
 @dataclass(frozen=True)
 class DueMemory:
-    """One memory's standing against the gate."""
+    """One memory's standing in time."""
 
     id: int
     content: str
     retrievability: float
-    reference_score: float
+    rank_weight: float
     stability_days: float
-    days_left: float  # until reference × R < threshold; 0 when already below
+    days_left: float  # until R falls to RETENTION; 0 when it already has
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, rounded."""
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
-
-
-def best_scores(ledger: Iterable[dict[str, Any]]) -> dict[int, float]:
-    """The best raw cosine score each memory had in the ledger's recorded searches."""
-    best: dict[int, float] = {}
-    for record in ledger:
-        if record.get("kind") != "search":
-            continue
-        for hit in record.get("hits") or []:
-            doc, score = hit.get("id"), hit.get("raw_score")
-            if isinstance(doc, int) and isinstance(score, int | float):
-                best[doc] = max(best.get(doc, 0.0), float(score))
-    return best
 
 
 def days_until(retention: float, stability_days: float) -> float:
@@ -62,30 +53,26 @@ def due_memories(
     memories: Iterable[tuple[int, str, datetime]],
     book: ReviewBook,
     *,
-    references: dict[int, float],
-    threshold: float,
     now: datetime,
     horizon: timedelta = timedelta(days=DEFAULT_HORIZON_DAYS),
 ) -> list[DueMemory]:
-    """The memories that fall below the gate within ``horizon`` of ``now``, soonest first."""
+    """The memories due for review within ``horizon`` of ``now``, soonest (most sunk) first."""
     due = []
     for doc_id, content, written_at in memories:
         state = book.state(doc_id, written_at)
-        reference = references.get(doc_id, 1.0)
         elapsed = days_between(datetime.fromisoformat(state.last_review), now)
-        # R must stay at or above threshold / reference for a question to recall it.
-        floor = threshold / reference if reference > 0 else float("inf")
-        left = max(days_until(floor, state.stability_days) - elapsed, 0.0)
+        left = max(days_until(RETENTION, state.stability_days) - elapsed, 0.0)
         if left * 86_400 > horizon.total_seconds():
             continue
+        r = state.retrievability_at(now)
         due.append(
             DueMemory(
                 id=doc_id,
                 content=content,
-                retrievability=state.retrievability_at(now),
-                reference_score=reference,
+                retrievability=r,
+                rank_weight=rank_weight(r),
                 stability_days=state.stability_days,
                 days_left=left,
             )
         )
-    return sorted(due, key=lambda d: (d.days_left, d.id))
+    return sorted(due, key=lambda d: (d.days_left, d.retrievability, d.id))

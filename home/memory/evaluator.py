@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from home.memory.correction import corrects
+from home.memory.fidelity import content_words, stem
 from home.memory.memories import StoredMemory
 
 EVALUATOR_MARKER = "[memory evaluator]"
@@ -81,7 +82,7 @@ def normalized(text: str) -> str:
 class Decision:
     """What to do with one fact: write it, correct or supersede a stored one, or leave it."""
 
-    action: Literal["create", "correct", "supersede", "unchanged"]
+    action: Literal["create", "correct", "supersede", "reinforce"]
     existing: StoredMemory | None = None
 
     @property
@@ -93,18 +94,25 @@ class Decision:
 def decide(fact: str, nearest: list[StoredMemory], dedup_threshold: float) -> Decision:
     """Judge ``fact`` against the stored memories nearest to it (best first).
 
-    Identical text is left as is; a memory whose slot the fact fills with another value
-    is corrected (:mod:`home.memory.correction`); a near-duplicate is superseded.
+    Identical text reinforces the memory it restates; a memory whose slot the fact fills
+    with another value is corrected (:mod:`home.memory.correction`); a near-duplicate is
+    reinforced when the fact adds no content word to it, else superseded.
     """
     for memory in nearest:
         if normalized(memory.content) == normalized(fact):
-            return Decision("unchanged", memory)
+            return Decision("reinforce", memory)
     for memory in nearest:
         if corrects(fact, memory.content):
             return Decision("correct", memory)
     if nearest and nearest[0].score >= dedup_threshold:
+        if _stems(fact) <= _stems(nearest[0].content):
+            return Decision("reinforce", nearest[0])
         return Decision("supersede", nearest[0])
     return Decision("create")
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(w) for w in content_words(text)}
 
 
 def assistant_text(messages: list[dict[str, Any]]) -> str:

@@ -1,11 +1,15 @@
-"""Review decay: FSRS retrievability scales a memory's score; use grows its stability.
+"""Review decay: FSRS retrievability, a memory's standing in time; review grows its stability.
 
 R(t, S) = (1 + 19/81 · t/S)^(-1/2), with t the days since the memory was last reviewed
 (or written) and S its stability in days: R is 0.9 when t = S, and it falls as a power
-law, so an unreviewed memory sinks without ever reaching zero. A memory that was
-recalled *and used* is a successful review: S grows by FSRS-4.5's rule, more the more
-overdue it was (R low). One recalled and left unused is a lapse: S halves, down to a
-floor. The book of review states is a small JSON file the reflex owns.
+law, so an unreviewed memory sinks without ever reaching zero. R only ranks a memory
+among the candidates of a recall (:mod:`home.memory.recall`); it never hides one.
+
+A review is a success: a memory recalled *and used* by the answer, or restated by the
+user, grows S by FSRS-4.5's rule (more the more overdue it was, R low) and restarts its
+clock. A memory shown and left unused is no review at all: the question was about
+something else, which says nothing about whether the memory is still known. The book of
+review states is a small JSON file the reflex owns.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from home.memory.errors import LedgerError
 
@@ -25,7 +30,6 @@ DECAY = -0.5
 W8, W9, W10 = 1.6474, 0.1367, 1.0461
 # Difficulty is not modelled per memory: the middle of FSRS's 1..10 scale.
 DIFFICULTY = 5.0
-MIN_STABILITY_DAYS = 0.1
 SECONDS_PER_DAY = 86_400.0
 
 
@@ -47,11 +51,6 @@ def stability_after_success(stability_days: float, r: float) -> float:
     return stability_days * (1.0 + growth)
 
 
-def stability_after_lapse(stability_days: float) -> float:
-    """S after a lapse: halved, never below the floor."""
-    return max(stability_days / 2.0, MIN_STABILITY_DAYS)
-
-
 def days_between(earlier: datetime, later: datetime) -> float:
     """Days from ``earlier`` to ``later`` (negative spans read as zero)."""
     return max((later - earlier).total_seconds(), 0.0) / SECONDS_PER_DAY
@@ -64,13 +63,21 @@ class ReviewState:
     stability_days: float
     last_review: str  # ISO-8601
     reviews: int = 0
-    lapses: int = 0
 
     def retrievability_at(self, now: datetime) -> float:
         """R now."""
         return retrievability(
             days_between(datetime.fromisoformat(self.last_review), now), self.stability_days
         )
+
+
+def _state(raw: Any) -> ReviewState:
+    """A stored state; keys a book written by an earlier release has (``lapses``) are left."""
+    return ReviewState(
+        stability_days=float(raw["stability_days"]),
+        last_review=str(raw["last_review"]),
+        reviews=int(raw.get("reviews", 0)),
+    )
 
 
 class ReviewBook:
@@ -83,8 +90,8 @@ class ReviewBook:
         if path.exists():
             try:
                 raw = json.loads(path.read_text(encoding="utf-8"))
-                self._states = {int(k): ReviewState(**v) for k, v in raw.items()}
-            except (OSError, ValueError, TypeError) as exc:
+                self._states = {int(k): _state(v) for k, v in raw.items()}
+            except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
                 raise LedgerError(f"{path}: unreadable review book: {exc}") from exc
 
     def state(self, doc_id: int, written_at: datetime) -> ReviewState:
@@ -98,18 +105,13 @@ class ReviewBook:
         """R of the memory now."""
         return self.state(doc_id, written_at).retrievability_at(now)
 
-    def review(
-        self, doc_id: int, written_at: datetime, now: datetime, *, used: bool
-    ) -> ReviewState:
-        """Record one recall: used grows S, unused is a lapse. Persisted before returning."""
+    def review(self, doc_id: int, written_at: datetime, now: datetime) -> ReviewState:
+        """Record one successful review (used by an answer, or restated): S grows and the
+        clock restarts. Persisted before returning."""
         state = self.state(doc_id, written_at)
         r = state.retrievability_at(now)
-        if used:
-            state.stability_days = stability_after_success(state.stability_days, r)
-            state.reviews += 1
-        else:
-            state.stability_days = stability_after_lapse(state.stability_days)
-            state.lapses += 1
+        state.stability_days = stability_after_success(state.stability_days, r)
+        state.reviews += 1
         state.last_review = now.isoformat()
         self._states[doc_id] = state
         self._save()

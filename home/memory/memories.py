@@ -103,12 +103,13 @@ class MemoryStore(AbstractAsyncContextManager["MemoryStore"]):
         *,
         supersedes: int | None = None,
         origin: Provenance | None = None,
+        event_time: datetime | None = None,
     ) -> StoredMemory:
         """Write one memory under ``parent_id`` (findable when this returns).
 
         With ``supersedes`` in a workspace (append-only) a new record replaces the old;
         elsewhere the old document is updated in place. ``origin`` is written into the
-        record (its audit thread).
+        record (its audit thread); ``event_time`` is when it was said.
         """
         structured = origin.structured_content() if origin is not None else None
         try:
@@ -118,12 +119,15 @@ class MemoryStore(AbstractAsyncContextManager["MemoryStore"]):
                 parent_id=parent_id,
                 structured_content=structured,
                 supersedes=supersedes,
+                event_time=None if event_time is None else event_time.isoformat(),
             )
         except JmftsError as exc:
             if supersedes is None or exc.status != 400:
                 raise
             # Outside a workspace there is no supersession: update the memory in place.
             changes: dict[str, Any] = {"content": text}
+            if event_time is not None:
+                changes["event_time"] = event_time.isoformat()
             if structured is not None:
                 changes["structured_content"] = structured
             doc = await self.client.update(supersedes, changes)

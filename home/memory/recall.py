@@ -1,20 +1,28 @@
 """The recall gate and what the model is shown: pure functions, no I/O.
 
-A hit passes when its score — the cosine score, times FSRS retrievability on a
-decaying root — is at or above the threshold. Passed memories are threaded ahead of
-the utterance oldest first, each with its age in words, so a later memory reads as a
-revision of an earlier one and the model never does date arithmetic.
+A hit passes the gate when its cosine score is at or above the threshold: time never
+hides a memory that answers the question. On a decaying root, time ranks: a hit's rank
+score is its cosine times a weight that sinks from 1 toward ``RANK_FLOOR`` as its FSRS
+retrievability falls (:mod:`home.memory.fsrs`), so among the candidates a recall finds
+(more than it shows) a memory reviewed or said lately comes before one left alone for
+months, and of a fact said twice with two values the later one ranks first. The first
+``shown`` passing hits by rank are threaded ahead of the utterance oldest first, each
+with its age in words, so a later memory reads as a revision of an earlier one and the
+model never does date arithmetic.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from home.memory.memories import StoredMemory
 
 MEMORY_TEXT_CHARS = 500
+#: The least a memory's rank weight sinks to, however long it was left unreviewed:
+#: chosen by the life benchmark (tests/bench/memory_life.py, docs/architecture.md).
+RANK_FLOOR = 0.5
 RECALL_HEADER = (
     "Memories recalled for this turn, oldest first (each with its age; a later one may "
     "revise an earlier one). Use them only if they help:"
@@ -48,29 +56,41 @@ class ScoredHit:
     memory: StoredMemory
     root: str
     retrievability: float
-    score: float
+    score: float  # the rank score: cosine times the rank weight
     passed: bool
 
     @property
     def raw_score(self) -> float:
-        """The cosine score JMFTS returned, before decay."""
+        """The cosine score JMFTS returned: what the gate compares with the threshold."""
         return self.memory.score
+
+
+def rank_weight(retrievability: float) -> float:
+    """How much of its cosine a memory keeps in the ranking at retrievability R."""
+    return RANK_FLOOR + (1.0 - RANK_FLOOR) * retrievability
 
 
 def gate(
     hits: Iterable[tuple[str, StoredMemory]],
     threshold: float,
     retrievability_of: Callable[[str, StoredMemory], float],
+    shown: int,
 ) -> list[ScoredHit]:
-    """Score every hit (best first, one per document) and mark those that pass."""
+    """Rank every hit (best first, one per document) and mark the first ``shown`` whose
+    cosine is at or above ``threshold`` as passed."""
     best: dict[int, ScoredHit] = {}
     for root, memory in hits:
         r = retrievability_of(root, memory)
-        score = memory.score * r
-        scored = ScoredHit(memory, root, r, score, score >= threshold)
-        if memory.id not in best or best[memory.id].score < score:
+        scored = ScoredHit(memory, root, r, memory.score * rank_weight(r), False)
+        if memory.id not in best or best[memory.id].score < scored.score:
             best[memory.id] = scored
-    return sorted(best.values(), key=lambda h: -h.score)
+    ranked = sorted(best.values(), key=lambda h: (-h.score, h.memory.id))
+    passed = 0
+    for i, hit in enumerate(ranked):
+        if passed < shown and hit.raw_score >= threshold:
+            ranked[i] = replace(hit, passed=True)
+            passed += 1
+    return ranked
 
 
 def threaded(scored: Iterable[ScoredHit]) -> list[ScoredHit]:

@@ -21,7 +21,7 @@ USE_ENTRY = "memory_use"
 MEMORIZE_ENTRY = "memory_memorize"
 
 EvaluationStatus = Literal["started", "deposited", "nothing", "evaluator_busy", "failed"]
-DepositAction = Literal["created", "corrected", "superseded", "unchanged"]
+DepositAction = Literal["created", "corrected", "superseded", "reinforced"]
 
 
 @dataclass(frozen=True)

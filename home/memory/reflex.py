@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -27,6 +28,11 @@ from home.memory.records import DepositAction, DepositRecord, HitRecord, SearchR
 DEDUP_NEIGHBOURS = 3
 # A correction's candidates: stored memories nearest to the fact's slot phrase.
 SLOT_NEIGHBOURS = 5
+#: Candidates a recall ranks per memory it may show: decay can only choose among
+#: memories the search found.
+CANDIDATES_PER_SHOWN = 2
+
+Clock = Callable[[], datetime]
 
 
 def now_utc() -> datetime:
@@ -35,17 +41,24 @@ def now_utc() -> datetime:
 
 
 class Recaller:
-    """Search every configured root for an utterance and gate the hits."""
+    """Search every configured root for an utterance, rank the hits and gate them.
 
-    def __init__(self, config: ReflexConfig, store: MemoryStore, reviews: ReviewBook) -> None:
+    ``clock`` is the time decay is reckoned at (the life benchmark injects one).
+    """
+
+    def __init__(
+        self, config: ReflexConfig, store: MemoryStore, reviews: ReviewBook, clock: Clock = now_utc
+    ) -> None:
         self.config = config
         self.store = store
         self.reviews = reviews
+        self.clock = clock
         self._decays = {root.path: root.decay for root in config.roots}
 
     async def _search_root(self, root: RootSpec, query: str) -> list[tuple[str, StoredMemory]]:
         root_id = await self.store.resolve(root.path)
-        hits = await self.store.vector_search(query, root_id, self.config.k)
+        wanted = self.config.k * (CANDIDATES_PER_SHOWN if root.decay else 1)
+        hits = await self.store.vector_search(query, root_id, wanted)
         return [(root.path, hit) for hit in hits]
 
     def _retrievability(self, root: str, memory: StoredMemory, now: datetime) -> float:
@@ -62,7 +75,7 @@ class Recaller:
         others still count: recall never raises into the turn.
         """
         started = time.perf_counter()
-        now = now_utc()
+        now = self.clock()
         results = await asyncio.gather(
             *(
                 asyncio.wait_for(self._search_root(root, query), self.config.search_timeout_s)
@@ -81,7 +94,12 @@ class Recaller:
                 raise result
             else:
                 hits.extend(result)
-        scored = gate(hits, self.config.threshold, lambda r, m: self._retrievability(r, m, now))
+        scored = gate(
+            hits,
+            self.config.threshold,
+            lambda r, m: self._retrievability(r, m, now),
+            self.config.k * len(self.config.roots),
+        )
         shown = threaded(scored)
         record = SearchRecord(
             search_id=uuid.uuid4().hex,
@@ -110,21 +128,32 @@ class Recaller:
         return record, shown
 
     def review(self, shown: list[ScoredHit], used_ids: set[int]) -> None:
-        """Advance the review clock of every shown memory on a decaying root."""
-        now = now_utc()
+        """Review every shown memory the answer used (on a decaying root); the others are
+        left as they were."""
+        now = self.clock()
         for hit in shown:
-            if self._decays.get(hit.root, False):
-                self.reviews.review(
-                    hit.memory.id, hit.memory.written_at, now, used=hit.memory.id in used_ids
-                )
+            if hit.memory.id in used_ids and self._decays.get(hit.root, False):
+                self.reviews.review(hit.memory.id, hit.memory.written_at, now)
 
 
 class Depositor:
-    """Write facts under the agent's memory root, deduplicated against what is stored."""
+    """Write facts under the agent's memory root, deduplicated against what is stored.
 
-    def __init__(self, config: ReflexConfig, store: MemoryStore) -> None:
+    A fact said again reinforces the memory it restates: a review in ``reviews``, at
+    ``clock``'s time, which also stamps what is written (its event time).
+    """
+
+    def __init__(
+        self,
+        config: ReflexConfig,
+        store: MemoryStore,
+        reviews: ReviewBook,
+        clock: Clock = now_utc,
+    ) -> None:
         self.config = config
         self.store = store
+        self.reviews = reviews
+        self.clock = clock
 
     async def _candidates(self, fact: str, root_id: int) -> list[StoredMemory]:
         """The stored memories a fact may repeat or correct, best first.
@@ -143,9 +172,10 @@ class Depositor:
     async def deposit(
         self, memories: list[Extracted], origin: Provenance | None = None
     ) -> list[DepositRecord]:
-        """Deposit each faithful memory (in order): an identical one stays, a correction or
-        a near-duplicate supersedes what it replaces, anything else is created. Each
-        written record's provenance names what it was written from and how."""
+        """Deposit each faithful memory (in order): a restatement reinforces the memory it
+        restates, a correction or a near-duplicate that adds words supersedes what it
+        replaces, anything else is created. Each written record's provenance names what
+        it was written from and how."""
         root_id = await self.store.resolve(self.config.memory_root)
         records = []
         for memory in memories:
@@ -157,13 +187,14 @@ class Depositor:
             fact = memory.memory
             nearest = await self._candidates(fact, root_id)
             decision = decide(fact, nearest, self.config.dedup_threshold)
-            if decision.action == "unchanged" and decision.existing is not None:
+            if decision.action == "reinforce" and decision.existing is not None:
+                existing = decision.existing
+                self.reviews.review(existing.id, existing.written_at, self.clock())
                 records.append(
                     DepositRecord(
-                        fact, "unchanged", decision.existing.id, None, decision.nearest_score,
-                        memory.path,
+                        fact, "reinforced", existing.id, None, decision.nearest_score, memory.path
                     )
-                )  # fmt: skip
+                )
                 continue
             old = decision.existing.id if decision.existing is not None else None
             thread = None
@@ -171,7 +202,9 @@ class Depositor:
                 thread = replace(
                     origin, said=memory.said, recalled=memory.recalled, extracted_by=memory.path
                 )
-            written = await self.store.deposit(root_id, fact, supersedes=old, origin=thread)
+            written = await self.store.deposit(
+                root_id, fact, supersedes=old, origin=thread, event_time=self.clock()
+            )
             action: DepositAction = _ACTIONS[decision.action]
             records.append(
                 DepositRecord(fact, action, written.id, old, decision.nearest_score, memory.path)

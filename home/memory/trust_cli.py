@@ -27,14 +27,13 @@ from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import JmftsError
 from home.jmfts.locate import locate_memory_server
 from home.memory.audit import audit as run_audit
-from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, DEFAULT_THRESHOLD, LEDGER_DIRNAME
-from home.memory.due import DEFAULT_HORIZON_DAYS, best_scores, due_memories
+from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, LEDGER_DIRNAME
+from home.memory.due import DEFAULT_HORIZON_DAYS, due_memories
 from home.memory.errors import LedgerError
 from home.memory.forget import forget as forget_memory
 from home.memory.fsrs import ReviewBook
 from home.memory.origin import memory_origin
 from home.memory.provenance import Provenance
-from home.memory.records import Ledger
 from home.substrate.errors import HomeNotRunning
 from home.substrate.options import DataDir
 from shared.errors import InputError
@@ -130,10 +129,6 @@ def due(
     within_days: Annotated[
         float, typer.Option("--within", help="Horizon in days.", min=0.0)
     ] = DEFAULT_HORIZON_DAYS,
-    threshold: Annotated[
-        float | None,
-        typer.Option(help="The recall threshold [default: the ledger's last, else 0.45]."),
-    ] = None,
     root: Annotated[
         str | None, typer.Option(help="The decaying root [default: workspace/AGENT].")
     ] = None,
@@ -141,47 +136,34 @@ def due(
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
-    """List the memories that fall below the recall gate within --within days, soonest first.
+    """List the memories due for review within --within days, the most sunk first.
 
-    A memory's score against its best question (the best it scored in a recorded search),
-    times its FSRS retrievability, is what the gate compares with the threshold: recalled
-    and used, a memory's clock starts again; left alone, it fades out of recall.
+    Decay never hides a memory: its FSRS retrievability R only weighs its rank among a
+    recall's candidates (rank weight = 0.5 + 0.5 R). A memory is due when R falls to 0.9;
+    recalled and used, or said again, its clock starts over and it sinks slower.
 
     Example: home memory due edge_asr_memory --within 7 --json
     """
     state = data_dir / "agents" / agent / LEDGER_DIRNAME
     try:
-        ledger = (
-            Ledger(state / "searches.jsonl").read() if (state / "searches.jsonl").exists() else []
-        )
         book = ReviewBook(state / "reviews.json", DEFAULT_INITIAL_STABILITY_DAYS)
     except LedgerError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(ExitCode.USAGE) from exc
-    searches = [r for r in ledger if r.get("kind") == "search"]
-    gate = threshold if threshold is not None else _last_threshold(searches)
     with _client(data_dir, url, token_file) as client:
         memories = _current(client, root or f"workspace/{agent}")
-    now = datetime.now(UTC)
-    found = due_memories(
-        memories,
-        book,
-        references=best_scores(searches),
-        threshold=gate,
-        now=now,
-        horizon=timedelta(days=within_days),
-    )
+    found = due_memories(memories, book, now=datetime.now(UTC), horizon=timedelta(days=within_days))
     if as_json:
-        summary = {"threshold": gate, "within_days": within_days, "checked": len(memories)}
+        summary = {"within_days": within_days, "checked": len(memories)}
         print(json.dumps({**summary, "due": [d.to_dict() for d in found]}))
         return
-    table = Table(title=f"{agent}: {len(found)} of {len(memories)} memories fall below "
-                        f"{gate} within {within_days:g} day(s)")  # fmt: skip
-    for column in ("id", "days left", "R now", "best score", "memory"):
+    table = Table(title=f"{agent}: {len(found)} of {len(memories)} memories due for review "
+                        f"within {within_days:g} day(s)")  # fmt: skip
+    for column in ("id", "days left", "R now", "rank weight", "memory"):
         table.add_column(column)
     for d in found:
         table.add_row(str(d.id), f"{d.days_left:.2f}", f"{d.retrievability:.3f}",
-                      f"{d.reference_score:.3f}", d.content[:70])  # fmt: skip
+                      f"{d.rank_weight:.3f}", d.content[:70])  # fmt: skip
     console.print(table)
 
 
@@ -273,14 +255,6 @@ def audit_command(turn_words: TurnWords) -> Callable[..., None]:
             raise typer.Exit(ExitCode.FAILURE)
 
     return audit
-
-
-def _last_threshold(searches: list[dict[str, Any]]) -> float:
-    for record in reversed(searches):
-        value = record.get("threshold")
-        if isinstance(value, int | float):
-            return float(value)
-    return DEFAULT_THRESHOLD
 
 
 def register(memory_app: typer.Typer, *, turn_words: TurnWords) -> None:

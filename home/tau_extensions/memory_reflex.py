@@ -148,7 +148,7 @@ class MemoryReflex:
             ) from exc
         self.store = MemoryStore(self.config.jmfts_url, token=token)
         self.recaller = Recaller(self.config, self.store, self.reviews)
-        self.depositor = Depositor(self.config, self.store)
+        self.depositor = Depositor(self.config, self.store, self.reviews)
         await self.link.connect()
 
     async def close(self) -> None:

@@ -236,7 +236,8 @@ class MemorizeReport:
         )
 
     def memories(self) -> list[TurnMemory]:
-        """The memories the deposits name (``unchanged`` ones left out), each with its fact."""
+        """The memories the deposits wrote (``reinforced`` ones left out: nothing new was
+        written; ``unchanged`` is what releases before said), each with its fact."""
         return [
             TurnMemory(
                 d.id,
@@ -245,7 +246,7 @@ class MemorizeReport:
                 d.supersedes,
             )
             for i, d in enumerate(self.deposits)
-            if d.action != "unchanged"
+            if d.action not in ("reinforced", "unchanged")
         ]
 
 

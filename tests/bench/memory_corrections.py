@@ -30,7 +30,7 @@ from home.memory.records import DepositRecord
 from home.memory.reflex import DEDUP_NEIGHBOURS, Depositor, Recaller
 from tests.bench.report import Result
 
-THRESHOLD = 0.45  # the catalog's agent.edge_asr_memory threshold
+THRESHOLD = 0.3  # the catalog's agent.edge_asr_memory threshold
 
 
 @dataclass(frozen=True)
@@ -173,8 +173,9 @@ async def measure_corrections(url: str, admin_token: str, work: Path) -> list[Re
                 "roots": [f"workspace/{title}"], "memory_root": f"workspace/{title}",
                 "k": 5, "threshold": THRESHOLD,
             })  # fmt: skip
-            recaller = Recaller(config, store, ReviewBook(work / f"reviews-{slug}.json", 3.0))
-            arms.append(await _run_arm(store, kind(config, store), recaller))
+            reviews = ReviewBook(work / f"reviews-{slug}.json", 3.0)
+            recaller = Recaller(config, store, reviews)
+            arms.append(await _run_arm(store, kind(config, store, reviews), recaller))
     now, peer = arms
     return [
         Result(

@@ -207,7 +207,7 @@ def memorize() -> MemorizeReport:
         queries=("likes tea", "lives in Oslo", "has a cat"),
         scores=(None, 0.8, 0.99),
         document_ids=(10, 11, 3),
-        deposits=(Deposit(10, "created"), Deposit(11, "superseded", 2), Deposit(3, "unchanged")),
+        deposits=(Deposit(10, "created"), Deposit(11, "superseded", 2), Deposit(3, "reinforced")),
         skipped=1,
         gate=(GateVerdict(True, 0.9), GateVerdict(False, 0.1)),
         answer="FACT likes tea",

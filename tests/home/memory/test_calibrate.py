@@ -45,13 +45,16 @@ def test_the_suggestion_separates_used_hits_from_the_others() -> None:
     assert threshold == 0.6 and round(j, 3) == round(1 - 1 / 3, 3)
     records = [
         {"kind": "search", "search_id": "s1", "threshold": 0.5, "hits": [
-            {"id": 1, "score": 0.7, "passed": True}, {"id": 2, "score": 0.55, "passed": True},
-            {"id": 3, "score": 0.2, "passed": False}]},
+            {"id": 1, "score": 0.35, "raw_score": 0.7, "passed": True},
+            {"id": 2, "score": 0.55, "passed": True},
+            {"id": 3, "score": 0.2, "raw_score": 0.2, "passed": False}]},
         {"kind": "use", "search_id": "s1", "used_ids": [1], "unused_ids": [2]},
         {"kind": "search", "search_id": "s2", "threshold": 0.5, "hits": [
             {"id": 2, "score": 0.52, "passed": True}]},
     ]  # fmt: skip
     calibration = collect(records)
+    # The cosine the gate compared (raw_score), not the decayed rank score; a ledger line
+    # without one (written before decay only ranked) reads its score.
     assert calibration.scores == {"used": [0.7], "shown_unused": [0.55, 0.52], "not_shown": [0.2]}
     assert calibration.suggested == 0.7 and calibration.separation == 1.0
     assert collect(records[1:2]).suggested is None

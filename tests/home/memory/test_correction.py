@@ -84,9 +84,9 @@ def test_decide_corrects_a_stored_memory_whatever_its_score() -> None:
     assert decision.action == "correct" and decision.existing == stored[1]
 
 
-def test_decide_prefers_unchanged_over_correct() -> None:
+def test_decide_prefers_reinforce_over_correct() -> None:
     stored = [_memory(2, "The user's dog is called Rex.", 0.99)]
-    assert decide("The user's dog is called Rex.", stored, 0.9).action == "unchanged"
+    assert decide("The user's dog is called Rex.", stored, 0.9).action == "reinforce"
 
 
 @pytest.mark.parametrize(

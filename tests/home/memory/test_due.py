@@ -1,4 +1,4 @@
-"""Which memories fall below the recall gate soon: FSRS retrievability against the threshold."""
+"""Which memories are due for review: FSRS retrievability against the review retention."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from home.memory.due import best_scores, days_until, due_memories
+from home.memory.due import days_until, due_memories
 from home.memory.fsrs import ReviewBook, retrievability
 
 
@@ -18,38 +18,23 @@ def test_days_until_inverts_retrievability() -> None:
             assert retrievability(t, stability) == pytest.approx(retention)
 
 
-def test_the_best_recorded_score_is_each_memorys_reference() -> None:
-    ledger = [
-        {"kind": "search", "hits": [{"id": 1, "raw_score": 0.5}, {"id": 2, "raw_score": 0.9}]},
-        {"kind": "use", "used_ids": [1]},
-        {"kind": "search", "hits": [{"id": 1, "raw_score": 0.7}]},
-    ]
-    assert best_scores(ledger) == {1: 0.7, 2: 0.9}
-
-
-def test_due_lists_what_falls_below_the_gate_within_the_horizon_soonest_first(
+def test_due_lists_what_falls_to_the_review_retention_within_the_horizon_most_sunk_first(
     tmp_path: Path,
 ) -> None:
     now = datetime(2026, 12, 1, tzinfo=UTC)
     book = ReviewBook(tmp_path / "reviews.json", initial_stability_days=3.0)
     memories = [
-        (1, "weak and old", now - timedelta(days=10)),  # 0.5 × R: below 0.45 already
-        (2, "strong and new", now - timedelta(hours=1)),  # 1.0 × R: years away
-        (3, "weak and new", now - timedelta(hours=1)),  # 0.5 × R: crosses within a week
+        (1, "old", now - timedelta(days=10)),  # past its stability: R < 0.9 already
+        (2, "new", now - timedelta(hours=1)),  # R reaches 0.9 in about three days
+        (3, "older", now - timedelta(days=40)),
     ]
-    references = {1: 0.5, 3: 0.5}
-    soon = due_memories(
-        memories, book, references=references, threshold=0.45, now=now,
-        horizon=timedelta(days=1),
-    )  # fmt: skip
-    assert [d.id for d in soon] == [1]
-    assert soon[0].days_left == 0.0 and soon[0].retrievability < 0.9
-    week = due_memories(
-        memories, book, references=references, threshold=0.45, now=now,
-        horizon=timedelta(days=7),
-    )  # fmt: skip
-    assert [d.id for d in week] == [1, 3]
-    assert 1.0 < week[1].days_left <= 7.0
+    soon = due_memories(memories, book, now=now, horizon=timedelta(days=1))
+    assert [d.id for d in soon] == [3, 1]
+    assert soon[0].days_left == 0.0 and soon[0].retrievability < soon[1].retrievability < 0.9
+    assert soon[0].rank_weight == pytest.approx(0.5 + 0.5 * soon[0].retrievability)
+    week = due_memories(memories, book, now=now, horizon=timedelta(days=7))
+    assert [d.id for d in week] == [3, 1, 2]
+    assert 2.0 < week[2].days_left <= 3.0
 
 
 def test_a_used_memory_is_due_later(tmp_path: Path) -> None:
@@ -59,12 +44,9 @@ def test_a_used_memory_is_due_later(tmp_path: Path) -> None:
     memories = [(7, "the user's dog is called Rex", written)]
 
     def left() -> float:
-        (due,) = due_memories(
-            memories, book, references={7: 0.5}, threshold=0.45, now=now,
-            horizon=timedelta(days=365),
-        )  # fmt: skip
+        (due,) = due_memories(memories, book, now=now, horizon=timedelta(days=365))
         return due.days_left
 
     before = left()
-    book.review(7, written, now, used=True)
+    book.review(7, written, now)
     assert left() > before

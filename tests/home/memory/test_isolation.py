@@ -96,7 +96,8 @@ async def test_read_is_not_write_and_absent_is_absent_on_every_path(
             # Neither a read grant nor no grant lets an agent deposit into A's memory.
             with pytest.raises(JmftsError) as refused:
                 fact = "The user's passport expires in April."
-                await Depositor(cfg, store).deposit([Extracted(fact, "model", (fact,))])
+                depositor = Depositor(cfg, store, recaller.reviews)
+                await depositor.deposit([Extracted(fact, "model", (fact,))])
             assert refused.value.status in (403, 404)
 
 

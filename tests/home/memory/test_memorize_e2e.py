@@ -67,10 +67,11 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
     evaluation = brain.evaluator_requests[0]
     assert "my dog is called Biscuit" in "\n".join(user_texts(evaluation))
     assert evaluation.tool_names == []
-    # Told twice: the second deposit found it stored and wrote nothing new.
+    # Told twice: the second deposit found it stored, wrote nothing new, and says the
+    # restatement reinforced it.
     third = edge.on("memorize.tui")[2].event.payload
     assert third["deposits"] == [
-        {"id": doc_id, "action": "unchanged", "supersedes": None, "path": "model"}
+        {"id": doc_id, "action": "reinforced", "supersedes": None, "path": "model"}
     ]
     assert await stored_contents(jmfts, token) == ["The user's dog is called Biscuit."]
     # Recalled in a later turn, ahead of the utterance.

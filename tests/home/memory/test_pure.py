@@ -14,15 +14,9 @@ from hypothesis import strategies as st
 from home.memory.config import parse_config
 from home.memory.errors import LedgerError, MemoryConfigError
 from home.memory.evaluator import decide, parse_facts
-from home.memory.fsrs import (
-    MIN_STABILITY_DAYS,
-    ReviewBook,
-    retrievability,
-    stability_after_lapse,
-    stability_after_success,
-)
+from home.memory.fsrs import ReviewBook, retrievability, stability_after_success
 from home.memory.memories import StoredMemory
-from home.memory.recall import gate, render_recall, threaded, used_by_reply
+from home.memory.recall import RANK_FLOOR, gate, rank_weight, render_recall, threaded, used_by_reply
 from home.memory.records import Ledger
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -52,11 +46,9 @@ def test_retrievability_sinks_with_time_but_never_vanishes(t1: float, t2: float,
     assert 0.0 < retrievability(late, s) <= retrievability(early, s) <= 1.0
 
 
-def test_a_used_review_grows_stability_more_the_more_overdue_and_a_lapse_halves_it() -> None:
+def test_a_review_grows_stability_more_the_more_overdue() -> None:
     assert stability_after_success(3.0, 0.99) > 3.0
     assert stability_after_success(3.0, 0.5) > stability_after_success(3.0, 0.9)
-    assert stability_after_lapse(3.0) == 1.5
-    assert stability_after_lapse(MIN_STABILITY_DAYS) == MIN_STABILITY_DAYS
 
 
 def test_the_review_book_persists_and_reviews_reset_the_clock(tmp_path: Path) -> None:
@@ -64,7 +56,7 @@ def test_the_review_book_persists_and_reviews_reset_the_clock(tmp_path: Path) ->
     book = ReviewBook(path, 3.0)
     written = NOW - timedelta(days=30)
     unreviewed = book.retrievability(7, written, NOW)
-    state = book.review(7, written, NOW, used=True)
+    state = book.review(7, written, NOW)
     assert state.stability_days > 3.0 and state.reviews == 1
     reread = ReviewBook(path, 3.0)
     assert reread.retrievability(7, written, NOW) == 1.0 > unreviewed
@@ -72,6 +64,19 @@ def test_the_review_book_persists_and_reviews_reset_the_clock(tmp_path: Path) ->
     path.write_text("{not json")
     with pytest.raises(LedgerError, match=r"reviews\.json"):
         ReviewBook(path, 3.0)
+    path.write_text('{"7": {"stability_days": 2.0}}')
+    with pytest.raises(LedgerError, match=r"reviews\.json"):
+        ReviewBook(path, 3.0)
+
+
+def test_a_review_book_from_before_reads_and_its_lapses_are_left(tmp_path: Path) -> None:
+    path = tmp_path / "reviews.json"
+    path.write_text(
+        '{"7": {"stability_days": 1.5, "last_review": "2026-11-29T12:00:00+00:00",'
+        ' "reviews": 2, "lapses": 3}}'
+    )
+    state = ReviewBook(path, 3.0).state(7, NOW)
+    assert (state.stability_days, state.reviews) == (1.5, 2)
 
 
 # -- the gate ---------------------------------------------------------------------------
@@ -79,18 +84,29 @@ def test_the_review_book_persists_and_reviews_reset_the_clock(tmp_path: Path) ->
 
 def test_the_gate_passes_at_or_above_the_threshold_and_keeps_every_score() -> None:
     hits = [("r", memory(1, 0.45)), ("r", memory(2, 0.449)), ("r", memory(3, 0.8))]
-    scored = gate(hits, 0.45, lambda root, m: 1.0)
+    scored = gate(hits, 0.45, lambda root, m: 1.0, shown=5)
     assert [(h.memory.id, h.passed) for h in scored] == [(3, True), (1, True), (2, False)]
 
 
-def test_decay_scales_the_score_and_one_document_is_scored_once() -> None:
+def test_decay_ranks_but_never_hides_and_one_document_is_scored_once() -> None:
     hits = [("decaying", memory(1, 0.6)), ("plain", memory(1, 0.5)), ("decaying", memory(2, 0.6))]
-    r = {1: 0.5, 2: 0.9}
-    scored = gate(hits, 0.45, lambda root, m: r[m.id] if root == "decaying" else 1.0)
+    r = {1: 0.01, 2: 0.9}
+    scored = gate(hits, 0.45, lambda root, m: r[m.id] if root == "decaying" else 1.0, shown=5)
+    # Memory 1, a hundredth retrievable, still passes: its cosine is above the threshold.
     assert [(h.memory.id, h.root, round(h.score, 3), h.passed) for h in scored] == [
-        (2, "decaying", 0.54, True),
+        (2, "decaying", round(0.6 * rank_weight(0.9), 3), True),
         (1, "plain", 0.5, True),
     ]
+    assert rank_weight(0.0) == RANK_FLOOR and rank_weight(1.0) == 1.0
+
+
+def test_the_first_shown_by_rank_pass_and_a_newer_memory_outranks_an_old_equal() -> None:
+    hits = [("r", memory(i, 0.6)) for i in range(1, 5)]
+    r = {1: 0.2, 2: 1.0, 3: 0.6, 4: 0.9}
+    scored = gate(hits, 0.45, lambda root, m: r[m.id], shown=2)
+    assert [(h.memory.id, h.passed) for h in scored] == [
+        (2, True), (4, True), (3, False), (1, False)
+    ]  # fmt: skip
 
 
 def test_shown_memories_run_oldest_first_each_with_its_age() -> None:
@@ -99,7 +115,7 @@ def test_shown_memories_run_oldest_first_each_with_its_age() -> None:
         ("r", memory(2, 0.5, 60, "The user lives in Lisbon.", "2 months ago")),
         ("r", memory(3, 0.1, 90, "Unrelated.", "3 months ago")),
     ]
-    text = render_recall(threaded(gate(hits, 0.45, lambda root, m: 1.0)))
+    text = render_recall(threaded(gate(hits, 0.45, lambda root, m: 1.0, shown=5)))
     lines = text.splitlines()
     assert lines[1:] == [
         "- (2 months ago) The user lives in Lisbon.",
@@ -153,9 +169,12 @@ def test_the_evaluators_answer_is_read_as_bullet_facts(answer: str, facts: list[
     assert parse_facts(answer) == facts
 
 
-def test_identical_is_unchanged_near_is_superseded_far_is_created() -> None:
+def test_a_restatement_reinforces_a_near_one_with_new_words_supersedes_far_is_created() -> None:
     stored = memory(5, 0.97, text="The user's dog is called Biscuit.")
-    assert decide("the user's dog is called biscuit", [stored], 0.9).action == "unchanged"
+    assert decide("the user's dog is called biscuit", [stored], 0.9).action == "reinforce"
+    # Near, and no word it does not already have: the same memory, said again.
+    same = decide("The user's dog is Biscuit.", [stored], 0.9)
+    assert same.action == "reinforce" and same.existing == stored
     near = decide("The user's dog is named Biscuit.", [stored], 0.9)
     assert near.action == "supersede" and near.existing == stored and near.nearest_score == 0.97
     assert decide("The user likes tea.", [memory(6, 0.3)], 0.9).action == "create"

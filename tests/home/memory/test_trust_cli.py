@@ -8,6 +8,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from home.jmfts.testing import RunningJmfts
 from home.memory.provenance import Provenance
 
@@ -82,23 +84,20 @@ async def test_show_prints_where_a_memory_came_from(jmfts: RunningJmfts, tmp_pat
     assert json.loads(out)["provenance"]["binding_id"] == "b" * 32
 
 
-async def test_due_lists_a_fading_memory_from_the_ledger_and_review_book(
+async def test_due_lists_a_sunken_memory_with_its_rank_weight_and_a_fresh_one_not(
     jmfts: RunningJmfts, tmp_path: Path
 ) -> None:
     old = datetime.now(UTC) - timedelta(days=30)
     fading = await jmfts.write(ROOT, "The user's gym day is Monday.", event_time=old)
-    fresh = await jmfts.write(ROOT, "The user's car is a red Fiat.")
-    state = tmp_path / "agents" / "cli_agent" / "memory_reflex"
-    state.mkdir(parents=True)
-    search = {"kind": "search", "threshold": 0.45, "hits": [
-        {"id": fading, "raw_score": 0.6}, {"id": fresh, "raw_score": 0.9}]}  # fmt: skip
-    (state / "searches.jsonl").write_text(json.dumps(search) + "\n")
+    await jmfts.write(ROOT, "The user's car is a red Fiat.")
     code, out = await home_memory(jmfts, tmp_path, "due", "cli_agent", "--json")
     assert code == 0, out
     report = json.loads(out)
-    assert report["threshold"] == 0.45 and report["checked"] == 2
+    assert report["checked"] == 2
     assert [d["id"] for d in report["due"]] == [fading], report
-    assert report["due"][0]["reference_score"] == 0.6
+    (due,) = report["due"]
+    assert due["days_left"] == 0.0 and due["retrievability"] < 0.9
+    assert due["rank_weight"] == pytest.approx(0.5 + 0.5 * due["retrievability"], abs=1e-3)
 
 
 async def test_audit_lists_what_nobody_said_and_retract_removes_it_with_why(
