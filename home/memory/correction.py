@@ -15,14 +15,24 @@ vegetarian." and "The user is allergic to nuts." are two things, not one. A rela
 verb holds many values at once (likes, plays, speaks, has, ...) forms no slot: liking jazz
 is no correction of liking pizza.
 
-A fact that does not read as a slot corrects nothing; it can still replace a
-near-duplicate (:func:`home.memory.evaluator.decide`).
+A fact said in the user's own words rarely reads as a slot ("it's thursdays for maya's
+piano now, not tuesdays"). Such a fact *revises* a stored one
+(:func:`revision_overlap`) when it says that something changed (a change word:
+"anymore", "instead", "changed", "moved", "new", "not ...", "scratch that" ...; or
+only "now", when it must be nearer), shares a content word with it that its change
+is about (the subject: "maya", "piano"), and brings a word the stored one lacks (the
+new value); of the memories it revises the evaluator takes the one it shares most
+words with, the nearest on a tie. A fact that neither fills a slot
+nor revises corrects nothing; it can still replace a near-duplicate
+(:func:`home.memory.evaluator.decide`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from home.memory.fidelity import content_words, stem
 
 _OPENING = re.compile(r"^\s*(?:the\s+)?user('s)?\s+", re.IGNORECASE)
 USER = "the user"
@@ -130,3 +140,58 @@ def corrects(new: str, old: str) -> bool:
     if new_slot is None or old_slot is None:
         return False
     return new_slot.key == old_slot.key and new_slot.value != old_slot.value
+
+
+# Words and phrases that say something changed; matched as whole words, lower case.
+# Strong: they say it outright. Weak: a new fact says them too ("leo's a size thirteen
+# now"), so a weak change must be nearer the memory it revises.
+_CHANGE_TEXT = """
+anymore instead changed change changing moved moving switched swapped replaced
+replacing new newer renamed retired quit correction scratch wrong mistake
+"""
+CHANGE_WORDS = frozenset(_CHANGE_TEXT.split())
+WEAK_CHANGE_WORDS = frozenset({"now", "actually"})
+_CHANGE_PHRASES = re.compile(
+    r"\b(?:no longer|any more|from now on|no wait|not (?:any|the|on|at|in)?\s*[a-z0-9]+"
+    r"|old news|got rid of|gave up|traded in|took over)\b"
+)
+#: The least cosine between a revision and the memory it revises, when the revision says
+#: outright that something changed, and when it only says "now": below it the two are
+#: about different things that share a word ("priya drives a fiat" / "priya is a nurse").
+#: Chosen on the life benchmark's tuning half (tests/bench/memory_life.py).
+REVISION_MIN_SCORE = 0.5
+WEAK_REVISION_MIN_SCORE = 0.7
+
+
+def change_said(text: str) -> str | None:
+    """``"strong"`` when ``text`` says outright that something changed, ``"weak"`` when it
+    only says "now" or "actually", else None."""
+    lowered = text.lower()
+    words = set(re.findall(r"[a-z0-9]+", lowered))
+    if words & CHANGE_WORDS or _CHANGE_PHRASES.search(lowered) is not None:
+        return "strong"
+    return "weak" if words & WEAK_CHANGE_WORDS else None
+
+
+# Words that name rather than say what something is: two facts sharing only "called"
+# are no more about one thing than two sharing "is".
+_NAMING = frozenset({"call", "name"})
+
+
+def _stems(text: str) -> set[str]:
+    cues = CHANGE_WORDS | WEAK_CHANGE_WORDS
+    return {stem(w) for w in content_words(text)} - {stem(w) for w in cues} - _NAMING
+
+
+def revision_overlap(new: str, old: str, score: float) -> int:
+    """How many content words ``new`` shares with ``old`` (``score``: their cosine) if it
+    revises it, else 0: it says something changed, close enough for how it says so,
+    shares a content word with it and brings one it lacks."""
+    change = change_said(new)
+    least = REVISION_MIN_SCORE if change == "strong" else WEAK_REVISION_MIN_SCORE
+    if change is None or score < least:
+        return 0
+    new_stems, old_stems = _stems(new), _stems(old)
+    if not new_stems - old_stems:
+        return 0
+    return len(new_stems & old_stems)

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from home.memory.correction import corrects
+from home.memory.correction import corrects, revision_overlap
 from home.memory.fidelity import content_words, stem
 from home.memory.memories import StoredMemory
 
@@ -96,7 +96,8 @@ def decide(fact: str, nearest: list[StoredMemory], dedup_threshold: float) -> De
 
     Identical text reinforces the memory it restates; a memory whose slot the fact fills
     with another value is corrected (:mod:`home.memory.correction`); a near-duplicate is
-    reinforced when the fact adds no content word to it, else superseded.
+    reinforced when the fact adds no content word to it, else superseded; failing all
+    these, the nearest memory the fact revises (it says what changed) is corrected.
     """
     for memory in nearest:
         if normalized(memory.content) == normalized(fact):
@@ -108,6 +109,10 @@ def decide(fact: str, nearest: list[StoredMemory], dedup_threshold: float) -> De
         if _stems(fact) <= _stems(nearest[0].content):
             return Decision("reinforce", nearest[0])
         return Decision("supersede", nearest[0])
+    overlaps = [(revision_overlap(fact, m.content, m.score), m.score, m) for m in nearest]
+    revised = [(overlap, score, m) for overlap, score, m in overlaps if overlap > 0]
+    if revised:
+        return Decision("correct", max(revised, key=lambda r: (r[0], r[1]))[2])
     return Decision("create")
 
 

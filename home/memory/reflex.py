@@ -25,7 +25,7 @@ from home.memory.provenance import Provenance
 from home.memory.recall import ScoredHit, gate, threaded
 from home.memory.records import DepositAction, DepositRecord, HitRecord, SearchRecord
 
-DEDUP_NEIGHBOURS = 3
+DEDUP_NEIGHBOURS = 5
 # A correction's candidates: stored memories nearest to the fact's slot phrase.
 SLOT_NEIGHBOURS = 5
 #: Candidates a recall ranks per memory it may show: decay can only choose among

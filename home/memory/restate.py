@@ -31,6 +31,7 @@ _PERSON_SWAP = {
     "i": "the user",
     "me": "the user",
     "my": "the user's",
+    "mine's": "the user's is",
     "mine": "the user's",
     "myself": "the user",
     "we're": "the user's household is",
@@ -60,6 +61,7 @@ went grew met got made took came saw left ran bought began broke drove ate fell 
 found gave knew lost paid put read sold sent spent stood taught thought told won wrote
 became brought built caught chose forgot heard held hurt kept let meant quit rode rang
 sang sat slept spoke swam threw understood woke wore
+off out up down over back away round around onto through about
 """
 _NOT_VERBS = frozenset(_NOT_VERB_TEXT.split())
 _THE_USER_VERB = re.compile(rf"\bthe user ((?:(?:{_ADVERBS}) )?)([a-z']+)\b")

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from home.memory.correction import Slot, corrects, read_slot
+from home.memory.correction import Slot, change_said, corrects, read_slot, revision_overlap
 from home.memory.evaluator import decide
 from home.memory.memories import StoredMemory
 
@@ -105,3 +105,84 @@ def test_decide_prefers_reinforce_over_correct() -> None:
 )
 def test_the_same_slot_in_other_words_corrects(new: str, old: str) -> None:
     assert corrects(new, old)
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        (
+            "The user said: the swimming club moved the session to fridays.",
+            "The user said: ben's swimming is on mondays.",
+        ),
+        (
+            "The user said: the plumber retired, we use a man called dave now.",
+            "The user said: our plumber is called gary.",
+        ),
+        (
+            "The user said: it's the green bin on tuesdays, not the blue one.",
+            "The user said: the blue bin goes out on tuesdays.",
+        ),
+    ],
+)
+def test_a_fact_that_says_what_changed_revises_the_memory_it_shares_a_subject_with(
+    new: str, old: str
+) -> None:
+    assert revision_overlap(new, old, 0.6) > 0
+    decision = decide(new, [_memory(4, old, 0.6)], 0.9)
+    assert decision.action == "correct" and decision.existing is not None
+    assert decision.existing.id == 4
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "score"),
+    [
+        # No change said: a second fact about the same person.
+        ("The user said: ben is nine.", "The user said: ben's swimming is on mondays.", 0.6),
+        # A change, but about something else (no shared word).
+        ("The user said: the car is blue now.", "The user said: ben is nine.", 0.6),
+        # A change about the same person, too far to be about the same thing.
+        (
+            "The user said: priya changed jobs, she is a midwife.",
+            "The user said: priya drives a red fiat.",
+            0.35,
+        ),
+        # Only "now", about the same person, not near enough.
+        ("The user said: maya is vegetarian now.", "The user said: maya is eleven.", 0.6),
+        # Nothing new: a restatement, not a revision.
+        (
+            "The user said: ben's swimming is still on mondays now.",
+            "The user said: ben's swimming is on mondays.",
+            0.8,
+        ),
+    ],
+)
+def test_no_change_no_shared_subject_too_far_or_nothing_new_revises_nothing(
+    new: str, old: str, score: float
+) -> None:
+    assert revision_overlap(new, old, score) == 0
+    assert decide(new, [_memory(4, old, score)], 0.9).action == "create"
+
+
+def test_a_change_is_said_outright_or_only_by_now_and_lookalikes_say_none() -> None:
+    assert change_said("the bins go out on wednesdays from now on") == "strong"
+    assert change_said("she doesn't work there any more") == "strong"
+    assert change_said("it's thursdays, not tuesdays") == "strong"
+    assert change_said("leo's a size thirteen in shoes now") == "weak"
+    assert change_said("the newspaper comes at seven") is None
+    assert change_said("knowing him he'll be late") is None
+
+
+def test_a_revision_only_said_by_now_must_be_nearer() -> None:
+    new, old = "The user said: ben is nine now.", "The user said: ben is eight."
+    assert revision_overlap(new, old, 0.6) == 0
+    assert revision_overlap(new, old, 0.75) == 1
+
+
+def test_the_memory_revised_is_the_one_sharing_most_words_then_the_nearest() -> None:
+    new = "The user said: scratch that, a lad called kofi walks biscuit now."
+    stored = [
+        _memory(1, "The user's dog is called biscuit.", 0.62),
+        _memory(2, "The user said: dan walks biscuit at lunchtime.", 0.58),
+    ]
+    decision = decide(new, stored, 0.9)
+    assert decision.action == "correct" and decision.existing == stored[1]
