@@ -246,6 +246,8 @@ class Tally:
     latency_ms: list[float] = field(default_factory=list)
     kept: int = 0
     chatter_kept: int = 0
+    chatter_turns: int = 0
+    chatter_shown: int = 0  # chatter turns recall showed a memory on
 
     def add(self, table: dict[tuple[str, int], int], key: tuple[str, int], n: int = 1) -> None:
         table[key] = table.get(key, 0) + n
@@ -287,7 +289,9 @@ async def live(
     for at, _, event in events:
         clock.day = at
         if isinstance(event, Turn):
-            record, _shown = await arm.recaller.recall(event.text)
+            record, shown = await arm.recaller.recall(event.text)
+            arm.tally.chatter_turns += event.chatter
+            arm.tally.chatter_shown += event.chatter and bool(shown)
             if record is not None:
                 arm.tally.latency_ms.append(record.latency_ms)  # type: ignore[attr-defined]
             (verdict,) = await asyncio.to_thread(gate.judge, [event.text])
@@ -428,6 +432,16 @@ def results_of(tallies: dict[str, Tally], halves: Iterable[str]) -> list[Result]
                 len(tally.latency_ms),
                 note=f"p50 {quantile(tally.latency_ms, 0.5):.1f} ms; the reflex's own record",
                 labels={"metric": "recall latency p99", "arm": ARM_NAMES[name]},
+            )
+        )
+        results.append(
+            Result(
+                f"chatter turns shown a memory [{ARM_NAMES[name]}]",
+                tally.chatter_shown / max(tally.chatter_turns, 1),
+                "fraction",
+                tally.chatter_turns,
+                note="what a lower gate costs: memories put before small talk",
+                labels={"metric": "chatter shown a memory", "arm": ARM_NAMES[name]},
             )
         )
         results.append(
