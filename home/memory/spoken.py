@@ -35,8 +35,9 @@ _REMEMBER_OPENERS = (
     "keep in mind", "fyi",
 )  # fmt: skip
 # A bare "remember" asks to keep whatever follows but "to": "remember my locker is 12" and
-# "remember the bins go out on wednesdays" are facts, "remember to call mum" a reminder.
-_BARE_REMEMBER = r"(?:remember|don't\s+forget)[\s,:;]+(?!to\b)(?=\w)"
+# "remember the bins go out on wednesdays" are facts, "remember to call mum" a reminder,
+# and "don't forget your pe kit" is said to someone in the room.
+_BARE_REMEMBER = r"(?:remember|don't\s+forget)[\s,:;]+(?!to\b|your?\b|you're\b)(?=\w)"
 # Said anywhere, these two words carry nothing ("my car is you know the red one").
 _ANYWHERE = re.compile(r"\byou know\b[\s,]*", re.IGNORECASE)
 _PUNCTUATION = r"[\s,.;:!?\-–—]*"

@@ -91,12 +91,20 @@ def test_a_question_about_a_fact_is_skipped_and_the_fact_and_its_correction_kept
         ("um okay remember that my locker is 12", Cue.REMEMBER),
         ("remember, my dog's name is Biscuit", Cue.REMEMBER),
         ("remember to call mum", Cue.COMMAND),
+        ("don't forget the bins go out on wednesdays", Cue.REMEMBER),
         ("so um my sister lives in Oslo", Cue.NONE),
         ("", Cue.NONE),
     ],
 )
 def test_the_opening_cue_is_read_off_the_first_words(text: str, cue: Cue) -> None:
     assert opening_cue(text) is cue
+
+
+@pytest.mark.parametrize(
+    "text", ["don't forget your pe kit", "remember your keys", "remember you're driving"]
+)
+def test_a_reminder_said_to_someone_in_the_room_is_no_request_to_remember(text: str) -> None:
+    assert opening_cue(text) is not Cue.REMEMBER
 
 
 def unit(*values: float) -> np.ndarray:
