@@ -24,7 +24,8 @@ answer, the answer uses it (a review). Per age and half:
   current answer (the corrected one after a correction);
 - **stale after correction**: of the questions asked after a correction, the share
   where a memory holding the old answer ranks above every one holding the new;
-- **unrecallable**: the share of facts that none of their three questions brings back.
+- **unrecallable**: the share of facts that none of their three questions brings back,
+  and the same among the facts never corrected (the goal there is none).
 
 Arms, in the same run, each on its own root: decay on (the catalog's root), decay off,
 and the peer, recall as it was before #33 (cosine times retrievability gated at the
@@ -247,6 +248,9 @@ class Tally:
     at_1: dict[tuple[str, int], int] = field(default_factory=dict)
     at_5: dict[tuple[str, int], int] = field(default_factory=dict)
     lost: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Of the facts never corrected: the acceptance line is that none is lost.
+    uncorrected: dict[tuple[str, int], int] = field(default_factory=dict)
+    uncorrected_lost: dict[tuple[str, int], int] = field(default_factory=dict)
     stale_asked: dict[tuple[str, int], int] = field(default_factory=dict)
     stale: dict[tuple[str, int], int] = field(default_factory=dict)
     latency_ms: list[float] = field(default_factory=list)
@@ -335,6 +339,9 @@ async def ask(arm: Arm, probe: Probe, turn: int) -> None:
         _, others = await arm.recaller.recall(question)
         found = any(_bears(h.memory, probe.current) for h in others)
     tally.add(tally.lost, key, int(not found))
+    if probe.fact.correction is None:
+        tally.add(tally.uncorrected, key)
+        tally.add(tally.uncorrected_lost, key, int(not found))
 
 
 def _config(work: Path, url: str, root: str, decay: bool, threshold: float) -> ReflexConfig:
@@ -391,7 +398,13 @@ async def run_life(
 ARM_NAMES = {"on": "decay on", "off": "decay off", "peer": "recall before #33"}
 
 
-METRICS = ("recall@1", "recall@5", "unrecallable", "stale after correction")
+METRICS = (
+    "recall@1",
+    "recall@5",
+    "unrecallable",
+    "unrecallable, never corrected",
+    "stale after correction",
+)
 
 
 def fraction(tally: Tally, metric: str, key: tuple[str, int]) -> tuple[float, int]:
@@ -400,6 +413,7 @@ def fraction(tally: Tally, metric: str, key: tuple[str, int]) -> tuple[float, in
         "recall@1": (tally.at_1, tally.asked),
         "recall@5": (tally.at_5, tally.asked),
         "unrecallable": (tally.lost, tally.asked),
+        "unrecallable, never corrected": (tally.uncorrected_lost, tally.uncorrected),
         "stale after correction": (tally.stale, tally.stale_asked),
     }[metric]
     n = den.get(key, 0)
@@ -426,7 +440,7 @@ def results_of(tallies: dict[str, Tally], halves: Iterable[str]) -> list[Result]
                     n,
                     None if peer is None else ARM_NAMES["peer"],
                     None if peer is None else fraction(peer, metric, (half, age))[0],
-                    note="n: facts asked about" if metric == "unrecallable" else "n: questions",
+                    note="n: questions" if metric.startswith(("recall", "stale")) else "n: facts",
                     labels=labels,
                 )
             )
