@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from home.memory.fidelity import content_words, stem
+from home.memory.fidelity import content_stems, stem
 
 _OPENING = re.compile(r"^\s*(?:the\s+)?user('s)?\s+", re.IGNORECASE)
 USER = "the user"
@@ -173,14 +173,14 @@ def change_said(text: str) -> str | None:
     return "weak" if words & WEAK_CHANGE_WORDS else None
 
 
-# Words that name rather than say what something is: two facts sharing only "called"
-# are no more about one thing than two sharing "is".
-_NAMING = frozenset({"call", "name"})
+# Stems two facts may share without being about one thing: the change words themselves,
+# and words that name rather than say what something is ("called" is no more a subject
+# than "is").
+_NOT_SUBJECT = frozenset({stem(w) for w in CHANGE_WORDS | WEAK_CHANGE_WORDS} | {"call", "name"})
 
 
 def _stems(text: str) -> set[str]:
-    cues = CHANGE_WORDS | WEAK_CHANGE_WORDS
-    return {stem(w) for w in content_words(text)} - {stem(w) for w in cues} - _NAMING
+    return content_stems(text) - _NOT_SUBJECT
 
 
 def revision_overlap(new: str, old: str, score: float) -> int:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from home.memory.correction import corrects, revision_overlap
-from home.memory.fidelity import content_words, stem
+from home.memory.fidelity import content_stems
 from home.memory.memories import StoredMemory
 
 EVALUATOR_MARKER = "[memory evaluator]"
@@ -106,7 +106,7 @@ def decide(fact: str, nearest: list[StoredMemory], dedup_threshold: float) -> De
         if corrects(fact, memory.content):
             return Decision("correct", memory)
     if nearest and nearest[0].score >= dedup_threshold:
-        if _stems(fact) <= _stems(nearest[0].content):
+        if content_stems(fact) <= content_stems(nearest[0].content):
             return Decision("reinforce", nearest[0])
         return Decision("supersede", nearest[0])
     overlaps = [(revision_overlap(fact, m.content, m.score), m.score, m) for m in nearest]
@@ -114,10 +114,6 @@ def decide(fact: str, nearest: list[StoredMemory], dedup_threshold: float) -> De
     if revised:
         return Decision("correct", max(revised, key=lambda r: (r[0], r[1]))[2])
     return Decision("create")
-
-
-def _stems(text: str) -> set[str]:
-    return {stem(w) for w in content_words(text)}
 
 
 def assistant_text(messages: list[dict[str, Any]]) -> str:

@@ -161,6 +161,11 @@ def content_words(text: str) -> list[str]:
     ]
 
 
+def content_stems(text: str) -> set[str]:
+    """The Snowball stems of ``text``'s content words."""
+    return {stem(w) for w in content_words(text)}
+
+
 def stem(word: str) -> str:
     """The word's Snowball English stem (digits are their own)."""
     return word if word.isdigit() else str(_stemmer().stemWord(word))

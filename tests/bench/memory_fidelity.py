@@ -29,7 +29,7 @@ import httpx
 import yaml
 
 from home.memory.extract import drafted
-from home.memory.fidelity import check, content_words, stem
+from home.memory.fidelity import check, content_stems, content_words, stem
 from home.memory.keep_gate import KeepGate, load_keep_gate
 from tests.bench.report import Result, publish
 
@@ -64,7 +64,7 @@ def read_set(path: Path) -> list[Item]:
 
 def value_kept(memory: str, value: tuple[str, ...]) -> bool:
     """Whether every value word is in the memory (by stem; numbers as digits)."""
-    have = {stem(w) for w in content_words(memory)} | {w.lower() for w in memory.split()}
+    have = content_stems(memory) | {w.lower() for w in memory.split()}
     wanted = content_words(" ".join(value)) or list(value)
     return all(stem(w) in have for w in wanted)
 

@@ -216,7 +216,7 @@ class PeerRecaller(Recaller):
         now = self.clock()
         scored = []
         for memory in hits:
-            r = self.peer_book.retrievability(memory.id, memory.written_at, now)
+            r = self.reviews.retrievability(memory.id, memory.written_at, now)
             score = memory.score * r
             scored.append(ScoredHit(memory, root.path, r, score, score >= self.config.threshold))
         scored.sort(key=lambda h: -h.score)
@@ -225,7 +225,7 @@ class PeerRecaller(Recaller):
     def review(self, shown: list[ScoredHit], used_ids: set[int]) -> None:
         now = self.clock()
         for hit in shown:
-            state = self.peer_book.state(hit.memory.id, hit.memory.written_at)
+            state = self.reviews.state(hit.memory.id, hit.memory.written_at)
             if hit.memory.id in used_ids:
                 state.stability_days = stability_after_success(
                     state.stability_days, state.retrievability_at(now)
@@ -233,11 +233,7 @@ class PeerRecaller(Recaller):
             else:
                 state.stability_days = max(state.stability_days / 2.0, 0.1)
             state.last_review = now.isoformat()
-            self.peer_book._states[hit.memory.id] = state  # the peer's own book
-
-    @property
-    def peer_book(self) -> ReviewBook:
-        return self.reviews
+            self.reviews._states[hit.memory.id] = state  # the peer's own book
 
 
 @dataclass
