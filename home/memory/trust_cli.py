@@ -139,7 +139,7 @@ def due(
     """List the memories due for review within --within days, the most sunk first.
 
     Decay never hides a memory: its FSRS retrievability R only weighs its rank among a
-    recall's candidates (rank weight = 0.5 + 0.5 R). A memory is due when R falls to 0.9;
+    recall's candidates (rank weight = 0.7 + 0.3 R). A memory is due when R falls to 0.9;
     recalled and used, or said again, its clock starts over and it sinks slower.
 
     Example: home memory due edge_asr_memory --within 7 --json

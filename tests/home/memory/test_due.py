@@ -9,6 +9,7 @@ import pytest
 
 from home.memory.due import days_until, due_memories
 from home.memory.fsrs import ReviewBook, retrievability
+from home.memory.recall import RANK_FLOOR
 
 
 def test_days_until_inverts_retrievability() -> None:
@@ -31,7 +32,9 @@ def test_due_lists_what_falls_to_the_review_retention_within_the_horizon_most_su
     soon = due_memories(memories, book, now=now, horizon=timedelta(days=1))
     assert [d.id for d in soon] == [3, 1]
     assert soon[0].days_left == 0.0 and soon[0].retrievability < soon[1].retrievability < 0.9
-    assert soon[0].rank_weight == pytest.approx(0.5 + 0.5 * soon[0].retrievability)
+    assert soon[0].rank_weight == pytest.approx(
+        RANK_FLOOR + (1 - RANK_FLOOR) * soon[0].retrievability
+    )
     week = due_memories(memories, book, now=now, horizon=timedelta(days=7))
     assert [d.id for d in week] == [3, 1, 2]
     assert 2.0 < week[2].days_left <= 3.0

@@ -12,6 +12,7 @@ import pytest
 
 from home.jmfts.testing import RunningJmfts
 from home.memory.provenance import Provenance
+from home.memory.recall import RANK_FLOOR
 
 ROOT = "workspace/cli_agent"
 
@@ -97,7 +98,9 @@ async def test_due_lists_a_sunken_memory_with_its_rank_weight_and_a_fresh_one_no
     assert [d["id"] for d in report["due"]] == [fading], report
     (due,) = report["due"]
     assert due["days_left"] == 0.0 and due["retrievability"] < 0.9
-    assert due["rank_weight"] == pytest.approx(0.5 + 0.5 * due["retrievability"], abs=1e-3)
+    assert due["rank_weight"] == pytest.approx(
+        RANK_FLOOR + (1 - RANK_FLOOR) * due["retrievability"], abs=1e-3
+    )
 
 
 async def test_audit_lists_what_nobody_said_and_retract_removes_it_with_why(
