@@ -2,8 +2,9 @@
 
 The node (:mod:`home.agents.agent_node`) and its parts do the I/O: the node reads
 the inbound rail and settles messages, the worker (:mod:`home.agents.turn_runner`)
-prompts τ, the output watch (:mod:`home.agents.output_watch`) reads what it said. Every choice it makes on the way is
-asked of :class:`Admission`, which holds the turns' state and returns a decision:
+prompts τ, the output watch (:mod:`home.agents.output_watch`) reads what it said.
+Every choice they make on the way is asked of :class:`Admission`, which holds the
+turns' state and returns a decision:
 
 - an utterance arrives (:meth:`Admission.arrive`): a duplicate of one already
   taken is acked unanswered, one past its TTL is terminated, any other is
