@@ -1,8 +1,10 @@
 """What an agent node does with each turn: admit, refuse, queue, yield, retry (pure).
 
-The node (:mod:`home.agents.agent_node`) does the I/O: it reads the inbound rail,
-settles messages, prompts τ and publishes. Every choice it makes on the way is
-asked of :class:`Admission`, which holds the turns' state and returns a decision:
+The node (:mod:`home.agents.agent_node`) and its parts do the I/O: the node reads
+the inbound rail and settles messages, the worker (:mod:`home.agents.turn_runner`)
+prompts τ, the output watch (:mod:`home.agents.output_watch`) reads what it said.
+Every choice they make on the way is asked of :class:`Admission`, which holds the
+turns' state and returns a decision:
 
 - an utterance arrives (:meth:`Admission.arrive`): a duplicate of one already
   taken is acked unanswered, one past its TTL is terminated, any other is

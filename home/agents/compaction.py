@@ -19,7 +19,7 @@ of what τ keeps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from tau_agent_core.compaction import count_message
 
@@ -79,3 +79,18 @@ class CompactionPolicy:
         their own; measuring from here keeps a compaction from following every turn.
         """
         self._floors[session_id] = tokens + self.keep_recent_tokens // 2
+
+
+# What a compaction the node asked for came to: τ folded it, τ had folded it itself as
+# the turn ended (the context shrank, and ``compact`` found it ending in that
+# summary), or nothing was folded.
+Verdict = Literal["performed", "tau_compacted", "unperformed"]
+
+
+def compaction_verdict(tokens: int, after: int, outcome: CompactionOutcome) -> Verdict:
+    """Judge a compaction by its outcome and the context before (``tokens``) and after."""
+    if outcome.performed:
+        return "performed"
+    if after < tokens:
+        return "tau_compacted"
+    return "unperformed"

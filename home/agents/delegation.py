@@ -21,8 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shared.errors import ContractError
 from shared.event import Event
-from shared.messages.verbs import DelegateAnswer, VerbAck
+from shared.messages.verbs import DelegateAnswer, VerbAck, VerbRequest
 from shared.schema.catalog import NodeSpec
 
 # The verb's event type (the verbs extension names its events after the verb).
@@ -101,6 +102,28 @@ def answer_prompt(answer: DelegateAnswer) -> str:
         f"{asked} It has no answer: {answer.error or 'no reason given'}.\n"
         "Tell the user now, briefly, that you could not find out."
     )
+
+
+def delegated_task(event: Event) -> Pending | None:
+    """The task this agent handed off, read from its own ``out.delegate`` event
+    (None when the event has no binding or is not a verb request)."""
+    if event.binding_id is None:
+        return None
+    try:
+        request = VerbRequest.from_event(event)
+    except ContractError:
+        return None
+    return Pending(event.binding_id, request.device, request.text.strip(), event.produced_by_schema)
+
+
+def operator_answer(
+    delegated: Delegated, device: str | None, text: str, error: str | None, operator: str
+) -> DelegateAnswer:
+    """The operator's answer to ``delegated`` (``error``: why it has none)."""
+    return DelegateAnswer(
+        question=delegated.question, asker=delegated.asker, device=device,
+        ok=error is None, text=text, error=error, operator=operator,
+    )  # fmt: skip
 
 
 def timed_out(pending: Pending, timeout_s: float, asker: str) -> DelegateAnswer:

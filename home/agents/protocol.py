@@ -23,6 +23,8 @@ PROTOCOL_MAJOR = 3
 SUBMISSION_REJECTED = -32000
 # A mutating verb (``compact``) waited 5 s for the turn in flight to stop, and it had not.
 TURN_STILL_RUNNING = -32002
+# How long an aborted turn (or compaction) may take to unwind before τ is killed and restarted.
+ABORT_GRACE_S = 10.0
 
 # get_capabilities answers with ~180 KiB on one line; size the reader for the protocol.
 STDIO_READER_LIMIT = 16 * 1024 * 1024

@@ -1,0 +1,168 @@
+"""What an agent node publishes of a turn: its prose answer, or why it has none.
+
+An agent with a handset speaks its answers itself; one without answers in prose,
+and the node publishes that answer (:meth:`Answers.answer`). A turn that did not
+finish normally (aborted, failed) is reported (:meth:`Answers.report`). Either
+goes on the device's reply rail, never spoken by home, or, for a task another
+agent delegated, back to the asker on the answer rail (through the
+:class:`DelegatedAnswers` the node hands in: :mod:`home.agents.delegation_desk`).
+
+Where each goes is decided by :func:`route_answer` and :func:`route_report`, which
+do no I/O; :class:`AgentPublisher` is the node's one sender: its source, its
+sequence numbers and the envelope limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from nats.aio.client import Client as NatsClient
+
+from home.agents.admission import PendingTurn
+from home.agents.conversations import TauRequester
+from home.agents.errors import AgentError
+from shared.event import EnvelopeLimits, Event
+from shared.messages.voice import REPLY_EVENT_TYPE, Reply
+from shared.subjects import reply_subject
+
+log = logging.getLogger(__name__)
+
+
+class AgentPublisher:
+    """The node's sender: one source, one sequence, the envelope limits.
+
+    Attached to the node's NATS connection while it runs; detached, it publishes
+    nothing (and counts nothing), as a node that is not started has no bus.
+    """
+
+    def __init__(self, source: str, limits: EnvelopeLimits) -> None:
+        self.source = source
+        self.limits = limits
+        self._nc: NatsClient | None = None
+        self._seq = 0
+
+    def attach(self, nc: NatsClient) -> None:
+        """Publish on ``nc`` from now on."""
+        self._nc = nc
+
+    def detach(self) -> NatsClient | None:
+        """Stop publishing; return the connection for its owner to drain."""
+        nc, self._nc = self._nc, None
+        return nc
+
+    @property
+    def attached(self) -> bool:
+        """Whether there is a connection to publish on."""
+        return self._nc is not None
+
+    def next_sequence(self) -> int:
+        """The sequence number of the node's next event."""
+        self._seq += 1
+        return self._seq
+
+    async def send(self, subject: str, event: Event) -> None:
+        """Publish ``event`` (limits enforced); nothing when detached."""
+        if self._nc is not None:
+            await self._nc.publish(subject, event.to_json(self.limits))
+
+    async def publish(
+        self, subject: str, event_type: str, payload: dict[str, Any], binding_id: str,
+        schema: str | None,
+    ) -> None:  # fmt: skip
+        """Wrap ``payload`` in the node's envelope and publish it; nothing when detached."""
+        if self._nc is None:
+            return
+        event = Event.new(
+            event_type, payload, source=self.source, sequence_number=self.next_sequence(),
+            binding_id=binding_id, produced_by_schema=schema,
+        )  # fmt: skip
+        await self.send(subject, event)
+
+
+class DelegatedAnswers(Protocol):
+    """Who sends a delegated task's answer back to the agent that asked."""
+
+    async def answer(self, turn: PendingTurn, text: str, error: str | None) -> None:
+        """The operator's answer (or why it has none), back to the asker."""
+        ...
+
+
+@dataclass(frozen=True)
+class ToAsker:
+    """A delegated task's answer (``error``: why there is none), back to its asker."""
+
+    text: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ToDevice:
+    """A reply on the device's reply rail."""
+
+    subject: str
+    reply: Reply
+
+
+def route_answer(turn: PendingTurn, text: object, agent: str) -> ToAsker | ToDevice | None:
+    """Where the model's last text (``None`` when unread) goes: nowhere when blank or deviceless."""
+    said = text.strip() if isinstance(text, str) else ""
+    if turn.delegated is not None:
+        return ToAsker(said, None if said else "it gave no answer")
+    device = turn.binding.device
+    if not said or device is None:
+        return None
+    reply = Reply(said, spoken=False, kind="answer", agent=agent)
+    return ToDevice(reply_subject(agent, device), reply)
+
+
+def route_report(
+    turn: PendingTurn, kind: str, reason: str, agent: str
+) -> ToAsker | ToDevice | None:
+    """Where a turn that did not finish normally is reported (``kind`` aborted or failed)."""
+    if turn.delegated is not None:
+        return ToAsker("", f"its turn {kind}: {reason}")
+    device = turn.binding.device
+    if device is None:
+        return None
+    reply = Reply("", spoken=False, kind=kind, reason=reason, agent=agent)
+    return ToDevice(reply_subject(agent, device), reply)
+
+
+class Answers:
+    """Publishes a turn's answer and reports, on the rail :func:`route_answer` picks."""
+
+    def __init__(self, agent: str, publisher: AgentPublisher, delegated: DelegatedAnswers) -> None:
+        self.agent = agent
+        self._publisher = publisher
+        self._delegated = delegated
+
+    async def answer(self, tau: TauRequester, turn: PendingTurn) -> None:
+        """Read τ's last answer and publish it (an agent without a handset answers in prose)."""
+        try:
+            text = (await tau.request("get_last_assistant_text", {})).get("text")
+        except AgentError as exc:
+            log.warning("%s: could not read the answer: %s", self._publisher.source, exc)
+            text = None
+        route = route_answer(turn, text, self.agent)
+        if isinstance(route, ToAsker):
+            await self._delegated.answer(turn, route.text, route.error)
+        elif route is not None:
+            await self._reply(turn, route)
+
+    async def report(self, turn: PendingTurn, kind: str, reason: str) -> None:
+        """Report a turn that did not finish normally; a failure to publish is not the turn's."""
+        route = route_report(turn, kind, reason, self.agent)
+        with contextlib.suppress(Exception):
+            if isinstance(route, ToAsker):
+                await self._delegated.answer(turn, route.text, route.error)
+            elif route is not None:
+                await self._reply(turn, route)
+
+    async def _reply(self, turn: PendingTurn, route: ToDevice) -> None:
+        await self._publisher.publish(
+            route.subject, REPLY_EVENT_TYPE, route.reply.to_payload(),
+            turn.binding.binding_id, turn.binding.schema,
+        )  # fmt: skip
