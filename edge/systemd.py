@@ -11,13 +11,14 @@ dead microphone stops the pings and systemd restarts the edge), and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Self
+
+from shared.lifecycle import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +74,7 @@ class SystemdNotifier:
         self.notify("STOPPING=1")
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def _watchdog(self, every_s: float) -> None:
         while True:

@@ -22,6 +22,7 @@ from bridge.node.core import BridgeCore
 from bridge.node.outbox import OutboxStore, Synchronous, store_path
 from bridge.transport.backoff import Backoff
 from bridge.transport.client import open_bridge_channel
+from shared.lifecycle import cancel_and_wait
 from shared.messages.bridge import LINK_DOWN, LINK_REFUSED
 from shared.schema.bridge_half import BridgeHalf
 
@@ -101,9 +102,7 @@ class EdgeBridgeNode:
     async def stop(self) -> None:
         """Close the link and NATS; idempotent."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         if self._core is not None:
             await self._core.stop()

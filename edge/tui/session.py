@@ -39,6 +39,7 @@ from edge.tui.wire import (
 from shared.bus_credentials import credentials_refused, redact, refused_message
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id, utc_now
+from shared.lifecycle import cancel_and_wait
 from shared.messages.history import HistoryReply, HistoryRequest, history_subject
 from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import BRIDGE_STATUS_PATTERN, check_name
@@ -148,9 +149,7 @@ class EdgeSession:
         self._observer = SessionObserver()
         task, self._rtt_task = self._rtt_task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         nc, self._nc = self._nc, None
         self._subs.clear()
         if nc is not None and not nc.is_closed:

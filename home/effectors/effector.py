@@ -13,7 +13,6 @@ of ours (a bug met by some input) is caught at the boundary too: counted as
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -32,6 +31,7 @@ from home.jmfts.errors import JmftsError
 from home.memory.provenance import Provenance
 from shared.errors import ContractError, EnvelopeError
 from shared.event import EnvelopeLimits, Event
+from shared.lifecycle import cancel_and_wait
 from shared.messages.verbs import VerbAck, VerbRequest
 from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import check_name, parse_subject
@@ -114,11 +114,7 @@ class Effector:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         nc, self._nc = self._nc, None
         if nc is not None:
             await nc.drain()

@@ -35,6 +35,7 @@ from home.jmfts.config import JmftsConfig, build_embedder
 from home.jmfts.errors import JmftsError
 from home.jmfts.store import DocumentStore
 from home.substrate.http_probe import HttpProbe
+from shared.lifecycle import cancel_and_wait
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
@@ -128,9 +129,7 @@ class JmftsServer:
         try:
             await server.serve(sockets=[sock])
         finally:
-            saver.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await saver
+            await cancel_and_wait(saver)
 
     async def _save_periodically(self, store: DocumentStore) -> None:
         while True:
