@@ -94,7 +94,7 @@ async def through_bridge(
         finally:
             await bridge.stop()
     finally:
-        await server.stop()
+        await server.close()
 
 
 async def _wait_for_link(

@@ -18,7 +18,6 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import nats
@@ -31,7 +30,7 @@ from home.jmfts.errors import JmftsError
 from home.memory.provenance import Provenance
 from shared.errors import ContractError, EnvelopeError
 from shared.event import EnvelopeLimits, Event
-from shared.lifecycle import cancel_and_wait
+from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.verbs import VerbAck, VerbRequest
 from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import check_name, parse_subject
@@ -80,7 +79,7 @@ def read_token(token_dir: Path, agent: str) -> str:
     return token
 
 
-class Effector:
+class Effector(Service):
     """A running effector node. ``async with Effector(...)``."""
 
     def __init__(
@@ -102,18 +101,14 @@ class Effector:
         """The verb rail this effector subscribes."""
         return f"events.workspace.*.out.{self.spec.verb}"
 
-    async def __aenter__(self) -> Effector:
+    async def start(self) -> None:
+        """Connect, subscribe the verb rail and confirm the subscription."""
         self._nc = await nats.connect(self.nats_url, name=self.spec.node, max_reconnect_attempts=-1)
         await self._nc.subscribe(self.pattern, cb=self._on_verb)
         await confirm_subscriptions(self._nc)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Stop the writes in flight, then drain and close the connection."""
         await cancel_and_wait(*self._tasks)
         nc, self._nc = self._nc, None
         if nc is not None:

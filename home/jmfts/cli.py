@@ -148,7 +148,7 @@ def serve(
                 sys.stdout.flush()
             await until_signalled()
         finally:
-            await server.stop()
+            await server.close()
 
     try:
         asyncio.run(run())

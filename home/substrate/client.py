@@ -7,7 +7,6 @@ in the data directory (docs/architecture.md "Security").
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import nats
@@ -23,7 +22,7 @@ from home.substrate.datadir import HomeState, find_home
 from home.substrate.errors import ControlTimeout, HomeNotRunning
 from shared.bus_credentials import home_admin_url
 from shared.errors import BusCredentialsError
-from shared.lifecycle import Pacing, retry_until_deadline
+from shared.lifecycle import Pacing, Service, retry_until_deadline
 
 DEFAULT_TIMEOUT_S = 10.0
 # Between tries while nobody listens on the control subject yet: home's own
@@ -31,7 +30,7 @@ DEFAULT_TIMEOUT_S = 10.0
 NO_RESPONDERS_RETRY_S = 0.1
 
 
-class HomeClient:
+class HomeClient(Service):
     """``async with HomeClient(data_dir) as home: await home.request("status")``."""
 
     def __init__(self, data_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
@@ -47,7 +46,9 @@ class HomeClient:
             raise HomeNotRunning("the client is not connected; use it as `async with`")
         return self._nc
 
-    async def __aenter__(self) -> HomeClient:
+    async def start(self) -> None:
+        """Find the home through its data directory and connect as its admin user;
+        HomeNotRunning if it is not there."""
         self.state = find_home(self.data_dir)
         try:
             url = home_admin_url(self.data_dir, self.state.nats_url)
@@ -67,11 +68,9 @@ class HomeClient:
             raise HomeNotRunning(
                 f"the home on {self.data_dir} does not answer at {self.state.nats_url}: {exc}"
             ) from exc
-        return self
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def close(self) -> None:
+        """Close the connection."""
         if self._nc is not None:
             await self._nc.close()
             self._nc = None

@@ -158,7 +158,7 @@ class MemoryReflex:
         if task is not None:
             await cancel_and_wait(task)
         if self.store is not None:
-            await self.store.aclose()
+            await self.store.close()
         await self.link.close()
 
     # -- reporting ---------------------------------------------------------------------
