@@ -167,7 +167,7 @@ class Fleet(Service):
             with contextlib.suppress(Exception):
                 await board.session.close()
             with contextlib.suppress(Exception):
-                await board.bridge.stop()
+                await board.bridge.close()
         self._boards.clear()
         await self._server.close()
 
