@@ -6,6 +6,8 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 
@@ -19,6 +21,8 @@ from shared.lifecycle import (
 )
 
 WAIT_S = 5.0
+T = TypeVar("T")
+QUICK = Pacing(0.01)
 
 
 class Recorder(Service):
@@ -166,9 +170,31 @@ def test_pacing_grows_to_its_ceiling() -> None:
     assert [next(constant) for _ in range(3)] == [1.0, 1.0, 1.0]
 
 
+async def retried(
+    attempt: Callable[[float], Awaitable[T]],
+    *,
+    within_s: float = WAIT_S,
+    give_up: Callable[[Exception], Exception] = GaveUp,
+    pacing: Pacing = QUICK,
+    on_retry: Callable[[Exception], None] | None = None,
+) -> T:
+    """``retry_until_deadline`` retrying :class:`Unavailable`, under a timeout."""
+    return await asyncio.wait_for(
+        retry_until_deadline(
+            attempt,
+            within_s=within_s,
+            retry_on=(Unavailable,),
+            give_up=give_up,
+            pacing=pacing,
+            on_retry=on_retry,
+        ),
+        within_s + WAIT_S,
+    )
+
+
 async def test_retry_returns_once_the_other_side_answers() -> None:
     lefts: list[float] = []
-    retried: list[Exception] = []
+    seen: list[Exception] = []
 
     async def attempt(left_s: float) -> str:
         lefts.append(left_s)
@@ -176,19 +202,9 @@ async def test_retry_returns_once_the_other_side_answers() -> None:
             raise Unavailable(str(len(lefts)))
         return "answer"
 
-    answer = await asyncio.wait_for(
-        retry_until_deadline(
-            attempt,
-            within_s=WAIT_S,
-            retry_on=(Unavailable,),
-            give_up=GaveUp,
-            pacing=Pacing(0.01),
-            on_retry=retried.append,
-        ),
-        WAIT_S * 2,
-    )
+    answer = await retried(attempt, on_retry=seen.append)
     assert answer == "answer"
-    assert [str(exc) for exc in retried] == ["1", "2"]
+    assert [str(exc) for exc in seen] == ["1", "2"]
     assert all(0 < left <= WAIT_S for left in lefts)
     assert lefts == sorted(lefts, reverse=True)
 
@@ -199,15 +215,11 @@ async def test_retry_gives_up_at_the_deadline_with_the_last_error_as_cause() -> 
 
     began = time.monotonic()
     with pytest.raises(GaveUp) as raised:
-        await asyncio.wait_for(
-            retry_until_deadline(
-                attempt,
-                within_s=0.2,
-                retry_on=(Unavailable,),
-                give_up=lambda exc: GaveUp(f"gave up: {exc}"),
-                pacing=Pacing(0.01, factor=2, max_s=0.05),
-            ),
-            WAIT_S,
+        await retried(
+            attempt,
+            within_s=0.2,
+            give_up=lambda exc: GaveUp(f"gave up: {exc}"),
+            pacing=Pacing(0.01, factor=2, max_s=0.05),
         )
     took = time.monotonic() - began
     assert str(raised.value) == "gave up: not yet"
@@ -224,14 +236,5 @@ async def test_an_error_that_is_not_retried_propagates_at_once() -> None:
         raise KeyError("final")
 
     with pytest.raises(KeyError):
-        await asyncio.wait_for(
-            retry_until_deadline(
-                attempt,
-                within_s=WAIT_S,
-                retry_on=(Unavailable,),
-                give_up=GaveUp,
-                pacing=Pacing(0.01),
-            ),
-            WAIT_S * 2,
-        )
+        await retried(attempt)
     assert calls == 1
