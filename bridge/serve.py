@@ -50,6 +50,6 @@ async def serve_stdio(half: BridgeHalf, device: str, nats_url: str) -> None:
         except LinkError as exc:
             log.info("link ended: %s", exc)
     finally:
-        await core.stop()
+        await core.close()
         with contextlib.suppress(NatsError, OSError):
             await nc.drain()

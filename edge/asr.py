@@ -17,8 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import vosk
 
@@ -26,6 +25,7 @@ from edge.bus import Bus
 from edge.endpoint.segmenter import SegmentEvent, UtteranceAudio, UtteranceEnd, UtteranceStart
 from edge.errors import ModelError
 from shared.event import new_binding_id
+from shared.lifecycle import Service
 from shared.messages.trace import ASR_FINAL, ENDPOINT, VOICE_END, Marks
 from shared.messages.voice import Partial, Turn, WordTiming
 
@@ -126,7 +126,7 @@ class AsrStats:
     latencies: list[tuple[float, float]] = field(default_factory=list)
 
 
-class AsrNode:
+class AsrNode(Service):
     """Consumes segment events; publishes partials and turns for one device."""
 
     def __init__(
@@ -150,16 +150,12 @@ class AsrNode:
         self._idle = asyncio.Event()
         self._idle.set()
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Start the recognition task."""
         self._task = asyncio.create_task(self._run(), name="asr")
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Stop the recognition task and its thread; the queue is dropped."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

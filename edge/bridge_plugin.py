@@ -90,9 +90,9 @@ async def open_edge_bridge(
     try:
         await node.start()
     except BridgeError as exc:
-        await node.stop()
+        await node.close()
         raise BridgeUnavailable(f"the edge bridge node did not start: {exc}") from exc
     try:
         yield node
     finally:
-        await node.stop()
+        await node.close()

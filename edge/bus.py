@@ -9,8 +9,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import nats
 from nats.aio.client import Client
@@ -18,13 +17,14 @@ from nats.aio.msg import Msg
 
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event
+from shared.lifecycle import Service
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[str, Event], Awaitable[None]]
 
 
-class Bus:
+class Bus(Service):
     """One NATS client shared by the edge nodes, with per-source sequence numbers."""
 
     def __init__(self, url: str, *, limits: EnvelopeLimits | None = None) -> None:
@@ -36,18 +36,14 @@ class Bus:
         self._sequences: dict[str, itertools.count[int]] = {}
         self._subs: list[Any] = []
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Connect to the edge's NATS."""
         self._nc = await nats.connect(
             self.url, name="edge", connect_timeout=5, max_reconnect_attempts=-1
         )
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Drain and close the connection."""
         nc, self._nc = self._nc, None
         if nc is not None and not nc.is_closed:
             await nc.drain()

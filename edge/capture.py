@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from types import TracebackType
-from typing import Self
 
 from edge.asr import AsrNode
 from edge.audio.base import AudioSource
@@ -19,11 +17,12 @@ from edge.endpoint.buttons import Button
 from edge.endpoint.segmenter import Endpointer
 from edge.errors import EdgeError
 from edge.tts import Speaker
+from shared.lifecycle import Service
 
 log = logging.getLogger(__name__)
 
 
-class CaptureNode:
+class CaptureNode(Service):
     """Owns the capture and button tasks; ``exhausted`` is set when a finite source ends."""
 
     def __init__(
@@ -47,18 +46,14 @@ class CaptureNode:
         self.barge_ins = 0
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Start the capture task (and the button task, with a button)."""
         self._tasks.append(asyncio.create_task(self._capture(), name="capture"))
         if self.button is not None:
             self._tasks.append(asyncio.create_task(self._buttons(self.button), name="button"))
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Stop the capture and button tasks."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
-import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +20,7 @@ from edge.runtime import EdgeRuntime, RunSummary, with_audio_files
 from edge.tui.cli import register as register_tui
 from shared.errors import SchemaError
 from shared.exit_codes import ExitCode
+from shared.lifecycle import cancel_and_wait, stop_on_signals
 
 app = typer.Typer(
     name="edge",
@@ -123,11 +122,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
 
 
 async def _run(config: EdgeConfig, *, finite: bool) -> RunSummary:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
+    with stop_on_signals() as stop:
         async with EdgeRuntime(config) as edge:
             bridge = config.bridge.half or "none (local only)"
             err.print(
@@ -141,10 +136,7 @@ async def _run(config: EdgeConfig, *, finite: bool) -> RunSummary:
             try:
                 await asyncio.wait([signalled, done], return_when=asyncio.FIRST_COMPLETED)
             finally:
-                for task in (signalled, done):
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                await cancel_and_wait(signalled, done)
             if edge.capture.error is not None:
                 raise CaptureFailed(f"capture failed: {edge.capture.error}")
             if not finite and edge.capture.exhausted.is_set():
@@ -154,9 +146,6 @@ async def _run(config: EdgeConfig, *, finite: bool) -> RunSummary:
             finished = finite and done.done() and not done.cancelled()
             summary.unanswered = done.result() if finished else []
             return summary
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
 
 
 def main() -> None:

@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
+from typing import IO
 
 from edge.errors import NatsServerError
+from shared.lifecycle import Service
 from shared.proc import die_with_parent, free_port, nats_server_binary, terminate, wait_for_port
 
 _READY_TIMEOUT_S = 10.0
 
 
-class LocalNatsServer:
+class LocalNatsServer(Service):
     """Start nats-server on ``host:port`` (0: a free port); terminate it on exit."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -32,10 +32,6 @@ class LocalNatsServer:
     def pid(self) -> int | None:
         """The server's process id while it runs."""
         return None if self._proc is None else self._proc.pid
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
 
     async def start(self) -> None:
         """Start the server and wait until it accepts connections (NatsServerError if not)."""
@@ -58,16 +54,8 @@ class LocalNatsServer:
         try:
             await self._wait_ready()
         except BaseException:
-            await self.stop()
+            await self.close()
             raise
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _wait_ready(self) -> None:
         proc = self._proc
@@ -91,7 +79,7 @@ class LocalNatsServer:
             return ""
         return Path(self._log.name).read_text(errors="replace")[-500:].strip()
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Terminate the server (kill it if it lingers); idempotent."""
         proc, self._proc = self._proc, None
         try:

@@ -16,14 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from types import TracebackType
-from typing import Self
 
 from edge.audio.base import Pcm
 from edge.bus import Bus
 from edge.tts import PiperSynthesizer, Speaker
 from shared.errors import ContractError
 from shared.event import Event
+from shared.lifecycle import Service
 from shared.messages.bridge import BridgeStatus
 from shared.messages.voice import NOTICE_EVENT_TYPE, Notice, Reply
 from shared.subjects import (
@@ -39,7 +38,7 @@ log = logging.getLogger(__name__)
 FAILED_KINDS = ("failed", "aborted")
 
 
-class NoticeNode:
+class NoticeNode(Service):
     """Watches bridge status, this device's turns and replies; speaks a notice when home is
     away or reports a turn it could not finish."""
 
@@ -69,21 +68,13 @@ class NoticeNode:
         self._on_settled = on_settled
         self._on_home_change = on_home_change
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Render both notices and subscribe to the bridge status, the turns and the replies."""
         self._pcm = await asyncio.to_thread(self.synth.render, self.text)
         self._failure_pcm = await asyncio.to_thread(self.synth.render, self.failure_text)
         await self.bus.subscribe(BRIDGE_STATUS_PATTERN, self._on_status)
         await self.bus.subscribe(sensation_turn_subject(self.device), self._on_turn)
         await self.bus.subscribe(device_rail_pattern("reply", self.device), self._on_reply)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
     @property
     def samples(self) -> int:

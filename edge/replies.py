@@ -8,19 +8,18 @@ them; the board writes them to its journal, so they are never silently lost.
 from __future__ import annotations
 
 import logging
-from types import TracebackType
-from typing import Self
 
 from edge.bus import Bus
 from shared.errors import EnvelopeError
 from shared.event import Event
+from shared.lifecycle import Service
 from shared.messages.voice import Reply
 from shared.subjects import device_rail_pattern
 
 log = logging.getLogger(__name__)
 
 
-class ReplyLog:
+class ReplyLog(Service):
     """Logs every reply for this device, with the agent's reason when it was not spoken."""
 
     def __init__(self, bus: Bus, *, device: str) -> None:
@@ -28,17 +27,9 @@ class ReplyLog:
         self.device = device
         self.replies = 0
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Subscribe to the device's reply rail."""
         await self.bus.subscribe(device_rail_pattern("reply", self.device), self._on_reply)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
     async def _on_reply(self, subject: str, event: Event) -> None:
         self.replies += 1

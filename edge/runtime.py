@@ -23,8 +23,7 @@ import time
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from edge.asr import AsrNode, VoskRecognizer
 from edge.audio import (
@@ -59,6 +58,7 @@ from edge.notice import NoticeNode
 from edge.replies import ReplyLog
 from edge.systemd import SystemdNotifier
 from edge.tts import PiperSynthesizer, Speaker
+from shared.lifecycle import Service
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class RunSummary:
     malformed_events: int = 0
 
 
-class EdgeRuntime:
+class EdgeRuntime(Service):
     """The running edge: enter to start every component, exit to stop them in reverse."""
 
     def __init__(
@@ -185,20 +185,16 @@ class EdgeRuntime:
         self.asr: AsrNode
         self.capture: CaptureNode
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Start every node of the edge; what started is closed again if one fails."""
         try:
             await self._start()
         except BaseException:
             await self._stack.aclose()
             raise
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Close every node, in reverse order of start."""
         await self._stack.aclose()
 
     async def _enter(self, name: str, component: AbstractAsyncContextManager[Any]) -> Any:

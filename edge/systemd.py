@@ -11,18 +11,17 @@ dead microphone stops the pings and systemd restarts the edge), and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
 from collections.abc import Callable, Mapping
-from types import TracebackType
-from typing import Self
+
+from shared.lifecycle import Service, cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 
-class SystemdNotifier:
+class SystemdNotifier(Service):
     """Sends sd_notify datagrams to ``NOTIFY_SOCKET``; pings the watchdog while open."""
 
     def __init__(
@@ -59,23 +58,17 @@ class SystemdNotifier:
         except OSError as exc:
             log.warning("sd_notify %r to %r failed: %s", message, self.address, exc)
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Start pinging the watchdog, when systemd asked for it."""
         if self.enabled and self.watchdog_s:
             self._task = asyncio.create_task(self._watchdog(self.watchdog_s / 2), name="watchdog")
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Tell systemd we are stopping and stop the watchdog pings."""
         self.notify("STOPPING=1")
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def _watchdog(self, every_s: float) -> None:
         while True:

@@ -24,8 +24,6 @@ from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Self
 
 import numpy as np
 from piper import PiperVoice, SynthesisConfig
@@ -38,6 +36,7 @@ from edge.models import PiperVoiceFiles
 from edge.wire import SpeakRequest
 from shared.errors import ContractError
 from shared.event import Event
+from shared.lifecycle import Service
 from shared.messages.trace import FIRST_AUDIO, SPEAK_RECEIVED, TTS_FIRST_CHUNK, Marks
 from shared.messages.voice import SpeechCompleted
 from shared.subjects import speak_pattern
@@ -143,7 +142,7 @@ class SpeakerStats:
     last_playback: PlaybackResult | None = None
 
 
-class Speaker:
+class Speaker(Service):
     """The TTS node: subscribes to the device's speak subject and plays in order."""
 
     def __init__(
@@ -176,17 +175,13 @@ class Speaker:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="piper")
         self._task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Subscribe to the speak rail and start the playback task."""
         await self.bus.subscribe(speak_pattern(self.device), self._on_speak)
         self._task = asyncio.create_task(self._run(), name="speaker")
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Stop the playback task and the synthesis thread."""
         self._stop.set()
         task, self._task = self._task, None
         if task is not None:

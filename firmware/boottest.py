@@ -31,6 +31,7 @@ from firmware.errors import BootTestError
 from firmware.host import run_tool
 from firmware.manifest import Manifest
 from firmware.stream import decompressed_chunks
+from shared.lifecycle import cancel_and_wait
 from shared.proc import free_port, terminate
 
 READY_LINE = re.compile(r"tether-edge: ready \(READY=1|Started tether-edge\.service")
@@ -203,9 +204,7 @@ async def booted(
             ) from None
         finally:
             await terminate(process, 10)
-            console.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await console
+            await cancel_and_wait(console)
 
 
 async def _read_console(

@@ -26,8 +26,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 import psutil
 
@@ -39,6 +37,7 @@ from edge.tui.wire import AgentReply, AgentSpeech, Incoming
 from hil.runner import HilError
 from hil.wait import percentile
 from shared.errors import TetherError
+from shared.lifecycle import Service
 from shared.schema import load_bridge_half
 
 # Pairing makes keys and reloads home's bus users: a few at a time keeps home responsive.
@@ -137,7 +136,7 @@ class _Board:
     warmup: set[str] = field(default_factory=set)
 
 
-class Fleet:
+class Fleet(Service):
     """``boards`` boards paired with the home running from ``data_dir``; use ``async with``.
 
     Device names are ``<prefix>-<i>``; pairing them again on a later run reuses the
@@ -154,21 +153,13 @@ class Fleet:
         self._server = LocalNatsServer()
         self._boards: list[_Board] = []
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Start the fleet's NATS and its boards; what started is closed again on failure."""
         try:
             await self._start()
         except BaseException:
             await self.close()
             raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Stop every board's session and bridge, then the shared nats-server."""
@@ -176,9 +167,9 @@ class Fleet:
             with contextlib.suppress(Exception):
                 await board.session.close()
             with contextlib.suppress(Exception):
-                await board.bridge.stop()
+                await board.bridge.close()
         self._boards.clear()
-        await self._server.stop()
+        await self._server.close()
 
     async def _start(self) -> None:
         began = time.monotonic()

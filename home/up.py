@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from home.substrate.nats_server import NatsServer
 from home.substrate.substrate_component import Substrate
 from shared.bus_credentials import ADMIN_USER
 from shared.errors import SchemaError
+from shared.lifecycle import stop_on_signals
 from shared.schema import BridgeHalf, load_node_catalog
 
 log = logging.getLogger(__name__)
@@ -250,11 +250,7 @@ async def run_home(
             await substrate.publish_status("component", status.name, status.state, status.detail)
 
         registry.on_change(report)
-        stop = stop or asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        try:
+        with stop_on_signals(stop) as stopping:
             await registry.start_all()
             try:
                 state = HomeState(
@@ -271,7 +267,7 @@ async def run_home(
                     on_ready(state, registry)
                 watcher = asyncio.create_task(registry.watch(config.health_interval_s))
                 try:
-                    await stop.wait()
+                    await stopping.wait()
                     log.info("stopping")
                 finally:
                     registry.stop_watching()
@@ -279,9 +275,6 @@ async def run_home(
                     await asyncio.gather(watcher, return_exceptions=True)
             finally:
                 await registry.stop_all()
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
     finally:
         os.umask(previous_umask)
         sys.setswitchinterval(previous_switch)

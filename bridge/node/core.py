@@ -52,13 +52,14 @@ from bridge.node.session import (
 from bridge.node.status import status_event, status_subject
 from bridge.protocol import Outbox, Refuse
 from bridge.transport.streams import ByteReader, ByteWriter
+from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.bridge import LINK_DOWN, LINK_REFUSED, LINK_UP
 from shared.schema.bridge_half import BridgeHalf
 
 log = logging.getLogger("tether.bridge")
 
 
-class BridgeCore:
+class BridgeCore(Service):
     """The local NATS side of one bridge and the shell around its session, across links."""
 
     def __init__(
@@ -117,13 +118,11 @@ class BridgeCore:
             self._subs.append(await self._nc.subscribe(pattern, cb=self._on_local))
         self._sweeper = asyncio.create_task(self._sweep(), name=f"bridge-sweep-{self.label}")
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop the current link, the sweep and the subscriptions."""
-        for task in (self._link_task, self._sweeper):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        # A link or sweep that failed has ended either way: nothing of it to report here.
+        with contextlib.suppress(Exception):
+            await cancel_and_wait(self._link_task, self._sweeper)
         for sub in self._subs:
             with contextlib.suppress(NatsError):
                 await sub.unsubscribe()

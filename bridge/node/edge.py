@@ -22,14 +22,15 @@ from bridge.node.core import BridgeCore
 from bridge.node.outbox import OutboxStore, Synchronous, store_path
 from bridge.transport.backoff import Backoff
 from bridge.transport.client import open_bridge_channel
+from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.bridge import LINK_DOWN, LINK_REFUSED
 from shared.schema.bridge_half import BridgeHalf
 
 log = logging.getLogger("tether.bridge.edge")
 
 
-class EdgeBridgeNode:
-    """Start with :meth:`start`, check with :meth:`health`, end with :meth:`stop`.
+class EdgeBridgeNode(Service):
+    """Start with :meth:`start`, check with :meth:`health`, end with :meth:`close`.
 
     ``half`` must be an edge half; ``client_key`` the board's private key file;
     ``outbox_dir``, when given, holds the durable outbox (:mod:`bridge.node.outbox`).
@@ -98,15 +99,13 @@ class EdgeBridgeNode:
         report["failed_attempts"] = self._failed_attempts
         return report
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Close the link and NATS; idempotent."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         if self._core is not None:
-            await self._core.stop()
+            await self._core.close()
         if self._nc is not None:
             with contextlib.suppress(NatsError, OSError):
                 await self._nc.drain()

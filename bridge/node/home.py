@@ -1,7 +1,7 @@
 """The home bridge endpoint: the SSH server and one bridge core per paired device.
 
 A self-contained component for `home up` to supervise: :meth:`start`,
-:meth:`health`, :meth:`stop`. Each home half names one device and authorizes one
+:meth:`health`, :meth:`close`. Each home half names one device and authorizes one
 key; a connection authenticated with that key can only ever be that device.
 """
 
@@ -23,6 +23,7 @@ from bridge.node.core import BridgeCore
 from bridge.node.outbox import OutboxStore, Synchronous, store_path
 from bridge.transport.server import AuthorizedClient, LoginGate, listen_bridge
 from bridge.transport.streams import ByteReader, ByteWriter
+from shared.lifecycle import Service
 from shared.schema.bridge_half import BridgeHalf, ssh_fingerprint
 
 log = logging.getLogger("tether.bridge.home")
@@ -42,7 +43,7 @@ def link_end_reason(exc: Exception) -> str:
     return "internal_error"
 
 
-class HomeBridgeEndpoint:
+class HomeBridgeEndpoint(Service):
     """The home side of every paired device's bridge.
 
     ``halves`` are home halves (one per device); ``host_key`` the endpoint's private
@@ -200,7 +201,7 @@ class HomeBridgeEndpoint:
                 self._requested.append(requested)
         except BaseException:
             self._forget(half.device)
-            await self._close(self._device_nc.pop(half.device, None))
+            await self._drain(self._device_nc.pop(half.device, None))
             raise
         log.info("home bridge endpoint now serves %s (on %s)", half.device, self.listening)
 
@@ -209,11 +210,11 @@ class HomeBridgeEndpoint:
         self._forget(device)
         core = self.cores.pop(device, None)
         if core is not None:
-            await core.stop()
-        await self._close(self._device_nc.pop(device, None))
+            await core.close()
+        await self._drain(self._device_nc.pop(device, None))
 
     @staticmethod
-    async def _close(nc: NATS | None) -> None:
+    async def _drain(nc: NATS | None) -> None:
         if nc is not None:
             with contextlib.suppress(NatsError, OSError):
                 await nc.drain()
@@ -249,7 +250,7 @@ class HomeBridgeEndpoint:
             "devices": {device: core.health() for device, core in self.cores.items()},
         }
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop listening, end every link, close NATS; idempotent."""
         for acceptor in self._acceptors:
             acceptor.close()
@@ -257,9 +258,9 @@ class HomeBridgeEndpoint:
                 await acceptor.wait_closed()
         self._acceptors.clear()
         for core in self.cores.values():
-            await core.stop()
+            await core.close()
         for device in list(self._device_nc):
-            await self._close(self._device_nc.pop(device))
-        await self._close(self._nc)
+            await self._drain(self._device_nc.pop(device))
+        await self._drain(self._nc)
         self._nc = None
         self._started = False

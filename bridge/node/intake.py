@@ -14,16 +14,16 @@ twice at most, and the receiving half's dedupe window delivers it once.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
 
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
 from bridge.errors import BridgeError
 from bridge.node.session import Action, DropExpired, RefuseEvent
+from shared.lifecycle import Pacing, retry_until_deadline
 
 INTAKE_HEADER = "Tether-Intake"
 TAKEN = "taken"
@@ -67,19 +67,21 @@ async def publish_taken(
     Raises :class:`IntakeRefused` on a refusal and :class:`TimeoutError` when no half
     took it within ``timeout_s``.
     """
-    deadline = time.monotonic() + timeout_s
-    pause = RETRY_FIRST_S
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"no bridge half took the event on {subject} in {timeout_s:g} s")
-        try:
-            answer = await nc.request(subject, data, timeout=min(attempt_timeout_s, left))
-        except (NoRespondersError, NatsTimeoutError):
-            await asyncio.sleep(min(pause, max(deadline - time.monotonic(), 0)))
-            pause = min(pause * 2, RETRY_MAX_S)
-            continue
-        said = (answer.headers or {}).get(INTAKE_HEADER)
-        if said == TAKEN:
-            return
-        raise IntakeRefused(said or "did not answer", answer.data.decode(errors="replace"))
+
+    async def ask(left_s: float) -> Msg:
+        return await nc.request(subject, data, timeout=min(attempt_timeout_s, left_s))
+
+    def give_up(exc: Exception) -> TimeoutError:
+        return TimeoutError(f"no bridge half took the event on {subject} in {timeout_s:g} s")
+
+    answer = await retry_until_deadline(
+        ask,
+        within_s=timeout_s,
+        retry_on=(NoRespondersError, NatsTimeoutError),
+        give_up=give_up,
+        pacing=Pacing(RETRY_FIRST_S, factor=2, max_s=RETRY_MAX_S),
+    )
+    said = (answer.headers or {}).get(INTAKE_HEADER)
+    if said == TAKEN:
+        return
+    raise IntakeRefused(said or "did not answer", answer.data.decode(errors="replace"))

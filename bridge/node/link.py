@@ -2,8 +2,10 @@
 
 :class:`Link` owns what lives and dies with one connection: the zstd contexts, the
 frames waiting to be written, the heartbeat and the acks. What the frames mean is
-the :class:`~bridge.node.session.BridgeSession`'s to decide; the
-:class:`~bridge.node.core.BridgeCore` that runs the link carries out its answers.
+the :class:`~bridge.node.session.BridgeSession`'s to decide; the :class:`LinkHost`
+that runs the link (a :class:`~bridge.node.core.BridgeCore`) carries out its answers.
+The link knows its host only through that narrow interface, so the core may import
+the link and not the other way round.
 """
 
 from __future__ import annotations
@@ -11,23 +13,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bridge.errors import LinkError
+from bridge.node.session import Action, BridgeSession
 from bridge.protocol import Ack, Events, Frame, FrameDecoder, FrameEncoder, HelloFrame, Ping
 from bridge.transport.streams import ByteReader, ByteWriter
-
-if TYPE_CHECKING:
-    from bridge.node.core import BridgeCore
 
 READ_CHUNK = 256 * 1024
 ACK_DELAY_S = 0.005
 
 
+class LinkHost(Protocol):
+    """What a link needs of the bridge half that runs it."""
+
+    @property
+    def session(self) -> BridgeSession:
+        """The half's protocol state: it decides what each frame means."""
+
+    @property
+    def label(self) -> str:
+        """``bridge@side``, to name the link's tasks."""
+
+    @property
+    def hello_timeout_s(self) -> float:
+        """How long the peer has to say hello."""
+
+    @property
+    def heartbeat_s(self) -> float:
+        """The interval between pings; three silent ones end the link."""
+
+    async def carry_out(self, actions: list[Action], link: Link | None = None) -> None:
+        """Do what the session answered, on this link."""
+
+    async def flush_local(self) -> None:
+        """Wait until local NATS has what was published (before an ack)."""
+
+
 class Link:
     """One connection's worth of I/O: codec contexts, frames to write, heartbeats, acks."""
 
-    def __init__(self, core: BridgeCore, reader: ByteReader, writer: ByteWriter) -> None:
+    def __init__(self, core: LinkHost, reader: ByteReader, writer: ByteWriter) -> None:
         self.core = core
         self.session = core.session
         self.reader = reader

@@ -14,6 +14,7 @@ import asyncssh
 from bridge.errors import LinkError, TransportRefused
 from bridge.transport.server import BRIDGE_SUBSYSTEM
 from bridge.transport.streams import ByteReader, ByteWriter
+from shared.lifecycle import cancel_and_wait
 from shared.schema.bridge_half import Endpoint, ssh_fingerprint
 
 log = logging.getLogger("tether.bridge.ssh")
@@ -103,9 +104,7 @@ async def open_bridge_channel(
         try:
             yield BridgeChannel(reader=reader, writer=writer)
         finally:
-            drain.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await drain
+            await cancel_and_wait(drain)
     finally:
         conn.close()
         with contextlib.suppress(Exception):

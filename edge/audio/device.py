@@ -11,14 +11,14 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 import sounddevice as sd
 
 from edge.audio.base import AudioFrame, Pcm, PlaybackResult, slices
 from edge.errors import AudioError, PlaybackError
+from shared.lifecycle import Service
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ _SLICE_S = 0.05
 _QUEUE_FRAMES = 100  # ~10 s of 100 ms blocks before the oldest are dropped (and counted)
 
 
-class SoundDeviceSource:
+class SoundDeviceSource(Service):
     """Capture from a PortAudio input device (``None``: the system default)."""
 
     def __init__(
@@ -41,7 +41,8 @@ class SoundDeviceSource:
         self._stream: sd.RawInputStream | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Open and start the capture stream (AudioError naming the device if it cannot)."""
         self._loop = asyncio.get_running_loop()
         try:
             self._stream = sd.RawInputStream(
@@ -57,14 +58,9 @@ class SoundDeviceSource:
             raise AudioError(
                 f"capture device {self.device or 'default'!r}: {exc}; {_known('input')}"
             ) from exc
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Close the stream and end the frames."""
         stream, self._stream = self._stream, None
         if stream is not None:
             await asyncio.to_thread(_close_stream, stream)
@@ -110,22 +106,11 @@ def _close_stream(stream: Any) -> None:
         stream.close()
 
 
-class SoundDeviceSink:
+class SoundDeviceSink(Service):
     """Playback on a PortAudio output device, one stream per utterance at its rate."""
 
     def __init__(self, device: str | None = None) -> None:
         self.device = device
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
     async def play(
         self, chunks: AsyncIterator[Pcm], sample_rate: int, stop: asyncio.Event

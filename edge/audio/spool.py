@@ -33,12 +33,11 @@ import wave
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from edge.audio.base import SAMPLE_WIDTH, AudioFrame, Pcm, PlaybackResult, PlaybackTag, playback_tag
 from edge.audio.wavfile import WavSink, read_wav_mono16
 from edge.errors import AudioError, PlaybackError
+from shared.lifecycle import Service
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ class SpoolStats:
     last_rejection: str | None = None
 
 
-class SpoolSource:
+class SpoolSource(Service):
     """A microphone fed from a folder: silence, or the next ``*.wav`` by name, in real time."""
 
     def __init__(self, folder: Path, *, sample_rate: int = 16000, block_ms: int = 100) -> None:
@@ -92,16 +91,12 @@ class SpoolSource:
         self.current: str | None = None
         self._closed = False
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Make the spool's folders."""
         await asyncio.to_thread(_spool_dirs, self.folder, DONE, REJECTED)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Stop handing out frames."""
         self._closed = True
 
     def _next_file(self) -> Path | None:
@@ -207,7 +202,7 @@ class SpooledPlayback:
     wav: str
 
 
-class SpoolSink:
+class SpoolSink(Service):
     """A speaker that writes each playback to its own WAV file in a folder, in real time."""
 
     def __init__(self, folder: Path) -> None:
@@ -215,20 +210,12 @@ class SpoolSink:
         self.written: list[SpooledPlayback] = []
         self._sequence = 1
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Make the spool folder, drop half-written files and find the next sequence number."""
         await asyncio.to_thread(_spool_dirs, self.folder)
         for stale in self.folder.glob(".*.tmp"):
             stale.unlink(missing_ok=True)  # a playback cut off by a crash
         self._sequence = await asyncio.to_thread(next_sequence, self.folder)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
     async def play(
         self, chunks: AsyncIterator[Pcm], sample_rate: int, stop: asyncio.Event

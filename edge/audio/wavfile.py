@@ -11,13 +11,13 @@ import time
 import wave
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import TracebackType
-from typing import BinaryIO, Self
+from typing import BinaryIO
 
 import numpy as np
 
 from edge.audio.base import SAMPLE_WIDTH, AudioFrame, Pcm, PlaybackResult, slices
 from edge.errors import AudioError, PlaybackError
+from shared.lifecycle import Service
 
 _SLICE_S = 0.05
 
@@ -42,7 +42,7 @@ def read_wav_mono16(path: Path, sample_rate: int) -> Pcm:
     return np.clip(np.round(audio), -32768, 32767).astype(np.int16)
 
 
-class WavSource:
+class WavSource(Service):
     """Frames from a WAV file, in real time or as fast as they are read."""
 
     def __init__(
@@ -55,16 +55,12 @@ class WavSource:
         self._audio: Pcm | None = None
         self._closed = False
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Read the whole file."""
         self._audio = await asyncio.to_thread(read_wav_mono16, self.path, self.sample_rate)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Stop handing out frames."""
         self._closed = True
 
     async def frames(self) -> AsyncIterator[AudioFrame]:
@@ -88,7 +84,7 @@ class WavSource:
             yield AudioFrame(pcm.tobytes(), self.sample_rate, captured_at)
 
 
-class WavSink:
+class WavSink(Service):
     """Appends everything played to one WAV file; its rate is the first voice's rate.
 
     The file is opened on first playback, so a sink that cannot write fails that
@@ -103,15 +99,8 @@ class WavSink:
         self._rate: int | None = None
         self.samples_written = 0
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Close the WAV file, if playback opened one."""
         if self._wav is not None:
             self._wav.close()
             self._wav = None

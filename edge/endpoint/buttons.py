@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from edge.errors import ButtonError
+from shared.lifecycle import Service
 
 
 @dataclass(frozen=True)
@@ -49,22 +50,15 @@ class Button(Protocol):
         ...
 
 
-class ManualButton:
+class ManualButton(Service):
     """A button pressed from code: the TUI, HIL and tests drive it."""
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[ButtonEvent | None] = asyncio.Queue()
         self.pressed = False
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """End the presses."""
         self._queue.put_nowait(None)
 
     def press(self) -> None:
@@ -85,7 +79,7 @@ class ManualButton:
             yield event
 
 
-class GpioValueButton:
+class GpioValueButton(Service):
     """A button on a GPIO line, read from its value file (active low by default)."""
 
     def __init__(self, value_path: Path, *, active_low: bool = True, poll_ms: int = 10) -> None:
@@ -94,18 +88,9 @@ class GpioValueButton:
         self.poll_s = poll_ms / 1000
         self._state = False
 
-    async def __aenter__(self) -> Self:
-        # Fail at start, naming the file, rather than on the first press.
+    async def start(self) -> None:
+        """Read the value file once, so a bad path fails at start and names the file."""
         self._state = self._read()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
     def _read(self) -> bool:
         try:
@@ -129,7 +114,7 @@ class GpioValueButton:
             candidate = now
 
 
-class TerminalKeyButton:
+class TerminalKeyButton(Service):
     """A key on a terminal (stdin by default); each press toggles talking on and off."""
 
     def __init__(self, key: str = " ", fd: int | None = None) -> None:
@@ -144,20 +129,16 @@ class TerminalKeyButton:
         """The terminal's file descriptor."""
         return sys.stdin.fileno() if self._fd is None else self._fd
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Put the terminal in cbreak mode and listen for keys (ButtonError without a terminal)."""
         if not os.isatty(self.fd):
             raise ButtonError("push-to-talk source 'key' needs a terminal on stdin")
         self._saved = termios.tcgetattr(self.fd)
         tty.setcbreak(self.fd)
         asyncio.get_running_loop().add_reader(self.fd, self._on_key)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Restore the terminal and end the presses."""
         with contextlib.suppress(ValueError, OSError):
             asyncio.get_running_loop().remove_reader(self.fd)
         if self._saved is not None:

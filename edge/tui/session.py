@@ -17,8 +17,7 @@ import contextlib
 import itertools
 import logging
 from datetime import datetime
-from types import TracebackType
-from typing import Literal, Self
+from typing import Literal
 
 import nats
 from nats.aio.client import Client
@@ -39,6 +38,7 @@ from edge.tui.wire import (
 from shared.bus_credentials import credentials_refused, redact, refused_message
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id, utc_now
+from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.history import HistoryReply, HistoryRequest, history_subject
 from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import BRIDGE_STATUS_PATTERN, check_name
@@ -78,7 +78,7 @@ class SessionObserver:
         """An event that failed to parse; it was counted and dropped."""
 
 
-class EdgeSession:
+class EdgeSession(Service):
     """Connect with ``async with``; :meth:`listen` starts the subscriptions."""
 
     def __init__(
@@ -107,7 +107,8 @@ class EdgeSession:
 
     # --- lifecycle ----------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
+        """Connect to NATS (TransportError if it cannot be reached or refuses us)."""
         try:
             self._nc = await nats.connect(
                 self.nats_url,
@@ -130,15 +131,6 @@ class EdgeSession:
             raise TransportError(f"cannot reach NATS at {redact(self.nats_url)}: {exc}") from exc
         # ...then, once connected, never give up: a restarted home or edge NATS comes back.
         self._nc.options["max_reconnect_attempts"] = -1
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Stop the RTT probe, unsubscribe and close the connection; idempotent.
@@ -148,9 +140,7 @@ class EdgeSession:
         self._observer = SessionObserver()
         task, self._rtt_task = self._rtt_task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         nc, self._nc = self._nc, None
         self._subs.clear()
         if nc is not None and not nc.is_closed:

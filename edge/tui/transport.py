@@ -28,12 +28,12 @@ _LINK_POLL_S = 0.05
 
 
 class EdgeBridge(Protocol):
-    """The edge bridge node as the TUI needs it: started, then stopped."""
+    """The edge bridge node as the TUI needs it: started, then closed."""
 
     async def start(self) -> None:
         """Connect to the local NATS and start keeping the link home up."""
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Close the link and the local connection."""
 
     def health(self) -> dict[str, Any]:
@@ -92,9 +92,9 @@ async def through_bridge(
                 await _wait_for_link(bridge, wait_link_s, hint, first_failure_is_final)
             yield server.url
         finally:
-            await bridge.stop()
+            await bridge.close()
     finally:
-        await server.stop()
+        await server.close()
 
 
 async def _wait_for_link(

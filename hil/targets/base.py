@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 
 from shared.errors import ContractError
 from shared.event import Event
+from shared.lifecycle import Service
 from shared.nats_confirm import confirm_subscriptions
 
 
@@ -106,7 +107,7 @@ class Seen:
 
 
 @dataclass
-class HomeWatch:
+class HomeWatch(Service):
     """Everything published under ``events.>`` on home's NATS, with arrival times."""
 
     url: str
@@ -115,7 +116,8 @@ class HomeWatch:
     _nc: Client | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def __aenter__(self) -> HomeWatch:
+    async def start(self) -> None:
+        """Connect and record every event on the home's bus from now on."""
         self._nc = await nats.connect(self.url, name="hil-watch")
 
         async def on_message(msg: Msg) -> None:
@@ -129,9 +131,9 @@ class HomeWatch:
 
         await self._nc.subscribe("events.>", cb=on_message)
         await confirm_subscriptions(self._nc)
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def close(self) -> None:
+        """Close the connection."""
         if self._nc is not None:
             with contextlib.suppress(Exception):
                 await self._nc.close()

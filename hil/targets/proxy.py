@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from shared.lifecycle import Service
 
-class CuttableRelay:
+
+class CuttableRelay(Service):
     """Relays ``listen_port`` on loopback to ``target_port``; :meth:`cut` and :meth:`restore`."""
 
     def __init__(
@@ -30,11 +32,12 @@ class CuttableRelay:
         self._pipes: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
 
-    async def __aenter__(self) -> CuttableRelay:
+    async def start(self) -> None:
+        """Listen on the relay's port."""
         self._server = await asyncio.start_server(self._accept, self.host, self.listen_port)
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def close(self) -> None:
+        """Stop listening and drop every relayed connection."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

@@ -40,6 +40,7 @@ from hil.targets.proxy import CuttableRelay
 from hil.targets.sshlink import HostKeyPin, SshError, SshLink
 from shared.errors import ContractError, SchemaError
 from shared.event import Event
+from shared.lifecycle import Service
 from shared.messages.bridge import BridgeStatus
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema import load_bridge_half
@@ -80,7 +81,7 @@ class SshBoardOptions:
     phrases: tuple[str, ...] = DEFAULT_PHRASES
 
 
-class SshBoard:
+class SshBoard(Service):
     """A board over SSH; open with ``async with``. A board that cannot be reached still opens:
     the smoke suite's ``board_reachable`` case says why, and every other case fails with it."""
 
@@ -102,15 +103,16 @@ class SshBoard:
         self._link_up: bool | None = None
         self._injected = 0
 
-    async def __aenter__(self) -> SshBoard:
+    async def start(self) -> None:
+        """Open the SSH link and its forwards; what opened is closed again on failure."""
         try:
             await self._open()
         except BaseException:
-            await self.__aexit__(None, None, None)
+            await self.close()
             raise
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def close(self) -> None:
+        """Close the edge's NATS connection and the SSH link."""
         if self._edge_nc is not None:
             with contextlib.suppress(Exception):
                 await self._edge_nc.close()

@@ -23,13 +23,13 @@ import hashlib
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import paramiko
 
 from hil.runner import HilError
 from hil.targets.address import SshAddress
 from shared.errors import LinkError, RefusedError
+from shared.lifecycle import Service
 
 CONNECT_TIMEOUT_S = 20.0
 COMMAND_TIMEOUT_S = 60.0
@@ -106,7 +106,7 @@ class Completed:
     stderr: str
 
 
-class SshLink:
+class SshLink(Service):
     """An open SSH + SFTP session to ``address``; use with ``async with``."""
 
     def __init__(
@@ -121,13 +121,12 @@ class SshLink:
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_lock = asyncio.Lock()
 
-    async def __aenter__(self) -> SshLink:
+    async def start(self) -> None:
+        """Connect over SSH."""
         await asyncio.to_thread(self._connect)
-        return self
 
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def close(self) -> None:
+        """Close the SSH connection."""
         await asyncio.to_thread(self._close)
 
     def _connect(self) -> None:
@@ -290,7 +289,7 @@ class SshLink:
         return LocalForward(self, remote_host, remote_port)
 
 
-class LocalForward:
+class LocalForward(Service):
     """Listens on a free loopback port; each connection is a direct-tcpip channel on the board."""
 
     def __init__(self, link: SshLink, remote_host: str, remote_port: int) -> None:
@@ -301,12 +300,13 @@ class LocalForward:
         self._tasks: set[asyncio.Task[None]] = set()
         self._channels: set[paramiko.Channel] = set()
 
-    async def __aenter__(self) -> LocalForward:
+    async def start(self) -> None:
+        """Listen on a free loopback port."""
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         self.port = int(self._server.sockets[0].getsockname()[1])
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def close(self) -> None:
+        """Stop listening; close every channel and stop every relay."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

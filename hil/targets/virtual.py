@@ -37,6 +37,7 @@ from hil.targets.home_side import HomeSide
 from hil.targets.proxy import CuttableRelay
 from shared.errors import ContractError
 from shared.event import Event
+from shared.lifecycle import Service
 from shared.messages.bridge import BridgeStatus
 from shared.nats_confirm import confirm_subscriptions
 from shared.proc import free_port, terminate_blocking
@@ -58,7 +59,7 @@ def _tool(name: str) -> str:
     return str(beside) if beside.exists() else name
 
 
-class VirtualBoard:
+class VirtualBoard(Service):
     """A board made of this machine's processes; open it with ``async with``."""
 
     def __init__(
@@ -106,15 +107,16 @@ class VirtualBoard:
 
     # --- lifecycle -------------------------------------------------------------
 
-    async def __aenter__(self) -> VirtualBoard:
+    async def start(self) -> None:
+        """Start the home and the edge; what started is stopped again on failure."""
         try:
             await self._start()
         except BaseException:
-            await self.__aexit__(None, None, None)
+            await self.close()
             raise
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def close(self) -> None:
+        """Close the edge's NATS connection, terminate the edge and the home."""
         if self._edge_nc is not None:
             with contextlib.suppress(Exception):
                 await self._edge_nc.close()

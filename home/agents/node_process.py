@@ -15,7 +15,6 @@ import contextlib
 import enum
 import json
 import logging
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ from home.llm.errors import LlmError
 from home.llm.server import LlamaServer, LlamaServerConfig
 from shared.errors import ContractError
 from shared.exit_codes import ExitCode
+from shared.lifecycle import cancel_and_wait, stop_on_signals
 from shared.schema.catalog import NodeSpec, load_node_catalog
 
 # Extension files in the catalog are named relative to the directory holding `home/`.
@@ -181,12 +181,9 @@ async def _serve(
     jmfts_token_file: Path | None,
     report: Callable[[dict[str, object]], None],
 ) -> ExitCode:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
+        # Entered first, so the signals are heard until the node has closed.
+        stop = stack.enter_context(stop_on_signals())
         if llm_url is None:
             log_path = data_dir / "llm" / "llama.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,8 +205,7 @@ async def _serve(
         failed = asyncio.ensure_future(agent.wait_failed())
         stopped = asyncio.ensure_future(stop.wait())
         done, pending = await asyncio.wait({failed, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
+        await cancel_and_wait(*pending)
     # Reported after the node has closed: the turn in flight has had its chance to finish.
     if failed in done:
         report({"node": spec.name, "state": "failed", "error": str(failed.result())})

@@ -191,7 +191,7 @@ class HomeBridgeComponent:
     async def stop(self) -> None:
         """Stop listening and end every link; idempotent."""
         if self._endpoint is not None:
-            await self._endpoint.stop()
+            await self._endpoint.close()
             self._endpoint = None
 
     def info(self) -> ComponentInfo:

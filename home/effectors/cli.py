@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +11,7 @@ import typer
 from rich.console import Console
 
 from home.effectors.effector import Effector, VerbEffector
+from shared.lifecycle import stop_on_signals
 
 
 def make_app(spec: VerbEffector) -> typer.Typer:
@@ -52,10 +51,6 @@ def make_app(spec: VerbEffector) -> typer.Typer:
 
 
 async def _serve(effector: Effector) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    async with effector:
-        await stop.wait()
+    with stop_on_signals() as stop:
+        async with effector:
+            await stop.wait()

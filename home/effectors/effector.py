@@ -13,13 +13,11 @@ of ours (a bug met by some input) is caught at the boundary too: counted as
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import nats
@@ -32,6 +30,7 @@ from home.jmfts.errors import JmftsError
 from home.memory.provenance import Provenance
 from shared.errors import ContractError, EnvelopeError
 from shared.event import EnvelopeLimits, Event
+from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.verbs import VerbAck, VerbRequest
 from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import check_name, parse_subject
@@ -80,7 +79,7 @@ def read_token(token_dir: Path, agent: str) -> str:
     return token
 
 
-class Effector:
+class Effector(Service):
     """A running effector node. ``async with Effector(...)``."""
 
     def __init__(
@@ -102,23 +101,15 @@ class Effector:
         """The verb rail this effector subscribes."""
         return f"events.workspace.*.out.{self.spec.verb}"
 
-    async def __aenter__(self) -> Effector:
+    async def start(self) -> None:
+        """Connect, subscribe the verb rail and confirm the subscription."""
         self._nc = await nats.connect(self.nats_url, name=self.spec.node, max_reconnect_attempts=-1)
         await self._nc.subscribe(self.pattern, cb=self._on_verb)
         await confirm_subscriptions(self._nc)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async def close(self) -> None:
+        """Stop the writes in flight, then drain and close the connection."""
+        await cancel_and_wait(*self._tasks)
         nc, self._nc = self._nc, None
         if nc is not None:
             await nc.drain()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT
 from home.substrate.errors import HomeNotRunning
 from home.substrate.options import DataDir
 from shared.exit_codes import ExitCode
+from shared.lifecycle import until_signalled
 
 DEFAULT_SERVE_DIR = Path.home() / ".local" / "share" / "tether" / "jmfts"
 
@@ -146,13 +146,9 @@ def serve(
                     + ("  (index rebuilt from SQLite)" if info["index_rebuilt"] else "")
                 )
                 sys.stdout.flush()
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            await stop.wait()
+            await until_signalled()
         finally:
-            await server.stop()
+            await server.close()
 
     try:
         asyncio.run(run())

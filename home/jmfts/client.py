@@ -34,6 +34,7 @@ from home.jmfts.errors import (
     refusal,
 )
 from home.jmfts.models import WORKSPACE_USETYPE
+from shared.lifecycle import Service
 
 DEFAULT_TIMEOUT_S = 10.0
 #: The CLI and provisioning wait longer: a first write may load the embedder.
@@ -85,7 +86,7 @@ def read_token_file(token_file: Path) -> str:
         raise InvalidInput(f"{token_file}: cannot read the token file ({exc})") from exc
 
 
-class JmftsClient:
+class JmftsClient(Service):
     """JMFTS over HTTP as one principal. ``async with JmftsClient(url, token=...)``."""
 
     def __init__(self, base_url: str, *, token: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
@@ -105,20 +106,13 @@ class JmftsClient:
         """A client using the token stored in ``token_file``."""
         return cls(base_url, token=read_token_file(token_file), timeout_s=timeout_s)
 
-    async def __aenter__(self) -> JmftsClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()
+
+    async def aclose(self) -> None:
+        """The same as :meth:`close`; kept while callers still use the older name."""
+        await self.close()
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """One request; its JSON answer, or None when the answer is empty."""
@@ -382,7 +376,7 @@ class SyncJmftsClient:
     def close(self) -> None:
         """Close the connection pool and the event loop."""
         try:
-            self._runner.run(self._client.aclose())
+            self._runner.run(self._client.close())
         finally:
             self._runner.close()
 

@@ -93,7 +93,7 @@ class JmftsComponent:
             await self._server.start()
             await self._provision()
         except (JmftsError, OSError) as exc:
-            await self._server.stop()
+            await self._server.close()
             raise ComponentError(f"jmfts: did not start: {exc}") from exc
 
     async def _provision(self) -> None:
@@ -121,7 +121,7 @@ class JmftsComponent:
 
     async def stop(self) -> None:
         """Stop serving (the index is saved); idempotent."""
-        await self._server.stop()
+        await self._server.close()
 
     def info(self) -> ComponentInfo:
         """The server's base URL; it runs inside ``home up``."""

@@ -9,7 +9,7 @@ Self-contained: it needs only a :class:`~home.jmfts.config.JmftsConfig`. ::
 ``start()`` opens the store (checking or rebuilding the FAISS index), bootstraps the admin
 token file, binds the socket (port 0 picks a free port; :attr:`address` tells which) and
 serves uvicorn on a thread of its own, with its own event loop, beside the periodic index
-saver. ``stop()`` asks uvicorn to exit, joins the thread, saves the index and closes the
+saver. ``close()`` asks uvicorn to exit, joins the thread, saves the index and closes the
 database. Signal handling stays with the caller (the supervisor owns Ctrl-C).
 
 Its own loop because ``home up`` runs it in-process beside the router: request parsing,
@@ -24,7 +24,6 @@ import contextlib
 import socket
 import threading
 from pathlib import Path
-from types import TracebackType
 
 import faiss
 import httpx
@@ -35,6 +34,7 @@ from home.jmfts.config import JmftsConfig, build_embedder
 from home.jmfts.errors import JmftsError
 from home.jmfts.store import DocumentStore
 from home.substrate.http_probe import HttpProbe
+from shared.lifecycle import Service, cancel_and_wait
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
@@ -49,7 +49,7 @@ class _QuietServer(uvicorn.Server):
         yield
 
 
-class JmftsServer:
+class JmftsServer(Service):
     """One JMFTS HTTP server over one data directory."""
 
     def __init__(self, config: JmftsConfig) -> None:
@@ -111,7 +111,7 @@ class JmftsServer:
                         raise JmftsError(f"uvicorn exited during start: {self._serve_error!r}")
                     await asyncio.sleep(0.02)
         except BaseException:
-            await self.stop()
+            await self.close()
             raise
 
     def _serve_thread(
@@ -120,7 +120,7 @@ class JmftsServer:
         """The server's thread: its own loop runs uvicorn and the index saver until exit."""
         try:
             asyncio.run(self._serve(server, store, sock))
-        except BaseException as exc:  # reported to start() and stop(), which own the thread
+        except BaseException as exc:  # reported to start() and close(), which own the thread
             self._serve_error = exc
 
     async def _serve(self, server: _QuietServer, store: DocumentStore, sock: socket.socket) -> None:
@@ -128,9 +128,7 @@ class JmftsServer:
         try:
             await server.serve(sockets=[sock])
         finally:
-            saver.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await saver
+            await cancel_and_wait(saver)
 
     async def _save_periodically(self, store: DocumentStore) -> None:
         while True:
@@ -145,7 +143,7 @@ class JmftsServer:
         except (httpx.HTTPError, JmftsError, ValueError):
             return False
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop serving, save the index, close the database. Safe to call twice."""
         thread, self._thread = self._thread, None
         if self._server is not None and thread is not None:
@@ -154,22 +152,10 @@ class JmftsServer:
             if thread.is_alive():
                 self._server.force_exit = True
                 await asyncio.to_thread(thread.join, STOP_TIMEOUT_S)
-        await self._probe.aclose()
+        await self._probe.close()
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
             self.store = None
-
-    async def __aenter__(self) -> JmftsServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
 
 def _open_store(config: JmftsConfig) -> DocumentStore:

@@ -5,6 +5,10 @@ vectors in one SQLite transaction, then adds the vectors to FAISS, and only then
 a document is findable by every search method at ack. At open, the saved FAISS index is
 checked against the chunk ids in SQLite and rebuilt from the stored vectors when it is
 missing, unreadable, or disagrees.
+
+Chunking and embedding, the slow half of a write, are :mod:`home.jmfts.chunk_embedding`;
+dropping the HNSW index's tombstones is :mod:`home.jmfts.compaction`; the group commit of
+concurrent single writes is :mod:`home.jmfts.write_batcher`.
 """
 
 from __future__ import annotations
@@ -12,20 +16,19 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from home.jmfts.access import AccessControl, Principal, Scope
-from home.jmfts.chunking import chunk_spans
+from home.jmfts.chunk_embedding import Embedded, embed_document, embed_documents
 from home.jmfts.clock import to_stored, utc_now
+from home.jmfts.compaction import IndexCompaction
 from home.jmfts.db import Synchronous, connect, connect_reader, subtree_range
-from home.jmfts.embedder import Embedder, Vectors
+from home.jmfts.embedder import Embedder
 from home.jmfts.errors import (
     Conflict,
     Forbidden,
@@ -40,7 +43,7 @@ from home.jmfts.models import (
     DocumentResponse,
     DocumentUpdate,
 )
-from home.jmfts.rows import content_hash, document_response, embed_text, path_ids
+from home.jmfts.rows import content_hash, document_response, path_ids
 from home.jmfts.tree import TreeReads
 from home.jmfts.vector_index import IndexKind, VectorIndex, ids_digest
 from home.jmfts.write_batcher import WriteBatcher
@@ -53,15 +56,7 @@ COMPACT_SHARE = 0.2
 COMPACT_MIN = 256
 
 
-@dataclass(frozen=True)
-class Embedded:
-    """A document's chunks, embedded before any lock is taken."""
-
-    spans: list[tuple[int, int]]
-    vectors: Vectors
-
-
-class DocumentStore(TreeReads):
+class DocumentStore(TreeReads, IndexCompaction):
     """Documents, access and vectors over one data directory."""
 
     def __init__(
@@ -205,46 +200,6 @@ class DocumentStore(TreeReads):
             )
             self._compactor.start()
 
-    def wait_for_compaction(self, timeout: float | None = None) -> None:
-        """Block until a running background compaction has swapped its index in."""
-        compactor = self._compactor
-        if compactor is not None:
-            compactor.join(timeout)
-
-    def compact_now(self) -> None:
-        """Drop the HNSW tombstones synchronously (after any background compaction)."""
-        self.wait_for_compaction()
-        self._compact()
-
-    def _compact_in_background(self) -> None:
-        try:
-            self._compact()
-        finally:
-            self._compactor = None
-
-    def _compact(self) -> None:
-        """Rebuild the graph from its live vectors without blocking writers or searches:
-        snapshot under the lock, build outside it, replay what changed meanwhile, swap."""
-        started = time.perf_counter()
-        with self.lock:
-            source = self.index
-            ids, vectors = source.live_vectors()
-            self._journal = []
-        fresh = VectorIndex(source.dimension, source.kind)
-        fresh.add(ids, vectors)
-        with self.lock:
-            journal, self._journal = self._journal or [], None
-            if self.index is not source:  # rebuilt meanwhile: this copy is stale
-                return
-            for op, op_ids, op_vectors in journal:
-                if op == "add" and op_vectors is not None:
-                    fresh.add(op_ids, op_vectors)
-                else:
-                    fresh.remove(op_ids)
-            self.index = fresh
-            self._dirty = True
-            self.last_compaction_s = time.perf_counter() - started
-
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One SQLite transaction under the store lock; rolled back on any error."""
@@ -299,27 +254,11 @@ class DocumentStore(TreeReads):
 
     def embed_document(self, title: str | None, content: str | None) -> Embedded:
         """Chunk and embed a document's text (no lock held: this is the slow part)."""
-        text = embed_text(title, content)
-        if not text.strip():
-            return Embedded([], np.zeros((0, self.embedder.dimension), dtype=np.float32))
-        spans = chunk_spans(text, self.embedder.token_offsets(text))
-        return Embedded(spans, self.embedder.embed([text[a:b] for a, b in spans]))
+        return embed_document(self.embedder, title, content)
 
     def embed_many(self, texts: list[tuple[str | None, str | None]]) -> list[Embedded]:
         """Chunk and embed many documents with one batched embedder call."""
-        spans: list[list[tuple[int, int]]] = []
-        pieces: list[str] = []
-        for title, content in texts:
-            text = embed_text(title, content)
-            doc_spans = chunk_spans(text, self.embedder.token_offsets(text)) if text.strip() else []
-            spans.append(doc_spans)
-            pieces += [text[a:b] for a, b in doc_spans]
-        vectors = self.embedder.embed(pieces)
-        out, at = [], 0
-        for doc_spans in spans:
-            out.append(Embedded(doc_spans, vectors[at : at + len(doc_spans)]))
-            at += len(doc_spans)
-        return out
+        return embed_documents(self.embedder, texts)
 
     def _next_chunk_id(self) -> int:
         """A chunk id never used before in this index: SQLite alone would reuse the id of a

@@ -18,17 +18,29 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from home.jmfts.access import Principal
+from home.jmfts.chunk_embedding import Embedded
 from home.jmfts.errors import JmftsError
 from home.jmfts.models import DocumentCreate, DocumentResponse
 from shared.errors import UnavailableError
 
-if TYPE_CHECKING:
-    from home.jmfts.store import DocumentStore, Embedded
-
 MAX_BATCH = 64
+
+
+class GroupCommitStore(Protocol):
+    """What the batcher needs of the document store: embed a group, commit a group."""
+
+    def prepare_each(self, requests: list[DocumentCreate]) -> list[Embedded | JmftsError]:
+        """Embed every request's document at once; a request that cannot be, its error."""
+
+    def create_each(
+        self,
+        writes: list[tuple[Principal, DocumentCreate]],
+        prepared: list[Embedded | JmftsError] | None = None,
+    ) -> list[DocumentResponse | JmftsError]:
+        """Commit every write in one transaction; each answered with its document or error."""
 
 
 class BatcherClosed(JmftsError, UnavailableError):
@@ -60,7 +72,7 @@ class WriteBatcher:
     """Collects single writes from many threads and commits them together."""
 
     def __init__(
-        self, store: DocumentStore, *, max_batch: int = MAX_BATCH, window_s: float = 0.0
+        self, store: GroupCommitStore, *, max_batch: int = MAX_BATCH, window_s: float = 0.0
     ) -> None:
         self.store = store
         self.max_batch = max_batch

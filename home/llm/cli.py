@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +13,7 @@ from rich.console import Console
 from home.llm.errors import LlmError
 from home.llm.server import LlamaServer, LlamaServerConfig, default_threads
 from shared.exit_codes import ExitCode
+from shared.lifecycle import stop_on_signals
 
 app = typer.Typer(add_completion=False, help="The embedded language model (llama.cpp).")
 
@@ -51,14 +50,10 @@ def serve(
 
 
 async def _serve(server: LlamaServer, as_json: bool) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    async with server:
-        if as_json:
-            print(json.dumps({"url": server.url, "pid": server.pid}), flush=True)
-        else:
-            Console().print(f"model server at [bold]{server.url}[/] (pid {server.pid})")
-        await stop.wait()
+    with stop_on_signals() as stop:
+        async with server:
+            if as_json:
+                print(json.dumps({"url": server.url, "pid": server.pid}), flush=True)
+            else:
+                Console().print(f"model server at [bold]{server.url}[/] (pid {server.pid})")
+            await stop.wait()

@@ -63,7 +63,7 @@ class EmbeddedLlmComponent:
 
     async def stop(self) -> None:
         """Stop the server; idempotent."""
-        await self._server.stop()
+        await self._server.close()
 
     def info(self) -> ComponentInfo:
         """The OpenAI-compatible base URL and the server's pid."""
@@ -94,7 +94,7 @@ class ExternalLlmComponent:
 
     async def stop(self) -> None:
         """Close the health probe's client."""
-        await self._probe.aclose()
+        await self._probe.close()
 
     def info(self) -> ComponentInfo:
         """The configured URL."""

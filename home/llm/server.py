@@ -21,13 +21,13 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 
 from home.llm.errors import LlmServerError
 from home.llm.model_file import EMBEDDED_MODEL_ID, packaged_gguf
 from home.substrate.http_probe import HttpProbe
+from shared.lifecycle import Service
 from shared.proc import die_with_parent, free_port, terminate
 
 CHAT_FORMAT = "chatml-function-calling"
@@ -80,7 +80,7 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class LlamaServer:
+class LlamaServer(Service):
     """The embedded model server. ``async with LlamaServer(config) as llm: llm.url``."""
 
     def __init__(self, config: LlamaServerConfig | None = None) -> None:
@@ -132,18 +132,6 @@ class LlamaServer:
             *([] if history is None else [HISTORY_TURNS_FLAG, str(history)]),
         ]
 
-    async def __aenter__(self) -> LlamaServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
     async def start(self) -> None:
         """Start the process and wait until it serves; raise LlmServerError if it will not."""
         if self._port == 0:
@@ -169,7 +157,7 @@ class LlamaServer:
             if self.config.warm_up:
                 await self._warm_up()
         except BaseException:
-            await self.stop()
+            await self.close()
             raise
 
     async def _warm_up(self) -> None:
@@ -228,9 +216,9 @@ class LlamaServer:
         models = response.json().get("data", [])
         return any(m.get("id") == self.config.model_alias for m in models)
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Terminate the process, then kill it if it lingers."""
         proc, self._proc = self._proc, None
-        await self._probe.aclose()
+        await self._probe.close()
         if proc is not None:
             await terminate(proc, _STOP_GRACE_S)

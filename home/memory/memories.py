@@ -8,7 +8,6 @@ JMFTS failures arrive as :class:`home.jmfts.errors.JmftsError`.
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from home.jmfts.client import DEFAULT_TIMEOUT_S, JmftsClient
 from home.jmfts.errors import JmftsError, MalformedAnswer
 from home.memory.provenance import Provenance
+from shared.lifecycle import Service
 
 
 @dataclass(frozen=True)
@@ -53,19 +53,16 @@ class StoredMemory:
         )
 
 
-class MemoryStore(AbstractAsyncContextManager["MemoryStore"]):
+class MemoryStore(Service):
     """The reflex's memories as one principal. ``async with MemoryStore(url, token=...)``."""
 
     def __init__(self, base_url: str, *, token: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.client = JmftsClient(base_url, token=token, timeout_s=timeout_s)
         self._resolved: dict[str, int] = {}
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         """Close the client's connection pool."""
-        await self.client.aclose()
+        await self.client.close()
 
     async def resolve(self, path: str) -> int:
         """The id of the document at a titled path (``workspace/x``) or ``#id``, remembered.

@@ -6,14 +6,12 @@ in the data directory (docs/architecture.md "Security").
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import nats
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
@@ -24,6 +22,7 @@ from home.substrate.datadir import HomeState, find_home
 from home.substrate.errors import ControlTimeout, HomeNotRunning
 from shared.bus_credentials import home_admin_url
 from shared.errors import BusCredentialsError
+from shared.lifecycle import Pacing, Service, retry_until_deadline
 
 DEFAULT_TIMEOUT_S = 10.0
 # Between tries while nobody listens on the control subject yet: home's own
@@ -31,7 +30,7 @@ DEFAULT_TIMEOUT_S = 10.0
 NO_RESPONDERS_RETRY_S = 0.1
 
 
-class HomeClient:
+class HomeClient(Service):
     """``async with HomeClient(data_dir) as home: await home.request("status")``."""
 
     def __init__(self, data_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
@@ -47,7 +46,9 @@ class HomeClient:
             raise HomeNotRunning("the client is not connected; use it as `async with`")
         return self._nc
 
-    async def __aenter__(self) -> HomeClient:
+    async def start(self) -> None:
+        """Find the home through its data directory and connect as its admin user;
+        HomeNotRunning if it is not there."""
         self.state = find_home(self.data_dir)
         try:
             url = home_admin_url(self.data_dir, self.state.nats_url)
@@ -67,11 +68,9 @@ class HomeClient:
             raise HomeNotRunning(
                 f"the home on {self.data_dir} does not answer at {self.state.nats_url}: {exc}"
             ) from exc
-        return self
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def close(self) -> None:
+        """Close the connection."""
         if self._nc is not None:
             await self._nc.close()
             self._nc = None
@@ -84,26 +83,30 @@ class HomeClient:
             if member is None
             else control.member_control_subject(member, verb)
         )
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            left = deadline - time.monotonic()
+        data = ControlRequest(args).to_json()
+
+        async def ask(left_s: float) -> Msg:
             try:
-                msg = await self.nc.request(
-                    subject, ControlRequest(args).to_json(), timeout=max(left, 0.01)
-                )
-                break
-            except NoRespondersError as exc:
-                # No control surface subscribed yet (home is reconnecting to a
-                # restarted nats-server): ask again until the deadline.
-                if left <= NO_RESPONDERS_RETRY_S:
-                    raise ControlTimeout(
-                        "timeout",
-                        f"nobody answered on {subject} within {self.timeout_s:g} s"
-                        " (no responders: is home up still starting or reconnecting?)",
-                    ) from exc
-                await asyncio.sleep(NO_RESPONDERS_RETRY_S)
+                return await self.nc.request(subject, data, timeout=max(left_s, 0.01))
             except (NatsTimeout, TimeoutError) as exc:
                 raise ControlTimeout(
                     "timeout", f"no answer on {subject} within {self.timeout_s:g} s ({exc!r})"
                 ) from exc
+
+        def give_up(exc: Exception) -> ControlTimeout:
+            return ControlTimeout(
+                "timeout",
+                f"nobody answered on {subject} within {self.timeout_s:g} s"
+                " (no responders: is home up still starting or reconnecting?)",
+            )
+
+        # No control surface subscribed yet (home is reconnecting to a restarted
+        # nats-server): ask again until the deadline.
+        msg = await retry_until_deadline(
+            ask,
+            within_s=self.timeout_s,
+            retry_on=(NoRespondersError,),
+            give_up=give_up,
+            pacing=Pacing(NO_RESPONDERS_RETRY_S),
+        )
         return ControlReply.from_json(msg.data).unwrap()

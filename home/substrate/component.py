@@ -35,6 +35,7 @@ from typing import Protocol, TypeVar
 from nats.errors import Error as NatsError
 
 from home.substrate.errors import ComponentError
+from shared.lifecycle import Pacing, retry_until_deadline
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +56,24 @@ async def until_answered(
     For a starting component of a clustered home: JetStream answers once a quorum of
     members is up, and not while a stream widens its replicas or elects a leader.
     """
-    deadline = time.monotonic() + within_s
-    while True:
-        try:
-            return await attempt()
-        except (NatsError, TimeoutError) as exc:
-            if time.monotonic() > deadline:
-                raise ComponentError(
-                    f"{asking} did not answer within {within_s:.0f} s{hint}: {exc!r}"
-                ) from exc
-            log.info("waiting for %s (%s)", asking, type(exc).__name__)
-            await asyncio.sleep(interval_s)
+
+    async def ask(_left_s: float) -> T:
+        return await attempt()
+
+    def give_up(exc: Exception) -> ComponentError:
+        return ComponentError(f"{asking} did not answer within {within_s:.0f} s{hint}: {exc!r}")
+
+    def waiting(exc: Exception) -> None:
+        log.info("waiting for %s (%s)", asking, type(exc).__name__)
+
+    return await retry_until_deadline(
+        ask,
+        within_s=within_s,
+        retry_on=(NatsError, TimeoutError),
+        give_up=give_up,
+        pacing=Pacing(interval_s),
+        on_retry=waiting,
+    )
 
 
 HEALTH_TIMEOUT_S = 5.0

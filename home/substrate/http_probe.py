@@ -44,7 +44,7 @@ class HttpProbe:
                     )
         return self._client
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         """Close the client, if one was built; the probe can be used again after."""
         client, self._client = self._client, None
         if client is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from home.substrate.errors import LaunchError
 from home.substrate.launchers import LaunchContext, Launcher, NodeHandle
+from shared.lifecycle import cancel_and_wait
 from shared.schema import NodeSpec
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,4 @@ class NodeRunner:
                 if bad >= HEALTH_FAILURES_TO_RESTART:
                     return f"failed {bad} health checks: {health.detail}"
         finally:
-            exited.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await exited
+            await cancel_and_wait(exited)

@@ -75,6 +75,7 @@ from home.memory.reflex import Depositor, Recaller, now_utc
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
 from home.tau_extensions.prose import assistant_prose
+from shared.lifecycle import cancel_and_wait
 from shared.messages.memory import (
     MEMORIZE_EVENT,
     RECALL_EVENT,
@@ -155,11 +156,9 @@ class MemoryReflex:
         """Cancel a running evaluator, then close the client and the bus."""
         task, self._evaluator = self._evaluator, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         if self.store is not None:
-            await self.store.aclose()
+            await self.store.close()
         await self.link.close()
 
     # -- reporting ---------------------------------------------------------------------

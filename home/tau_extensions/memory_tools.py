@@ -96,7 +96,7 @@ class MemoryTools:
     async def on_session_shutdown(self, event: dict[str, Any], ctx: Any) -> None:
         """Close the client and the bus."""
         if self.client is not None:
-            await self.client.aclose()
+            await self.client.close()
         await self.link.close()
 
     def _client(self, tool: str) -> JmftsClient:

@@ -41,11 +41,12 @@ import numpy as np
 from rich.console import Console
 
 from home.jmfts.access import Principal
+from home.jmfts.chunk_embedding import Embedded
 from home.jmfts.config import JmftsConfig
 from home.jmfts.embedder import OnnxMiniLM
 from home.jmfts.models import DocumentCreate, SearchRequest
 from home.jmfts.search import build_filter, nearest_documents
-from home.jmfts.store import DocumentStore, Embedded
+from home.jmfts.store import DocumentStore
 from home.jmfts.vector_index import VectorIndex
 from tests.bench.jmfts_conversation import bench_conversation
 from tests.bench.jmfts_writes import bench_writes

@@ -116,10 +116,10 @@ async def running_bridge(
         yield Rig(home, edge, home_nc, edge_nc, home_url, edge_url, home.port, faults)
     finally:
         if edge is not None:
-            await edge.stop()
+            await edge.close()
         if faults is not None:
             await faults.stop()
-        await home.stop()
+        await home.close()
         await home_nc.close()
         await edge_nc.close()
 

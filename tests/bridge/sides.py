@@ -61,7 +61,7 @@ async def home(
     try:
         await _until_terminated()
     finally:
-        await endpoint.stop()
+        await endpoint.close()
 
 
 async def edge(
@@ -80,7 +80,7 @@ async def edge(
     try:
         await _until_terminated()
     finally:
-        await node.stop()
+        await node.close()
 
 
 class _ForwardOnly(asyncssh.SSHServer):

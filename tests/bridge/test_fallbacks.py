@@ -72,7 +72,7 @@ async def test_the_link_moves_to_a_fallback_when_its_member_is_gone(
         await edge.start()
         await wait_until(lambda: edge.health()["ok"], what="link up")
         assert edge.health()["peer"] == f"127.0.0.1:{members[0].port}"
-        await members[0].stop()
+        await members[0].close()
         await wait_until(lambda: not edge.health()["ok"], what="link down")
         await wait_until(lambda: edge.health()["ok"], what="link up on the fallback")
         assert edge.health()["peer"] == f"127.0.0.1:{members[1].port}"
@@ -83,8 +83,8 @@ async def test_the_link_moves_to_a_fallback_when_its_member_is_gone(
         await wait_until(lambda: at_home.msgs, what="a turn over the fallback")
         assert at_home.events()[0].event_id == turn.event_id
     finally:
-        await edge.stop()
+        await edge.close()
         for member in members:
-            await member.stop()
+            await member.close()
         await home_nc.close()
         await edge_nc.close()

@@ -27,7 +27,7 @@ async def half(paired: Paired, edge_nats: str) -> AsyncIterator[tuple[NATS, Brid
     try:
         yield nc, core
     finally:
-        await core.stop()
+        await core.close()
         await nc.close()
 
 

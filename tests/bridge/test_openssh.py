@@ -109,6 +109,6 @@ async def test_board_talks_to_stock_openssh_through_the_forced_command(
         await wait_until(lambda: at_edge.msgs, what="the speak event at the board")
         assert at_edge.events()[0].payload["text"] == "It is sunny."
     finally:
-        await node.stop()
+        await node.close()
         await home_nc.close()
         await edge_nc.close()

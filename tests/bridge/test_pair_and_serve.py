@@ -158,7 +158,7 @@ async def test_serve_carries_frames_on_stdio(
             with pytest.raises(LinkError):
                 await asyncio.wait_for(link, 10)
     finally:
-        await core.stop()
+        await core.close()
         await home_nc.close()
         await edge_nc.close()
 

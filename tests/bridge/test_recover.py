@@ -88,6 +88,6 @@ async def test_the_endpoint_looks_up_events_in_doubt_that_the_device_user_may_no
                 # The restarted core will not deliver the peer's resend of it again.
                 assert core.session.dedupe.seen(event.event_id, time.time())
             finally:
-                await endpoint.stop()
+                await endpoint.close()
         finally:
             await nc.close()

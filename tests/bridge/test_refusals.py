@@ -53,7 +53,7 @@ async def home(paired: Paired, home_nats: str) -> AsyncIterator[HomeBridgeEndpoi
     try:
         yield endpoint
     finally:
-        await endpoint.stop()
+        await endpoint.close()
 
 
 async def _connect(paired: Paired, port: int, **kwargs: object) -> asyncssh.SSHClientConnection:
@@ -398,7 +398,7 @@ async def test_edge_reports_home_unreachable_on_status(
         await wait_until(lambda: node.health()["outbox"] == 1, what="the turn waiting")
         assert node.health()["ok"] is False
     finally:
-        await node.stop()
+        await node.close()
         await nc.close()
 
 
@@ -428,7 +428,7 @@ async def test_full_outbox_and_expired_events_are_counted(paired: Paired, edge_n
         await wait_until(lambda: node.health()["counters"]["expired"] == 1, what="expiry")
         assert node.health()["outbox"] == 1
     finally:
-        await node.stop()
+        await node.close()
         await nc.close()
 
 
@@ -448,7 +448,7 @@ async def test_every_half_is_listened_on(paired: Paired, home_nats: str, tmp_pat
             async with open_bridge_channel(edge.endpoint, paired.result.client_key):
                 pass
     finally:
-        await endpoint.stop()
+        await endpoint.close()
 
 
 async def test_a_device_added_later_on_another_address_is_listened_on(
@@ -467,4 +467,4 @@ async def test_a_device_added_later_on_another_address_is_listened_on(
         async with open_bridge_channel(edge.endpoint, paired.result.client_key):
             pass
     finally:
-        await endpoint.stop()
+        await endpoint.close()

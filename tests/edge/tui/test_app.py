@@ -129,7 +129,7 @@ async def test_killed_nats_shows_link_down_queues_the_line_and_recovers(
     nats_server: LocalNatsServer, agent: PlayedAgent
 ) -> None:
     async with running_tui(nats_server.url) as (app, pilot):
-        await nats_server.stop()
+        await nats_server.close()
         await until(lambda: "link DOWN" in app.status_text, "link down after the kill")
         await type_line(pilot, "are you there")
         await until(lambda: "queued 1" in app.status_text, "the line counted as queued")

@@ -21,7 +21,7 @@ async def test_with_jmfts_stopped_the_model_hears_memory_is_unavailable(
         await edge.say("what is my dog called")
         await edge.wait_for("speak.tui")
         (served,) = await edge.wait_for("recall.tui")
-        await jmfts.server.stop()  # the memory server goes away between two turns
+        await jmfts.server.close()  # the memory server goes away between two turns
         asked = await edge.say("what is my dog called again")
         await edge.wait_for("speak.tui", count=2)
         reports = await edge.wait_for("recall.tui", count=2)

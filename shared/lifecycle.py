@@ -1,0 +1,156 @@
+"""How every long-lived part of tether starts, stops and waits: written once, here.
+
+- :class:`Service` is the base of anything with a lifetime: ``start()`` and
+  ``close()``, and the async context manager that calls them;
+- :func:`cancel_and_wait` is how an owner ends the tasks it started;
+- :func:`stop_on_signals` and :func:`until_signalled` are the one signal loop of
+  every program (SIGINT, SIGTERM);
+- :func:`retry_until_deadline` asks again while the other side is not there yet,
+  paced by a :class:`Pacing`, until a deadline.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+T = TypeVar("T")
+
+#: The signals that stop a program: Ctrl-C and the service manager's stop.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Service:
+    """A part with a lifetime: ``async with part:`` starts it and closes it.
+
+    A subclass overrides :meth:`start` (return once it serves; on failure undo
+    what it began and raise) and :meth:`close` (idempotent; nothing of it left
+    running). Either may be left as is when there is nothing to do.
+    """
+
+    async def start(self) -> None:
+        """Begin serving; nothing to do here."""
+
+    async def close(self) -> None:
+        """Stop serving and release what :meth:`start` took; nothing to do here."""
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
+    """Cancel ``tasks`` (``None`` is skipped) and wait until each has ended.
+
+    A task's own cancellation is swallowed; any other error it ended with is raised
+    once all have ended (the first, in the order given). When the caller is itself
+    being cancelled while it waits, that cancellation propagates.
+    """
+    pending = [task for task in tasks if task is not None]
+    for task in pending:
+        task.cancel()
+    if not pending:
+        return
+    # asyncio.wait neither raises what the tasks raised nor cancels them when the
+    # caller is cancelled: the caller's own cancellation is the only thing it raises.
+    await asyncio.wait(pending)
+    for task in pending:
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error
+
+
+@contextlib.contextmanager
+def stop_on_signals(
+    stop: asyncio.Event | None = None, signals: tuple[signal.Signals, ...] = STOP_SIGNALS
+) -> Iterator[asyncio.Event]:
+    """Set ``stop`` (a new event unless given) on any of ``signals`` while inside.
+
+    Must be entered in the running event loop. Where the platform cannot install a
+    handler (not the main thread's loop on Windows), that signal keeps its default.
+    """
+    event = stop if stop is not None else asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in signals:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, event.set)
+            installed.append(sig)
+    try:
+        yield event
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def until_signalled(signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> None:
+    """Return once one of ``signals`` arrives."""
+    with stop_on_signals(signals=signals) as stop:
+        await stop.wait()
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """The pauses between attempts: ``first_s``, then each ``factor`` times the last,
+    at most ``max_s`` (constant when ``factor`` is 1)."""
+
+    first_s: float
+    factor: float = 1.0
+    max_s: float | None = None
+
+    def pauses(self) -> Iterator[float]:
+        """The pause before each next attempt, without end."""
+        pause = self.first_s
+        while True:
+            yield pause
+            pause *= self.factor
+            if self.max_s is not None:
+                pause = min(pause, self.max_s)
+
+
+async def retry_until_deadline(
+    attempt: Callable[[float], Awaitable[T]],
+    *,
+    within_s: float,
+    retry_on: tuple[type[Exception], ...],
+    give_up: Callable[[Exception], Exception],
+    pacing: Pacing,
+    on_retry: Callable[[Exception], None] | None = None,
+) -> T:
+    """``await attempt(left_s)`` until it returns; again, after a pause, while it
+    raises one of ``retry_on``; raise ``give_up(last error)`` once ``within_s`` is over.
+
+    ``attempt`` is given the seconds left until the deadline (never below zero), to
+    bound its own wait. The pause is cut short at the deadline; there is no attempt
+    after it. Any other error of ``attempt`` propagates at once. ``on_retry`` hears
+    each error that is retried, e.g. to log it.
+    """
+    deadline = time.monotonic() + within_s
+    pauses = pacing.pauses()
+    while True:
+        try:
+            return await attempt(max(deadline - time.monotonic(), 0.0))
+        except retry_on as exc:
+            left = deadline - time.monotonic()
+            if left > 0:
+                if on_retry is not None:
+                    on_retry(exc)
+                await asyncio.sleep(min(next(pauses), left))
+            if time.monotonic() >= deadline:
+                raise give_up(exc) from exc
