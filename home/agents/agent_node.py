@@ -26,7 +26,6 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import nats
@@ -53,6 +52,7 @@ from home.agents.turn_runner import TurnParts, TurnRunner
 from home.llm.endpoint import ModelEndpoint
 from home.substrate.launchers import node_health_subject
 from shared.event import EnvelopeLimits, utc_now
+from shared.lifecycle import Service
 from shared.messages.history import history_subject
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeSpec
@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 5.0
 
 
-class AgentNode:
+class AgentNode(Service):
     """One τ-backed agent on the bus. Use as an async context manager."""
 
     def __init__(
@@ -163,18 +163,6 @@ class AgentNode:
         )  # fmt: skip
 
     # --- lifecycle -------------------------------------------------------------
-
-    async def __aenter__(self) -> AgentNode:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Connect, start τ, subscribe, and start the worker."""

@@ -82,7 +82,7 @@ class Conversations:
         """Close the JMFTS client the lookups of new conversations opened, if any."""
         jmfts, self._jmfts = self._jmfts, None
         if jmfts is not None:
-            await jmfts.aclose()
+            await jmfts.close()
 
     async def enter(self, tau: TauRequester, device: str | None) -> Entered:
         """Put ``tau`` on ``device``'s conversation (created on its first turn).

@@ -46,6 +46,7 @@ from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from shared.lifecycle import cancel_and_wait
 from shared.subjects import agent_inbox_durable
 
 log = logging.getLogger(__name__)
@@ -156,11 +157,7 @@ class Inbox:
     async def close(self) -> None:
         """Stop the keepalive and the watch, and unsubscribe; unsettled messages
         redeliver after ack_wait."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         with contextlib.suppress(NatsError):
             await self.sub.unsubscribe()
 

@@ -16,7 +16,6 @@ import itertools
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from home.agents import protocol
@@ -24,6 +23,7 @@ from home.agents.errors import TauExited, TauProtocolError, TauRpcError
 from home.agents.protocol import Capabilities, RpcResponse, WireEvent
 from home.agents.tau_command import TauLaunch, write_tau_home
 from home.llm.endpoint import ModelEndpoint
+from shared.lifecycle import Service, cancel_and_wait
 from shared.proc import terminate
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ EventCallback = Callable[[WireEvent], None]
 _TERMINATE_GRACE_S = 3.0
 
 
-class TauProcess:
+class TauProcess(Service):
     """A started τ process; ``async with TauProcess(...) as tau`` handshakes and yields it."""
 
     def __init__(
@@ -78,14 +78,6 @@ class TauProcess:
             await self.close()
             raise
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Start the process and its reader task."""
@@ -168,9 +160,7 @@ class TauProcess:
                     await terminate(proc, _TERMINATE_GRACE_S)
         finally:
             if self._reader is not None:
-                self._reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._reader
+                await cancel_and_wait(self._reader)
             self._fail_pending()
             self.exited.set()
 

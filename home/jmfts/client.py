@@ -110,10 +110,6 @@ class JmftsClient(Service):
         """Close the connection pool."""
         await self._http.aclose()
 
-    async def aclose(self) -> None:
-        """The same as :meth:`close`; kept while callers still use the older name."""
-        await self.close()
-
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """One request; its JSON answer, or None when the answer is empty."""
         try:
