@@ -29,7 +29,7 @@ from edge.tui.errors import TransportError, TuiError, TurnTimeout
 from edge.tui.say import SayResult, say_once
 from edge.tui.transport import direct, through_bridge
 from edge.tui.wire import AgentReply
-from shared.cli import finish
+from shared.cli import CommandApp, finish
 from shared.errors import HomeNotRunning, SchemaError, SubjectError, UsageError
 from shared.schema import load_bridge_half
 from shared.subjects import check_name
@@ -245,7 +245,7 @@ def _print_result(result: SayResult) -> None:
     )
 
 
-def register(app: typer.Typer) -> None:
+def register(app: CommandApp) -> None:
     """Add ``tui`` and ``say`` to the ``edge`` app."""
     app.command("tui")(tui)
     app.command("say")(say)

@@ -34,7 +34,7 @@ from home.memory.judge import (
 from home.memory.keep_gate import load_keep_gate
 from home.memory.records import Ledger
 from home.substrate.options import DataDir
-from shared.cli import finish
+from shared.cli import CommandApp, finish
 from shared.errors import UsageError
 
 DEFAULT_AGENT = "edge_asr_memory"
@@ -182,7 +182,7 @@ async def _judge(utterances: list[str], evaluator: HomeEvaluator) -> Judged:
         return await judge_utterances(gate, utterances, evaluator, http)
 
 
-def register(memory_app: typer.Typer) -> None:
+def register(memory_app: CommandApp) -> None:
     """Add ``calibrate`` and ``judge`` to the ``home memory`` group."""
     memory_app.command("calibrate")(calibrate)
     memory_app.command("judge")(judge)

@@ -34,7 +34,7 @@ from home.memory.fsrs import ReviewBook
 from home.memory.origin import memory_origin
 from home.memory.provenance import Provenance
 from home.substrate.options import DataDir
-from shared.cli import finish
+from shared.cli import CommandApp, finish
 
 console = Console()
 
@@ -251,7 +251,7 @@ def _print_audit(
     console.print(table)
 
 
-def register(memory_app: typer.Typer, *, turn_words: TurnWords) -> None:
+def register(memory_app: CommandApp, *, turn_words: TurnWords) -> None:
     """Add ``forget``, ``show``, ``due`` and ``audit`` to the ``home memory`` group."""
     memory_app.command("forget")(forget)
     memory_app.command("show")(show)
