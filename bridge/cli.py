@@ -193,7 +193,8 @@ def serve(
         ssh-ed25519 AAAA... tether-board     (all on one line)
 
     stdout carries frames only; logs go to stderr. Exit 0 when the link ends,
-    1 when the board's half is refused at hello, 2 on a bad half or device.
+    1 when the board's half is refused at hello (or home's NATS does not answer),
+    2 on a bad half or device.
     """
     logging.basicConfig(
         stream=sys.stderr,
