@@ -14,16 +14,15 @@ from rich.console import Console
 from rich.table import Table
 
 from bridge.check import Severity, check_pair, has_errors, sort_findings
-from bridge.errors import BridgeError, HelloRefused, PairError
 from bridge.pair import pair as pair_device
 from bridge.serve import serve_stdio
+from shared.cli import CommandApp, finish
 from shared.errors import SchemaError, SchemaIssue
-from shared.exit_codes import ExitCode
 from shared.schema import BridgeHalf, load_bridge_half
 from shared.schema.document import detect_kind
 from shared.yaml_source import load_yaml
 
-app = typer.Typer(
+app = CommandApp(
     name="bridge",
     help="The bridge between a board (edge) and home: only text crosses, over SSH.",
     no_args_is_help=True,
@@ -78,7 +77,6 @@ def check(
         bridge check schemas/bridge/board.edge.yaml schemas/bridge/board.home.yaml
     """
     console = Console()
-    err = Console(stderr=True)
     try:
         halves = [_load_half(edge), _load_half(home)]
     except SchemaError as exc:
@@ -88,10 +86,7 @@ def check(
                 for i in exc.issues
             ]
             print(json.dumps({"ok": False, "error": "unreadable", "issues": issues}, indent=2))
-        else:
-            for issue in exc.issues:
-                err.print(f"[red]error[/red]: {issue}", highlight=False, markup=True)
-        raise typer.Exit(ExitCode.USAGE) from None
+        raise
     findings = sort_findings(check_pair(halves[0], halves[1]))
     failed = has_errors(findings)
     if as_json:
@@ -114,7 +109,7 @@ def check(
         warnings = len(findings) - errors
         verdict = "[red]FAIL[/red]" if failed else "[green]OK[/green]"
         console.print(f"{verdict}: {errors} error(s), {warnings} warning(s)")
-    raise typer.Exit(ExitCode.FAILURE if failed else ExitCode.OK)
+    finish(ok=not failed)
 
 
 @app.command()
@@ -157,11 +152,7 @@ def pair(  # noqa: PLR0917 (Typer options are parameters)
 
         bridge pair --device board --home 192.0.2.10:2222 --out /etc/tether
     """
-    try:
-        result = pair_device(device, home, out, secrets=secrets, listen_host=listen, force=force)
-    except PairError as exc:
-        Console(stderr=True).print(f"[red]error[/red]: {exc}", highlight=False)
-        raise typer.Exit(ExitCode.USAGE) from None
+    result = pair_device(device, home, out, secrets=secrets, listen_host=listen, force=force)
     rows = {
         "edge_half": str(result.edge_half),
         "home_half": str(result.home_half),
@@ -173,7 +164,7 @@ def pair(  # noqa: PLR0917 (Typer options are parameters)
     }
     if as_json:
         print(json.dumps(rows, indent=2))
-        raise typer.Exit(ExitCode.OK)
+        return
     table = Table(title=f"paired {device!r}", show_header=False)
     for key, value in rows.items():
         table.add_row(key, str(value))
@@ -202,28 +193,16 @@ def serve(
         ssh-ed25519 AAAA... tether-board     (all on one line)
 
     stdout carries frames only; logs go to stderr. Exit 0 when the link ends,
-    1 when the board's half is refused at hello, 2 on a bad half or device.
+    1 when the board's half is refused at hello (or home's NATS does not answer),
+    2 on a bad half or device.
     """
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    path = half or Path(f"schemas/bridge/{device}.home.yaml")
-    try:
-        loaded = _load_half(path)
-    except SchemaError as exc:
-        for issue in exc.issues:
-            print(f"error: {issue}", file=sys.stderr)
-        raise typer.Exit(ExitCode.USAGE) from None
-    try:
-        asyncio.run(serve_stdio(loaded, device, nats_url))
-    except HelloRefused as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(ExitCode.FAILURE) from None
-    except BridgeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(ExitCode.USAGE) from None
+    loaded = _load_half(half or Path(f"schemas/bridge/{device}.home.yaml"))
+    asyncio.run(serve_stdio(loaded, device, nats_url))
 
 
 def main() -> None:

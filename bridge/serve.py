@@ -19,21 +19,27 @@ import logging
 import nats
 from nats.errors import Error as NatsError
 
-from bridge.errors import BridgeError, HelloRefused, LinkError
+from bridge.errors import HelloRefused, LinkError
 from bridge.node.core import BridgeCore
 from bridge.transport.stdio import stdio_streams
+from shared.errors import SchemaError, SchemaIssue
 from shared.schema.bridge_half import BridgeHalf
 
 log = logging.getLogger("tether.bridge.serve")
 
 
 async def serve_stdio(half: BridgeHalf, device: str, nats_url: str) -> None:
-    """Run one link on stdin/stdout until it ends; HelloRefused if the peer's half is refused."""
+    """Run one link on stdin/stdout until it ends; HelloRefused if the peer's half is refused,
+    SchemaError if ``half`` is not the home half of ``device``."""
     if half.side != "home":
-        raise BridgeError(f"{half.file} is a {half.side} half; `bridge serve` needs a home half")
+        raise _unfit(
+            half, "bridge.side", f"is a {half.side} half; `bridge serve` needs a home half"
+        )
     if half.device != device:
-        raise BridgeError(
-            f"{half.file} is device {half.device!r} but the forced command says {device!r}"
+        raise _unfit(
+            half,
+            "bridge.device",
+            f"is device {half.device!r} but the forced command says {device!r}",
         )
     try:
         nc = await nats.connect(nats_url, name=f"bridge-serve-{device}")
@@ -53,3 +59,8 @@ async def serve_stdio(half: BridgeHalf, device: str, nats_url: str) -> None:
         await core.close()
         with contextlib.suppress(NatsError, OSError):
             await nc.drain()
+
+
+def _unfit(half: BridgeHalf, key: str, message: str) -> SchemaError:
+    """The half is a valid document but not the one this link needs: bad configuration."""
+    return SchemaError([SchemaIssue(str(half.file), None, key, message)])

@@ -14,15 +14,15 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from edge.config import EdgeConfig, load_edge_config
-from edge.errors import CaptureFailed, EdgeError
+from edge.errors import CaptureFailed
 from edge.pair_through_home import pair_with_home
 from edge.runtime import EdgeRuntime, RunSummary, with_audio_files
 from edge.tui.cli import register as register_tui
-from shared.errors import SchemaError
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp, finish
+from shared.errors import UsageError
 from shared.lifecycle import cancel_and_wait, stop_on_signals
 
-app = typer.Typer(
+app = CommandApp(
     name="edge",
     help="The board: microphone, Vosk ASR, Piper TTS, echo gate, bridge; and its stand-ins "
     "(tui, say).",
@@ -90,23 +90,13 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     # asyncssh says two INFO lines per connection attempt: while home is away the
     # bridge retries for hours, and the bridge's own warning already says each one.
     logging.getLogger("asyncssh").setLevel(logging.WARNING)
-    try:
-        settings = load_edge_config(config) if config is not None else EdgeConfig()
-    except SchemaError as exc:
-        for issue in exc.issues:
-            err.print(f"[red]error[/red] {issue}", highlight=False)
-        raise typer.Exit(ExitCode.USAGE) from exc
+    settings = load_edge_config(config) if config is not None else EdgeConfig()
     if audio_in is not None and not audio_in.is_file():
-        err.print(f"[red]error[/red] --audio-in {audio_in}: no such file", highlight=False)
-        raise typer.Exit(ExitCode.USAGE)
+        raise UsageError(f"--audio-in {audio_in}: no such file")
     settings = with_audio_files(settings, audio_in, audio_out)
-    try:
-        if data_dir is not None:
-            settings = asyncio.run(pair_with_home(settings, data_dir))
-        summary = asyncio.run(_run(settings, finite=audio_in is not None))
-    except EdgeError as exc:
-        err.print(f"[red]error[/red] {exc}", highlight=False)
-        raise typer.Exit(ExitCode.FAILURE) from exc
+    if data_dir is not None:
+        settings = asyncio.run(pair_with_home(settings, data_dir))
+    summary = asyncio.run(_run(settings, finite=audio_in is not None))
     if as_json:
         print(json.dumps(dataclasses.asdict(summary), ensure_ascii=False, indent=2))
     else:
@@ -118,7 +108,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
             + ", ".join(summary.unanswered),
             highlight=False,
         )
-        raise typer.Exit(ExitCode.FAILURE)
+    finish(ok=not summary.unanswered)
 
 
 async def _run(config: EdgeConfig, *, finite: bool) -> RunSummary:

@@ -19,7 +19,7 @@ from bridge.pair import PairingFiles
 from edge.config.model import BridgeConfig, EdgeConfig
 from edge.errors import BridgeUnavailable
 from shared.bus_credentials import home_admin_url
-from shared.errors import BusCredentialsError
+from shared.errors import BusCredentialsError, HomeNotRunning
 
 STATE_FILE = "home.json"
 PAIR_SUBJECT = "home.control.bridge.pair"
@@ -29,10 +29,6 @@ CONNECT_TIMEOUT_S = 3.0
 # nats-server drops a client still in its handshake while it reloads its authorization,
 # which it does after every pairing: boards paired side by side retry that once or twice.
 CONNECT_RETRIES = 3
-
-
-class HomeNotRunning(BridgeUnavailable):
-    """No home answers from that data directory (no ``home.json``, or its NATS is gone)."""
 
 
 @dataclass(frozen=True)

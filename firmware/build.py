@@ -27,7 +27,7 @@ from firmware.manifest import (
 )
 from firmware.profiles import Profile
 from firmware.report import Reporter
-from firmware.rootfs import RootfsSpec, ensure_rootfs
+from firmware.rootfs import CachedRootfs, RootfsSpec, ensure_rootfs
 from firmware.stream import compress_file
 from firmware.wheelhouse import Wheelhouse, build_wheelhouse
 from shared.schema import BridgeHalf, load_bridge_half
@@ -153,13 +153,48 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
     finally:
         with reporter.stage("cleanup"):
             shutil.rmtree(work, ignore_errors=True)
-    half_bytes = half_text.encode() if half_text is not None else None
-    manifest = Manifest(
-        device=request.device,
-        profile=profile.name,
+    manifest = _manifest(
+        request,
         image=FileDigest(f"{name}.img", digests.raw_size, digests.raw_sha256),
         compressed=FileDigest(image.name, digests.compressed_size, digests.compressed_sha256),
-        disk_id=f"{disk_id:08x}",
+        plan=plan,
+        spec=spec,
+        base=base,
+        wheels=wheels,
+        wheel_digests=wheel_digests,
+        config=config,
+        half_text=half_text,
+        half=half,
+    )
+    manifest_path = request.out / f"{name}.manifest.json"
+    with reporter.stage("manifest"):
+        manifest.write(manifest_path)
+        reporter.finish(manifest_path.name)
+    return BuildResult(image, manifest_path, manifest, not base.built)
+
+
+def _manifest(
+    request: BuildRequest,
+    *,
+    image: FileDigest,
+    compressed: FileDigest,
+    plan: DiskLayout,
+    spec: RootfsSpec,
+    base: CachedRootfs,
+    wheels: Wheelhouse,
+    wheel_digests: dict[str, str],
+    config: str,
+    half_text: str | None,
+    half: BridgeHalf | None,
+) -> Manifest:
+    """What the image is made of, as the manifest beside it records it."""
+    half_bytes = half_text.encode() if half_text is not None else None
+    return Manifest(
+        device=request.device,
+        profile=request.profile.name,
+        image=image,
+        compressed=compressed,
+        disk_id=f"{plan.disk_id:08x}",
         partitions=_partition_records(plan),
         debian=DebianRecord(
             spec.suite,
@@ -182,11 +217,6 @@ def build(request: BuildRequest, reporter: Reporter) -> BuildResult:
         ),
         source_date_epoch=request.epoch,
     )
-    manifest_path = request.out / f"{name}.manifest.json"
-    with reporter.stage("manifest"):
-        manifest.write(manifest_path)
-        reporter.finish(manifest_path.name)
-    return BuildResult(image, manifest_path, manifest, not base.built)
 
 
 def _stage_tree(

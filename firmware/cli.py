@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from bridge.errors import PairError
 from bridge.pair import PairResult
 from firmware.boottest import DEFAULT_TIMEOUT, boot_test
 from firmware.build import BuildRequest, BuildResult, build, check_half
@@ -25,11 +24,11 @@ from firmware.profiles import PROFILES, get_profile
 from firmware.report import RichReporter, SilentReporter, StageTime
 from firmware.service import ServiceConfig, load_service_config
 from firmware.target import DEFAULT_MAX_BYTES
-from shared.errors import ContractError
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp
+from shared.errors import UsageError
 from shared.schema import load_bridge_half
 
-app = typer.Typer(
+app = CommandApp(
     name="firmware",
     help="The board image: build it from Debian and PyPI, flash it, verify it, boot it in qemu.",
     no_args_is_help=True,
@@ -39,16 +38,11 @@ DEVICE_NAME = re.compile(r"^[a-z0-9_-]+$")
 err = Console(stderr=True)
 
 
-def _fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[red]error[/red]: {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
 def _repo_root() -> Path:
     """The source tree our wheel is built from: the folder holding pyproject.toml."""
     here = Path(__file__).resolve().parent.parent
     if not (here / "pyproject.toml").exists():
-        raise _fail(f"no pyproject.toml in {here}: build from a source checkout", ExitCode.USAGE)
+        raise UsageError(f"no pyproject.toml in {here}: build from a source checkout")
     return here
 
 
@@ -79,7 +73,8 @@ def _pair(device: str, home: str | None, out: Path) -> PairResult | None:
     try:
         return pair_board(device, home, out / "bridge")
     except BuildError as exc:
-        raise _fail(str(exc), ExitCode.USAGE) from None
+        # Pairing is a build input: what it cannot pair for is what the build was given.
+        raise UsageError(str(exc)) from None
 
 
 def paired_home(paired: PairResult) -> str:
@@ -88,66 +83,74 @@ def paired_home(paired: PairResult) -> str:
     return f"{endpoint.host}:{endpoint.port}"
 
 
+Device = Annotated[str, typer.Option("--device", help="The board's name (one token).")]
+Out = Annotated[Path, typer.Option("--out", help="Folder for NAME-VERSION.img.zst + manifest.")]
+Profile = Annotated[str, typer.Option("--profile", help="rpi (Raspberry Pi 3/4) or qemu.")]
+VoskModel = Annotated[
+    Path | None, typer.Option("--vosk-model", help="A Vosk model folder to carry.")
+]
+Voice = Annotated[str | None, typer.Option("--voice", help="A Piper voice package from PyPI.")]
+Half = Annotated[
+    Path | None,
+    typer.Option(
+        "--half",
+        help="The edge bridge half (default: out/bridge/DEVICE.edge.yaml, "
+        "else schemas/bridge/DEVICE.edge.yaml).",
+    ),
+]
+Key = Annotated[
+    Path | None,
+    typer.Option(
+        "--key", help="The board's private key (default: HALF_DIR/secrets/DEVICE.edge.key)."
+    ),
+]
+Home = Annotated[
+    str | None,
+    typer.Option(
+        "--home",
+        help="HOST[:PORT] of home's bridge endpoint, as the board reaches it. Rewrites "
+        "the connect address of the half the board carries (the source half is left "
+        "alone; no PORT: the half's own). Default: the half's address, except that the "
+        "qemu profile turns a loopback host into 10.0.2.2, qemu's address for the "
+        "machine running it. With no pairing for DEVICE, the build pairs it into "
+        "OUT/bridge (bridge pair) for this home (qemu default 10.0.2.2:2222).",
+    ),
+]
+SshKey = Annotated[
+    Path | None,
+    typer.Option(
+        "--ssh-key",
+        help="A public key allowed to log in as 'tether' (the edge's user: it reads "
+        "journalctl -u tether-edge and writes the audio spool folders).",
+    ),
+]
+ServiceConfigFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--service-config",
+        help="YAML with the edge unit's exec_start (default: the packaged one).",
+    ),
+]
+Mirror = Annotated[
+    str | None, typer.Option("--mirror", help="Debian mirror URL (default: mmdebstrap's).")
+]
+BuildJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON, no progress.")]
+
+
 @app.command("build")
 def build_command(  # noqa: PLR0917 (Typer options are parameters)
-    device: Annotated[str, typer.Option("--device", help="The board's name (one token).")],
-    out: Annotated[Path, typer.Option("--out", help="Folder for NAME-VERSION.img.zst + manifest.")],
-    profile: Annotated[
-        str, typer.Option("--profile", help="rpi (Raspberry Pi 3/4) or qemu.")
-    ] = "rpi",
-    vosk_model: Annotated[
-        Path | None, typer.Option("--vosk-model", help="A Vosk model folder to carry.")
-    ] = None,
-    voice: Annotated[
-        str | None, typer.Option("--voice", help="A Piper voice package from PyPI.")
-    ] = None,
-    half: Annotated[
-        Path | None,
-        typer.Option(
-            "--half",
-            help="The edge bridge half (default: out/bridge/DEVICE.edge.yaml, "
-            "else schemas/bridge/DEVICE.edge.yaml).",
-        ),
-    ] = None,
-    key: Annotated[
-        Path | None,
-        typer.Option(
-            "--key", help="The board's private key (default: HALF_DIR/secrets/DEVICE.edge.key)."
-        ),
-    ] = None,
-    home: Annotated[
-        str | None,
-        typer.Option(
-            "--home",
-            help="HOST[:PORT] of home's bridge endpoint, as the board reaches it. Rewrites "
-            "the connect address of the half the board carries (the source half is left "
-            "alone; no PORT: the half's own). Default: the half's address, except that the "
-            "qemu profile turns a loopback host into 10.0.2.2, qemu's address for the "
-            "machine running it. With no pairing for DEVICE, the build pairs it into "
-            "OUT/bridge (bridge pair) for this home (qemu default 10.0.2.2:2222).",
-        ),
-    ] = None,
-    ssh_key: Annotated[
-        Path | None,
-        typer.Option(
-            "--ssh-key",
-            help="A public key allowed to log in as 'tether' (the edge's user: it reads "
-            "journalctl -u tether-edge and writes the audio spool folders).",
-        ),
-    ] = None,
-    service_config: Annotated[
-        Path | None,
-        typer.Option(
-            "--service-config",
-            help="YAML with the edge unit's exec_start (default: the packaged one).",
-        ),
-    ] = None,
-    mirror: Annotated[
-        str | None, typer.Option("--mirror", help="Debian mirror URL (default: mmdebstrap's).")
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the result as JSON, no progress.")
-    ] = False,
+    device: Device,
+    out: Out,
+    profile: Profile = "rpi",
+    vosk_model: VoskModel = None,
+    voice: Voice = None,
+    half: Half = None,
+    key: Key = None,
+    home: Home = None,
+    ssh_key: SshKey = None,
+    service_config: ServiceConfigFile = None,
+    mirror: Mirror = None,
+    as_json: BuildJson = False,
 ) -> None:
     """Build a board image from Debian and PyPI packages, without loop devices or mounts.
 
@@ -188,8 +191,9 @@ def build_command(  # noqa: PLR0917 (Typer options are parameters)
             epoch=source_date_epoch(),
             home=address,
         )
-    except (ContractError, HostToolError, BuildError) as exc:
-        raise _fail(str(exc), ExitCode.USAGE) from None
+    except (HostToolError, BuildError) as exc:
+        # Nothing has been built yet: what fails here is what the build was given.
+        raise UsageError(str(exc)) from None
     if key is None and not as_json:
         err.print(
             f"[yellow]warning[/yellow]: no board key for {device!r}: the board cannot "
@@ -213,23 +217,16 @@ def _checked_options(
 ) -> tuple[Path, HomeAddress | None, ServiceConfig]:
     """The source tree, the parsed ``--home`` and the service config; a bad option exits 2."""
     if not DEVICE_NAME.match(device):
-        raise _fail(f"--device {device!r}: one token of [a-z0-9_-]", ExitCode.USAGE)
+        raise UsageError(f"--device {device!r}: one token of [a-z0-9_-]")
     if profile not in PROFILES:
-        raise _fail(f"--profile {profile!r}: one of {', '.join(sorted(PROFILES))}", ExitCode.USAGE)
+        raise UsageError(f"--profile {profile!r}: one of {', '.join(sorted(PROFILES))}")
     if vosk_model is not None and not vosk_model.is_dir():
-        raise _fail(f"--vosk-model {vosk_model}: not a folder", ExitCode.USAGE)
+        raise UsageError(f"--vosk-model {vosk_model}: not a folder")
     root = _repo_root()
-    try:
-        address = HomeAddress.parse(home) if home is not None else None
-    except PairError as exc:
-        raise _fail(str(exc), ExitCode.USAGE) from None
+    address = HomeAddress.parse(home) if home is not None else None
     if ssh_key is not None and not ssh_key.exists():
-        raise _fail(f"--ssh-key {ssh_key}: no such file", ExitCode.USAGE)
-    try:
-        service = load_service_config(config)
-    except ContractError as exc:
-        raise _fail(str(exc), ExitCode.USAGE) from None
-    return root, address, service
+        raise UsageError(f"--ssh-key {ssh_key}: no such file")
+    return root, address, load_service_config(config)
 
 
 def _pair_unpaired(
@@ -256,26 +253,24 @@ def _half_and_key(
     file that does not exist exits 2."""
     half = half or _paired_half(device, out) or _default_half(device, out, root)
     if half is not None and not half.exists():
-        raise _fail(f"--half {half}: no such file", ExitCode.USAGE)
+        raise UsageError(f"--half {half}: no such file")
     if key is None and half is not None:
         candidate = half.parent / "secrets" / f"{device}.edge.key"
         key = candidate if candidate.exists() else None
     elif key is not None and not key.exists():
-        raise _fail(f"--key {key}: no such file", ExitCode.USAGE)
+        raise UsageError(f"--key {key}: no such file")
     return half, key
 
 
 def _run_build(request: BuildRequest, *, quiet: bool) -> tuple[BuildResult, list[StageTime]]:
-    """Build the image, with progress on stderr unless ``quiet``; a failed stage exits 1."""
+    """Build the image, with progress on stderr unless ``quiet``; a stage that fails raises
+    its BuildError (or HostToolError)."""
     reporter = SilentReporter() if quiet else RichReporter(err)
-    try:
-        if isinstance(reporter, RichReporter):
-            with reporter:
-                result = build(request, reporter)
-        else:
+    if isinstance(reporter, RichReporter):
+        with reporter:
             result = build(request, reporter)
-    except (BuildError, HostToolError, ContractError) as exc:
-        raise _fail(str(exc), ExitCode.FAILURE) from None
+    else:
+        result = build(request, reporter)
     return result, reporter.times
 
 
@@ -361,10 +356,7 @@ def flash_command(  # noqa: PLR0917 (Typer options are parameters)
 
     Example: firmware flash out/tui-0.1.0.img.zst --device /dev/sdb
     """
-    try:
-        loaded = image_manifest(image, manifest)
-    except ManifestError as exc:
-        raise _fail(str(exc), ExitCode.USAGE) from None
+    loaded = image_manifest(image, manifest)
     options = FlashOptions(to_file=to_file, max_bytes=max_gib * 1024**3, allow_large=allow_large)
     console = Console(stderr=True, quiet=as_json)
     progress = _byte_progress(console)
@@ -386,11 +378,10 @@ def flash_command(  # noqa: PLR0917 (Typer options are parameters)
     try:
         result = flash(image, device, loaded, options, on_progress=on_progress, on_phase=on_phase)
     except (FlashRefused, ManifestError) as exc:
-        raise _fail(
-            f"refusing to flash {image.name} to {device}:\n  - {exc}", ExitCode.USAGE
-        ) from None
-    except (FirmwareError, OSError) as exc:
-        raise _fail(str(exc), ExitCode.FAILURE) from None
+        # Each refusal is about the target or image given: bad usage, as the help says.
+        raise UsageError(f"refusing to flash {image.name} to {device}:\n  - {exc}") from None
+    except OSError as exc:
+        raise FirmwareError(f"cannot flash {image.name} to {device}: {exc}") from exc
     finally:
         progress.stop()
     if as_json:
@@ -421,17 +412,14 @@ def verify_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Re-check an image or a flashed card against its manifest (exit 1 on a mismatch)."""
-    try:
-        loaded = image_manifest(target, manifest)
-    except ManifestError as exc:
-        raise _fail(str(exc), ExitCode.USAGE) from None
+    loaded = image_manifest(target, manifest)
     console = Console(stderr=True, quiet=as_json)
     with _byte_progress(console) as progress:
         task = progress.add_task("verify", total=loaded.image.size)
         try:
             result = verify(target, loaded, lambda n: progress.advance(task, n))
-        except (FirmwareError, OSError) as exc:
-            raise _fail(str(exc), ExitCode.FAILURE) from None
+        except OSError as exc:
+            raise FirmwareError(f"cannot verify {target}: {exc}") from exc
     if as_json:
         print(
             json.dumps(
@@ -465,17 +453,11 @@ def boot_test_command(
     edge's own 'edge DEVICE listening on ...' line. Under TCG the edge takes
     minutes to load its models: the default timeout allows for it.
     """
-    try:
-        loaded = image_manifest(image)
-        check_compressed(image, loaded)
-    except ManifestError as exc:
-        raise _fail(str(exc), ExitCode.USAGE) from None
+    loaded = image_manifest(image)
+    check_compressed(image, loaded)
     if not as_json:
         err.print(f"booting {image.name} under emulation (timeout {timeout:.0f} s)...")
-    try:
-        report = asyncio.run(boot_test(image, loaded, limit_s=timeout, console_log=console_log))
-    except FirmwareError as exc:
-        raise _fail(str(exc), ExitCode.FAILURE) from None
+    report = asyncio.run(boot_test(image, loaded, limit_s=timeout, console_log=console_log))
     if as_json:
         print(
             json.dumps(

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from hil.model import CaseResult, RunResult
 from hil.report import write_reports
-from hil.runner import HilError, Suite, run_suites
+from hil.runner import HilError, Suite, TargetDown, run_suites
 from hil.suites import SUITE_NAMES, build_suites, parse_fleet_sizes
 from hil.targets.address import (
     QemuTarget,
@@ -33,16 +33,15 @@ from hil.targets.qemu import QemuBoard
 from hil.targets.ssh import SshBoard, SshBoardOptions
 from hil.targets.sshlink import HostKeyPin
 from hil.targets.virtual import DEFAULT_PHRASES, VirtualBoard
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp, finish
 
-app = typer.Typer(
+app = CommandApp(
     name="hil",
     help="Hardware-in-the-loop runs: smoke, turn, linkdrop, soak and fleet suites against a board.",
     no_args_is_help=True,
     add_completion=False,
 )
 console = Console()
-err = Console(stderr=True)
 
 
 @app.callback()
@@ -69,86 +68,100 @@ pins that host key, and drives it like an ssh board (with --key: as user tether,
 the image was built with, `firmware build --ssh-key`). Inside qemu, home is 10.0.2.2."""
 
 
+TargetOpt = Annotated[str, typer.Option(help=HELP_TARGET)]
+SuiteOpt = Annotated[str, typer.Option(help=f"Comma-separated suites: {', '.join(SUITE_NAMES)}.")]
+ReportOpt = Annotated[
+    Path, typer.Option(help="Where to write junit.xml, results.json and report.html.")
+]
+LlmUrlOpt = Annotated[
+    str | None,
+    typer.Option(help="virtual: an OpenAI-compatible model for home (default: embedded)."),
+]
+DEFAULT_PHRASE_LIST = ",".join(DEFAULT_PHRASES)
+PhrasesOpt = Annotated[
+    str,
+    typer.Option(help="Comma-separated Korean phrases to inject (the grammar of the test ASR)."),
+]
+WorkDirOpt = Annotated[
+    Path | None, typer.Option(help="Keep the run's files (home data, logs) here.")
+]
+SoakTurnsOpt = Annotated[int, typer.Option(help="Turns in the soak suite.")]
+SoakMinutesOpt = Annotated[float, typer.Option(help="Minutes the soak suite spans.")]
+FleetBoardsOpt = Annotated[
+    str,
+    typer.Option(
+        help="Comma-separated board counts, one fleet case each: that many simulated "
+        "boards paired with home, each over its own SSH link."
+    ),
+]
+FleetTurnsOpt = Annotated[int, typer.Option(help="Turns each fleet board speaks.")]
+FleetIntervalOpt = Annotated[float, typer.Option(help="Seconds between one fleet board's turns.")]
+KeyOpt = Annotated[
+    Path | None,
+    typer.Option(help="ssh/qemu: the private key to log in with (the only one used)."),
+]
+UseAgentOpt = Annotated[
+    bool, typer.Option(help="ssh: also try your SSH agent and ~/.ssh keys (off by default).")
+]
+KnownHostsOpt = Annotated[
+    Path | None, typer.Option(help="ssh: a known_hosts file holding the board's pinned key.")
+]
+HostKeyOpt = Annotated[
+    str | None, typer.Option(help="ssh: the board's pinned host key, 'ssh-ed25519 AAAA...'.")
+]
+BoardProfileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="ssh/qemu: YAML overriding where edge.yaml is and the commands run on the "
+        "board (defaults: systemd/journald, see hil/targets/board-systemd.yaml)."
+    ),
+]
+HomeDirOpt = Annotated[
+    Path | None,
+    typer.Option(help="ssh/qemu: the --data-dir of the running `home up` the board uses."),
+]
+HomeHalfOpt = Annotated[
+    Path | None,
+    typer.Option(help="ssh/qemu: home's copy of the board's edge half (default: from --home-dir)."),
+]
+AcousticOpt = Annotated[
+    bool,
+    typer.Option(
+        help="ssh/qemu: play utterances through the board's speaker for its microphone "
+        "(the profile's `play` command) instead of the edge's input spool."
+    ),
+]
+RelayOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="ssh: LISTEN_HOST:PORT=HOME_HOST:PORT, a link hil can cut for linkdrop; pair "
+        "the board with home at this machine's LISTEN port."
+    ),
+]
+
+
 @app.command()
 def run(  # noqa: PLR0917 - Typer maps each option to a parameter
-    target: Annotated[str, typer.Option(help=HELP_TARGET)],
-    suite: Annotated[
-        str, typer.Option(help=f"Comma-separated suites: {', '.join(SUITE_NAMES)}.")
-    ] = "smoke,turn",
-    report: Annotated[
-        Path, typer.Option(help="Where to write junit.xml, results.json and report.html.")
-    ] = Path("hil-report"),
-    llm_url: Annotated[
-        str | None,
-        typer.Option(help="virtual: an OpenAI-compatible model for home (default: embedded)."),
-    ] = None,
-    phrases: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated Korean phrases to inject (the grammar of the test ASR)."
-        ),
-    ] = ",".join(DEFAULT_PHRASES),
-    work_dir: Annotated[
-        Path | None, typer.Option(help="Keep the run's files (home data, logs) here.")
-    ] = None,
-    soak_turns: Annotated[int, typer.Option(help="Turns in the soak suite.")] = 5,
-    soak_minutes: Annotated[float, typer.Option(help="Minutes the soak suite spans.")] = 1.0,
-    fleet_boards: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated board counts, one fleet case each: that many simulated "
-            "boards paired with home, each over its own SSH link."
-        ),
-    ] = "10",
-    fleet_turns: Annotated[int, typer.Option(help="Turns each fleet board speaks.")] = 3,
-    fleet_interval: Annotated[
-        float, typer.Option(help="Seconds between one fleet board's turns.")
-    ] = 5.0,
-    key: Annotated[
-        Path | None,
-        typer.Option(help="ssh/qemu: the private key to log in with (the only one used)."),
-    ] = None,
-    use_agent: Annotated[
-        bool, typer.Option(help="ssh: also try your SSH agent and ~/.ssh keys (off by default).")
-    ] = False,
-    known_hosts: Annotated[
-        Path | None, typer.Option(help="ssh: a known_hosts file holding the board's pinned key.")
-    ] = None,
-    host_key: Annotated[
-        str | None,
-        typer.Option(help="ssh: the board's pinned host key, 'ssh-ed25519 AAAA...'."),
-    ] = None,
-    board_profile: Annotated[
-        Path | None,
-        typer.Option(
-            help="ssh/qemu: YAML overriding where edge.yaml is and the commands run on the "
-            "board (defaults: systemd/journald, see hil/targets/board-systemd.yaml)."
-        ),
-    ] = None,
-    home_dir: Annotated[
-        Path | None,
-        typer.Option(help="ssh/qemu: the --data-dir of the running `home up` the board uses."),
-    ] = None,
-    home_half: Annotated[
-        Path | None,
-        typer.Option(
-            help="ssh/qemu: home's copy of the board's edge half (default: from --home-dir)."
-        ),
-    ] = None,
-    acoustic: Annotated[
-        bool,
-        typer.Option(
-            help="ssh/qemu: play utterances through the board's speaker for its microphone "
-            "(the profile's `play` command) instead of the edge's input spool."
-        ),
-    ] = False,
-    relay: Annotated[
-        str | None,
-        typer.Option(
-            help="ssh: LISTEN_HOST:PORT=HOME_HOST:PORT, a link hil can cut for linkdrop; pair "
-            "the board with home at this machine's LISTEN port."
-        ),
-    ] = None,
+    target: TargetOpt,
+    suite: SuiteOpt = "smoke,turn",
+    report: ReportOpt = Path("hil-report"),
+    llm_url: LlmUrlOpt = None,
+    phrases: PhrasesOpt = DEFAULT_PHRASE_LIST,
+    work_dir: WorkDirOpt = None,
+    soak_turns: SoakTurnsOpt = 5,
+    soak_minutes: SoakMinutesOpt = 1.0,
+    fleet_boards: FleetBoardsOpt = "10",
+    fleet_turns: FleetTurnsOpt = 3,
+    fleet_interval: FleetIntervalOpt = 5.0,
+    key: KeyOpt = None,
+    use_agent: UseAgentOpt = False,
+    known_hosts: KnownHostsOpt = None,
+    host_key: HostKeyOpt = None,
+    board_profile: BoardProfileOpt = None,
+    home_dir: HomeDirOpt = None,
+    home_half: HomeHalfOpt = None,
+    acoustic: AcousticOpt = False,
+    relay: RelayOpt = None,
 ) -> None:
     """Run suites against a target and write the reports.
 
@@ -168,20 +181,14 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     """
     names = [s.strip() for s in suite.split(",") if s.strip()]
     chosen = tuple(p.strip() for p in phrases.split(",") if p.strip())
-    try:
-        sizes = parse_fleet_sizes(fleet_boards)
-        suites = build_suites(names, chosen, sizes)
-        parsed = parse_target(target)
-        relay_spec = parse_relay(relay) if relay else None
-        profile = load_profile(board_profile)
-    except HilError as exc:
-        err.print(f"[red]error[/red]: {exc}")
-        raise typer.Exit(ExitCode.USAGE) from None
-    home_args = ("--llm-url", llm_url) if llm_url else ()
+    sizes = parse_fleet_sizes(fleet_boards)
+    suites = build_suites(names, chosen, sizes)
+    parsed = parse_target(target)
+    relay_spec = parse_relay(relay) if relay else None
     options = SshBoardOptions(
         key=key,
         pin=HostKeyPin(known_hosts=known_hosts, host_key=host_key),
-        profile=profile,
+        profile=load_profile(board_profile),
         use_agent=use_agent,
         home=HomeSide(home_dir) if home_dir else None,
         home_half=home_half,
@@ -193,12 +200,12 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     )
     try:
         if isinstance(parsed, VirtualTarget):
+            home_args = ("--llm-url", llm_url) if llm_url else ()
             result = asyncio.run(_run_virtual(knobs, home_args))
         else:
             result = asyncio.run(_run_remote(parsed, target, knobs, options, relay_spec))
     except HilError as exc:
-        err.print(f"[red]error[/red]: the target did not come up: {exc}")
-        raise typer.Exit(ExitCode.USAGE) from None
+        raise TargetDown(f"the target did not come up: {exc}") from exc
     paths = write_reports(result, report)
     counts = result.counts()
     verdict = "[green]PASS[/green]" if result.ok else "[red]FAIL[/red]"
@@ -206,7 +213,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         f"{verdict}: {counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors; "
         f"reports: {paths['html']}, {paths['junit']}, {paths['json']}"
     )
-    raise typer.Exit(ExitCode.OK if result.ok else ExitCode.FAILURE)
+    finish(ok=result.ok)
 
 
 @dataclass(frozen=True)

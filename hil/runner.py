@@ -11,6 +11,9 @@ class also belongs to is in parentheses::
     HilError
     ├── CaseFailed            the target did the wrong thing (a failure, not an error)
     ├── UnknownSuite          (InputError) no registered suite has that name
+    ├── BadOption             (InputError) an option of ``hil run`` that does not parse
+    ├── TargetDown            (ConfigurationError) the target could not be brought up with
+    │                         what it was given (``hil run`` exits 2, as for bad usage)
     ├── BadTarget             (InputError) a --target or --relay that does not parse
     │                         (:mod:`hil.targets.address`)
     ├── ProfileError          (ConfigurationError) a board profile cannot be read
@@ -34,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from hil.model import CaseResult, Measurement, RunResult
-from shared.errors import InputError, TetherError
+from shared.errors import ConfigurationError, InputError, TetherError
 
 C = TypeVar("C")
 
@@ -54,6 +57,14 @@ class CaseFailed(HilError):
 
 class UnknownSuite(HilError, InputError):
     """A suite name that no registered suite has."""
+
+
+class BadOption(HilError, InputError):
+    """An option of ``hil run`` does not parse; the message names it."""
+
+
+class TargetDown(HilError, ConfigurationError):
+    """The target could not be brought up (booted, reached, paired) with what it was given."""
 
 
 CaseFn = Callable[[C], Awaitable[list[Measurement]]]

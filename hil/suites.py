@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from hil.fleet import Fleet, FleetLoad
 from hil.model import Measurement
-from hil.runner import Case, CaseFailed, HilError, Suite, UnknownSuite
+from hil.runner import BadOption, Case, CaseFailed, HilError, Suite, UnknownSuite
 from hil.targets.base import Seen, TargetContext
 from hil.wait import TOTAL as WAIT
 from hil.wait import HomeArrivals, turn_wait
@@ -400,15 +400,15 @@ def fleet_cases(sizes: tuple[int, ...]) -> tuple[Case[TargetContext], ...]:
 
 
 def parse_fleet_sizes(text: str) -> tuple[int, ...]:
-    """``"1,10,50"`` as board counts; HilError naming the option for anything else."""
+    """``"1,10,50"`` as board counts; BadOption naming the option for anything else."""
     try:
         sizes = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise HilError(
+        raise BadOption(
             f"--fleet-boards takes comma-separated counts like 1,10; got {text!r}"
         ) from None
     if not sizes or min(sizes) < 1:
-        raise HilError(f"--fleet-boards needs counts of at least 1; got {text!r}")
+        raise BadOption(f"--fleet-boards needs counts of at least 1; got {text!r}")
     return sizes
 
 

@@ -6,8 +6,6 @@ home registers its own commands or group.
 
 from __future__ import annotations
 
-import typer
-
 from home.agents.node_process import app as agent_app
 from home.agents.sessions import turn_words
 from home.agents.sessions_cli import sessions_app
@@ -18,8 +16,9 @@ from home.memory.trust_cli import register as register_trust_commands
 from home.memory.turn_trace import print_turn_memories
 from home.substrate.cli import register as register_substrate
 from home.up_command import up
+from shared.cli import CommandApp
 
-app = typer.Typer(
+app = CommandApp(
     name="home",
     help="Mind at home: agents, memory (JMFTS), the language model and the event substrate.",
     no_args_is_help=True,

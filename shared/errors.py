@@ -23,8 +23,17 @@ The wire contract's own tree::
     ├── SchemaError            (ConfigurationError) a YAML document (catalog, activation
     │                          schema, bridge half) is malformed; carries every issue with
     │                          file, line and key
-    └── BusCredentialsError    (ConfigurationError) a bus credentials file is missing or
-                               unreadable (shared/bus_credentials.py)
+    ├── BusCredentialsError    (ConfigurationError) a bus credentials file is missing or
+    │                          unreadable (shared/bus_credentials.py)
+    ├── MissingExtra           (ConfigurationError) a console script's install lacks the
+    │                          extra it needs (shared/extras.py)
+    ├── HomeNotRunning         (UnavailableError) no running home answers from a data
+    │                          directory (no state file, a stale one, or its NATS is gone)
+    └── UsageError             (InputError) an option or argument of a command is unusable;
+                               the message names it
+
+How an error ends a command (exit code and message) is decided in one place for every
+command line: :mod:`shared.cli`.
 
 Each package's ``errors`` module draws its part of the tree the same way.
 """
@@ -116,3 +125,16 @@ class SchemaError(ContractError, ConfigurationError):
 
 class BusCredentialsError(ContractError, ConfigurationError):
     """A bus credentials file is missing or unreadable (:mod:`shared.bus_credentials`)."""
+
+
+class MissingExtra(ContractError, ConfigurationError):
+    """A console script's install lacks a package of the extra it needs (``tether[home]``)."""
+
+
+class HomeNotRunning(ContractError, UnavailableError):
+    """No running home answers from a data directory: no state file, a stale one, or its
+    NATS is gone. The message names the directory and how to start a home there."""
+
+
+class UsageError(ContractError, InputError):
+    """An option or argument of a command is unusable; the message names it (``--device``)."""

@@ -11,10 +11,10 @@ on stderr and exit status 2 (the wrong install for this command: bad usage).
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Callable
 
-from shared.exit_codes import ExitCode
+from shared.cli import exit_before_command
+from shared.errors import MissingExtra
 
 # The import names of each extra's packages ([project.optional-dependencies]), with the
 # ones tether imports from their own dependencies (tau_llm, which ffwf-tau brings).
@@ -63,7 +63,6 @@ def load_main(script: str, extra: str, module: str) -> Callable[[], None]:
         missing = (exc.name or "").partition(".")[0]
         if missing not in EXTRA_MODULES[extra]:
             raise
-        print(missing_extra_line(script, extra, missing), file=sys.stderr)
-        raise SystemExit(ExitCode.USAGE) from None
+        exit_before_command(MissingExtra(missing_extra_line(script, extra, missing)))
     main: Callable[[], None] = commands.main
     return main

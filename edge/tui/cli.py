@@ -24,20 +24,19 @@ from rich.console import Console
 from bridge.node.edge import EdgeBridgeNode
 from bridge.pair import PairingFiles
 from edge.errors import BridgeUnavailable
-from edge.pair_through_home import HomeNotRunning, HomePairing, pair_through_home
+from edge.pair_through_home import HomePairing, pair_through_home
 from edge.tui.errors import TransportError, TuiError, TurnTimeout
 from edge.tui.say import SayResult, say_once
 from edge.tui.transport import direct, through_bridge
 from edge.tui.wire import AgentReply
-from shared.errors import SchemaError, SubjectError
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp, finish
+from shared.errors import HomeNotRunning, SchemaError, SubjectError, UsageError
 from shared.schema import load_bridge_half
 from shared.subjects import check_name
 
 DEFAULT_DEVICE = "tui"
 
 console = Console()
-err = Console(stderr=True, soft_wrap=True)  # an error stays one line, whatever the width
 
 
 def default_data_dir() -> Path:
@@ -129,8 +128,7 @@ def _check_device(device: str) -> str:
     try:
         return check_name(device, "device")
     except SubjectError as exc:
-        err.print(f"[red]error[/red]: --device: {exc}", highlight=False)
-        raise typer.Exit(ExitCode.USAGE) from None
+        raise UsageError(f"--device: {exc}") from None
 
 
 def tui(
@@ -169,12 +167,8 @@ def tui(
             await app.run_async()
             return app.return_code or 0
 
-    try:
-        code = asyncio.run(run())
-    except TuiError as exc:
-        err.print(f"[red]error[/red]: {exc}", highlight=False)
-        raise typer.Exit(ExitCode.FAILURE) from None
-    raise typer.Exit(code)
+    # The app says itself why it ended with a code other than 0.
+    finish(ok=asyncio.run(run()) == 0)
 
 
 def say(  # noqa: PLR0917 - Typer maps each option to a parameter
@@ -201,8 +195,7 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
     logging.getLogger("tether.bridge").setLevel(logging.ERROR)
     device = _check_device(device)
     if not text.strip():
-        err.print("[red]error[/red]: TEXT is empty; there is nothing to say", highlight=False)
-        raise typer.Exit(ExitCode.USAGE)
+        raise UsageError("TEXT is empty; there is nothing to say")
     opened, _ = transport_for(direct_url, data_dir, device, wait_link_s=SAY_LINK_WAIT_S)
 
     async def run() -> SayResult:
@@ -223,18 +216,15 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
                     }
                 )
             )
-        err.print(f"[red]timeout[/red]: {exc}", highlight=False)
-        raise typer.Exit(ExitCode.FAILURE) from None
+        raise
     except TuiError as exc:
         if as_json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
-        err.print(f"[red]error[/red]: {exc}", highlight=False)
-        raise typer.Exit(ExitCode.FAILURE) from None
+        raise
     if as_json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
         _print_result(result)
-    raise typer.Exit(ExitCode.OK)
 
 
 def _print_result(result: SayResult) -> None:
@@ -255,7 +245,7 @@ def _print_result(result: SayResult) -> None:
     )
 
 
-def register(app: typer.Typer) -> None:
+def register(app: CommandApp) -> None:
     """Add ``tui`` and ``say`` to the ``edge`` app."""
     app.command("tui")(tui)
     app.command("say")(say)

@@ -16,6 +16,7 @@ parentheses::
     │                           conversation
     ├── SessionBookError        (InputError) the device → conversation map or the turn
     │                           ledger on disk cannot be read
+    ├── ConversationNotFound    (RefusedError) no kept conversation has the id asked for
     └── RestartBudgetExhausted  (UnavailableError) the restart policy allows no further restart
 """
 
@@ -73,6 +74,10 @@ class SessionError(AgentError, UnavailableError):
 
 class SessionBookError(AgentError, InputError):
     """``sessions.json`` or ``turns.jsonl`` of an agent holds something unreadable."""
+
+
+class ConversationNotFound(AgentError, RefusedError):
+    """No conversation kept under the data directory has the id (or id prefix) asked for."""
 
 
 class RestartBudgetExhausted(AgentError, UnavailableError):

@@ -28,10 +28,9 @@ from home.agents.agent_node import AgentNode
 from home.agents.errors import AgentError
 from home.agents.sessions import JmftsStore, SessionStore, file_store, jmfts_sessions_path
 from home.llm.endpoint import ModelEndpoint, embedded_endpoint
-from home.llm.errors import LlmError
 from home.llm.server import LlamaServer, LlamaServerConfig
-from shared.errors import ContractError
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp, finish
+from shared.errors import UsageError
 from shared.lifecycle import cancel_and_wait, stop_on_signals
 from shared.schema.catalog import NodeSpec, load_node_catalog
 
@@ -46,7 +45,7 @@ class LlmProfile(enum.StrEnum):
     openai = "openai"
 
 
-app = typer.Typer(add_completion=False, help=__doc__)
+app = CommandApp(add_completion=False, help=__doc__)
 
 
 def answer_tool(spec: NodeSpec) -> str | None:
@@ -120,19 +119,9 @@ def run(
     """Run one τ agent node until SIGINT/SIGTERM."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr)
     console = Console(stderr=True)
+    spec = agent_spec(catalog, node)
     try:
-        spec = load_node_catalog(catalog)[node]
-    except ContractError as exc:
-        console.print(f"[red]bad catalog[/]: {exc}")
-        raise typer.Exit(ExitCode.USAGE) from exc
-    except KeyError as exc:
-        console.print(f"[red]no node {node!r} in {catalog}[/]")
-        raise typer.Exit(ExitCode.USAGE) from exc
-    if spec.agent is None:
-        console.print(f"[red]{node} is a {spec.kind} node, not a τ agent[/]")
-        raise typer.Exit(ExitCode.USAGE)
-    try:
-        code = asyncio.run(
+        stopped_cleanly = asyncio.run(
             _serve(
                 spec,
                 nats_url=nats_url,
@@ -145,10 +134,21 @@ def run(
                 report=lambda status: _report(console, status, as_json),
             )
         )
-    except (AgentError, LlmError, OSError) as exc:
-        console.print(f"[red]{node} failed[/]: {exc}")
-        raise typer.Exit(ExitCode.FAILURE) from exc
-    raise typer.Exit(code)
+    except OSError as exc:
+        raise AgentError(f"{node} failed: {exc}") from exc
+    # A node that gave up has reported why on its status line.
+    finish(ok=stopped_cleanly)
+
+
+def agent_spec(catalog: Path, node: str) -> NodeSpec:
+    """The catalog's entry for the τ agent ``node``; UsageError if there is none."""
+    try:
+        spec = load_node_catalog(catalog)[node]
+    except KeyError:
+        raise UsageError(f"no node {node!r} in {catalog}") from None
+    if spec.agent is None:
+        raise UsageError(f"{node} is a {spec.kind} node, not a τ agent")
+    return spec
 
 
 def _report(console: Console, status: dict[str, object], as_json: bool) -> None:
@@ -180,7 +180,7 @@ async def _serve(
     jmfts_url: str | None,
     jmfts_token_file: Path | None,
     report: Callable[[dict[str, object]], None],
-) -> ExitCode:
+) -> bool:
     async with contextlib.AsyncExitStack() as stack:
         # Entered first, so the signals are heard until the node has closed.
         stop = stack.enter_context(stop_on_signals())
@@ -209,9 +209,9 @@ async def _serve(
     # Reported after the node has closed: the turn in flight has had its chance to finish.
     if failed in done:
         report({"node": spec.name, "state": "failed", "error": str(failed.result())})
-        return ExitCode.FAILURE
+        return False
     report({"node": spec.name, "state": "stopped", "turns": len(agent.stats.outcomes)})
-    return ExitCode.OK
+    return True
 
 
 if __name__ == "__main__":

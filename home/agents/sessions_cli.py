@@ -4,7 +4,8 @@
 ``show`` reads one conversation from where τ keeps it: its file, or JMFTS through
 the running home's memory server as its admin (``--url`` and ``--token-file``
 name another server). Exit codes: 0 done; 1 not found, or its store could not
-give it; 2 bad usage, or an ID that names more than one conversation.
+give it; 2 bad usage, an ID that names more than one conversation, or a book or turn
+ledger that cannot be read.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from home.agents.errors import AgentError, SessionBookError
+from home.agents.errors import ConversationNotFound
 from home.agents.sessions import (
     SESSIONS_FILE,
     TURNS_FILE,
@@ -30,14 +31,13 @@ from home.agents.sessions import (
 )
 from home.agents.transcript import Turn, load_entries, turns_of
 from home.jmfts.locate import locate_memory_server
-from home.substrate.errors import HomeNotRunning
 from home.substrate.options import DataDir
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp
+from shared.errors import UsageError
 
 console = Console()
-err_console = Console(stderr=True)
 
-sessions_app = typer.Typer(
+sessions_app = CommandApp(
     help="Conversations: one per (agent, device), kept across restarts. "
     "`list` shows them, `show ID` prints one turn by turn.",
     no_args_is_help=True,
@@ -76,18 +76,6 @@ def known_sessions(data_dir: Path) -> tuple[list[Listed], dict[str, list[TurnRec
     return listed, ledgers
 
 
-def _failed(message: str, code: ExitCode = ExitCode.FAILURE) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
-    return typer.Exit(code)
-
-
-def _known(data_dir: Path) -> tuple[list[Listed], dict[str, list[TurnRecord]]]:
-    try:
-        return known_sessions(data_dir)
-    except SessionBookError as exc:
-        raise _failed(str(exc)) from exc
-
-
 @sessions_app.command("list")
 def list_sessions(
     data_dir: DataDir,
@@ -98,7 +86,7 @@ def list_sessions(
     """List the conversations kept under DATA_DIR: agent, device, store, turns, last turn."""
     rows = [
         row
-        for row in _known(data_dir)[0]
+        for row in known_sessions(data_dir)[0]
         if (agent is None or row.session.agent == agent)
         and (device is None or row.session.device == device)
     ]
@@ -118,14 +106,15 @@ def list_sessions(
 
 
 def find_session(rows: list[Listed], wanted: str) -> DeviceSession:
-    """The conversation whose id is ``wanted`` or begins with it (typer.Exit otherwise)."""
+    """The conversation whose id is ``wanted`` or begins with it; ConversationNotFound if
+    none is, UsageError if several are."""
     exact = [r.session for r in rows if r.session.session_id == wanted]
     matches = exact or [r.session for r in rows if r.session.session_id.startswith(wanted)]
     if not matches:
-        raise _failed(f"no conversation {wanted!r} (`home sessions list` shows them)")
+        raise ConversationNotFound(f"no conversation {wanted!r} (`home sessions list` shows them)")
     if len(matches) > 1:
         ids = ", ".join(s.session_id for s in matches)
-        raise _failed(f"{wanted!r} names more than one conversation: {ids}", ExitCode.USAGE)
+        raise UsageError(f"{wanted!r} names more than one conversation: {ids}")
     return matches[0]
 
 
@@ -144,16 +133,13 @@ def show(
     as_json: AsJson = False,
 ) -> None:
     """Print one conversation turn by turn: time, binding id, what was said, the answer."""
-    rows, ledgers = _known(data_dir)
+    rows, ledgers = known_sessions(data_dir)
     session = find_session(rows, session_id)
-    try:
-        jmfts_url, jmfts_token = None, None
-        if session.store == "jmfts":
-            server = locate_memory_server(data_dir, url, token_file)
-            jmfts_url, jmfts_token = server.url, server.token_file
-        entries = load_entries(session, jmfts_url, jmfts_token)
-    except (AgentError, HomeNotRunning, OSError) as exc:
-        raise _failed(str(exc)) from exc
+    jmfts_url, jmfts_token = None, None
+    if session.store == "jmfts":
+        server = locate_memory_server(data_dir, url, token_file)
+        jmfts_url, jmfts_token = server.url, server.token_file
+    entries = load_entries(session, jmfts_url, jmfts_token)
     turns = turns_of(entries, ledgers.get(session.session_id, []))
     if as_json:
         body = {"session": asdict(session), "turns": [t.to_json() for t in turns]}

@@ -11,12 +11,13 @@ import typer
 from rich.console import Console
 
 from home.effectors.effector import Effector, VerbEffector
+from shared.cli import CommandApp
 from shared.lifecycle import stop_on_signals
 
 
-def make_app(spec: VerbEffector) -> typer.Typer:
+def make_app(spec: VerbEffector) -> CommandApp:
     """A Typer app that runs ``spec`` until SIGINT/SIGTERM."""
-    app = typer.Typer(add_completion=False, help=f"Run {spec.node}: {spec.verb} into JMFTS.")
+    app = CommandApp(add_completion=False, help=f"Run {spec.node}: {spec.verb} into JMFTS.")
 
     @app.command()
     def run(

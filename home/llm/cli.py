@@ -10,12 +10,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from home.llm.errors import LlmError
 from home.llm.server import LlamaServer, LlamaServerConfig, default_threads
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp
 from shared.lifecycle import stop_on_signals
 
-app = typer.Typer(add_completion=False, help="The embedded language model (llama.cpp).")
+app = CommandApp(add_completion=False, help="The embedded language model (llama.cpp).")
 
 
 @app.callback()
@@ -42,11 +41,7 @@ def serve(
     config = LlamaServerConfig(
         model_path=model, port=port, n_threads=n, n_threads_batch=n, log_path=log
     )
-    try:
-        asyncio.run(_serve(LlamaServer(config), as_json))
-    except LlmError as exc:
-        Console(stderr=True).print(f"[red]llm failed[/]: {exc}")
-        raise typer.Exit(ExitCode.FAILURE) from exc
+    asyncio.run(_serve(LlamaServer(config), as_json))
 
 
 async def _serve(server: LlamaServer, as_json: bool) -> None:

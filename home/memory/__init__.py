@@ -18,6 +18,7 @@ Errors raised here, under :class:`shared.errors.TetherError`::
     ├── MemoryConfigError   (ConfigurationError) a config key is missing, mistyped or out
     │                       of range (named)
     ├── LedgerError         the search ledger or review book cannot be read or written
+    │   └── LedgerUnreadable (InputError) it cannot be read, or a record is malformed
     ├── KeepGateError       the keep gate's examples unreadable, or its embedder failed
     └── RestatementError    ``home memory judge``: the home's model config unreadable, or
                             the model asked for facts gave no chat completion

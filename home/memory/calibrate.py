@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from home.memory.errors import LedgerError
+from home.memory.errors import LedgerUnreadable
 
 Category = Literal["used", "shown_unused", "not_shown"]
 CATEGORIES: tuple[Category, ...] = ("used", "shown_unused", "not_shown")
@@ -109,7 +109,7 @@ def collect(records: list[dict[str, Any]]) -> Calibration:
                 score = float(hit.get("raw_score", hit["score"]))
                 passed, doc = bool(hit["passed"]), int(hit["id"])
             except (KeyError, TypeError, ValueError) as exc:
-                raise LedgerError(
+                raise LedgerUnreadable(
                     f"search {search.get('search_id')}: malformed hit {hit!r}"
                 ) from exc
             category: Category = (

@@ -23,7 +23,6 @@ from rich.table import Table
 
 from home.memory.calibrate import CATEGORIES, Calibration, collect, describe, plot
 from home.memory.config import LEDGER_DIRNAME
-from home.memory.errors import LedgerError, MemoryReflexError
 from home.memory.extract import Extracted
 from home.memory.judge import (
     EvaluatorModel,
@@ -35,11 +34,11 @@ from home.memory.judge import (
 from home.memory.keep_gate import load_keep_gate
 from home.memory.records import Ledger
 from home.substrate.options import DataDir
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp, finish
+from shared.errors import UsageError
 
 DEFAULT_AGENT = "edge_asr_memory"
 console = Console()
-err_console = Console(stderr=True)
 
 
 def ledger_path(home_dir: Path, agent: str) -> Path:
@@ -72,13 +71,8 @@ def calibrate(
     """
     source = ledger or ledger_path(data_dir, agent)
     if not source.exists():
-        err_console.print(f"[red]error:[/red] no ledger for agent {agent!r} at {source}")
-        raise typer.Exit(ExitCode.USAGE)
-    try:
-        calibration = collect(Ledger(source).read())
-    except LedgerError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(ExitCode.USAGE) from exc
+        raise UsageError(f"no ledger for agent {agent!r} at {source}")
+    calibration = collect(Ledger(source).read())
     image = None
     if calibration.searches:
         image = plot(calibration, plot_path or Path(f"calibration-{agent}.png"), agent)
@@ -86,8 +80,7 @@ def calibrate(
         print(json.dumps({**calibration.summary(), "plot": str(image) if image else None}))
     else:
         _print(calibration, agent, source, image)
-    if calibration.suggested is None:
-        raise typer.Exit(ExitCode.FAILURE)
+    finish(ok=calibration.suggested is not None)
 
 
 STATS = ("n", "min", "p10", "median", "p90", "max")
@@ -153,16 +146,12 @@ def judge(
 
     Example: home memory judge "my dog is called Rex now" "what is the weather"
     """
-    try:
-        evaluator = (
-            home_evaluator(data_dir, agent)
-            if llm_url is None
-            else HomeEvaluator("model", EvaluatorModel(llm_url, llm_model), "--llm-url")
-        )
-        judged = asyncio.run(_judge(utterances, evaluator))
-    except MemoryReflexError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(ExitCode.FAILURE) from exc
+    evaluator = (
+        home_evaluator(data_dir, agent)
+        if llm_url is None
+        else HomeEvaluator("model", EvaluatorModel(llm_url, llm_model), "--llm-url")
+    )
+    judged = asyncio.run(_judge(utterances, evaluator))
     if as_json:
         print(json.dumps({**judged.to_dict(), "evaluator": evaluator.source}))
         return
@@ -193,7 +182,7 @@ async def _judge(utterances: list[str], evaluator: HomeEvaluator) -> Judged:
         return await judge_utterances(gate, utterances, evaluator, http)
 
 
-def register(memory_app: typer.Typer) -> None:
+def register(memory_app: CommandApp) -> None:
     """Add ``calibrate`` and ``judge`` to the ``home memory`` group."""
     memory_app.command("calibrate")(calibrate)
     memory_app.command("judge")(judge)

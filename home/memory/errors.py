@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.errors import ConfigurationError, TetherError
+from shared.errors import ConfigurationError, InputError, TetherError
 
 
 class MemoryReflexError(TetherError):
@@ -15,6 +15,11 @@ class MemoryConfigError(MemoryReflexError, ConfigurationError):
 
 class LedgerError(MemoryReflexError):
     """The search ledger or the review book cannot be read or written."""
+
+
+class LedgerUnreadable(LedgerError, InputError):
+    """The search ledger or the review book cannot be read, or a record of it is malformed
+    (the message names the file, and the line when there is one)."""
 
 
 class KeepGateError(MemoryReflexError):

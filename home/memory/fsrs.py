@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from home.memory.errors import LedgerError
+from home.memory.errors import LedgerError, LedgerUnreadable
 
 FACTOR = 19.0 / 81.0
 DECAY = -0.5
@@ -92,7 +92,7 @@ class ReviewBook:
                 raw = json.loads(path.read_text(encoding="utf-8"))
                 self._states = {int(k): _state(v) for k, v in raw.items()}
             except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-                raise LedgerError(f"{path}: unreadable review book: {exc}") from exc
+                raise LedgerUnreadable(f"{path}: unreadable review book: {exc}") from exc
 
     def state(self, doc_id: int, written_at: datetime) -> ReviewState:
         """The memory's clock; a memory never reviewed starts at its writing."""

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from home.memory.errors import LedgerError
+from home.memory.errors import LedgerError, LedgerUnreadable
 from home.memory.extract import ExtractionPath
 
 RECALL_ENTRY = "memory_recall"
@@ -168,7 +168,7 @@ class Ledger:
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
-            raise LedgerError(f"{self.path}: cannot read the ledger: {exc}") from exc
+            raise LedgerUnreadable(f"{self.path}: cannot read the ledger: {exc}") from exc
         records = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -176,8 +176,8 @@ class Ledger:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise LedgerError(f"{self.path}:{number}: not JSON: {exc.msg}") from exc
+                raise LedgerUnreadable(f"{self.path}:{number}: not JSON: {exc.msg}") from exc
             if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
-                raise LedgerError(f"{self.path}:{number}: expected an object with a 'kind'")
+                raise LedgerUnreadable(f"{self.path}:{number}: expected an object with a 'kind'")
             records.append(record)
         return records

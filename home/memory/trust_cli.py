@@ -24,41 +24,30 @@ from rich.table import Table
 
 from home.jmfts.cli import AsJson, TokenFile, Url
 from home.jmfts.client import SyncJmftsClient
-from home.jmfts.errors import JmftsError
 from home.jmfts.locate import locate_memory_server
+from home.memory.audit import AuditedMemory
 from home.memory.audit import audit as run_audit
 from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, LEDGER_DIRNAME
 from home.memory.due import DEFAULT_HORIZON_DAYS, due_memories
-from home.memory.errors import LedgerError
 from home.memory.forget import forget as forget_memory
 from home.memory.fsrs import ReviewBook
 from home.memory.origin import memory_origin
 from home.memory.provenance import Provenance
-from home.substrate.errors import HomeNotRunning
 from home.substrate.options import DataDir
-from shared.errors import InputError
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp, finish
 
 console = Console()
-err_console = Console(stderr=True)
 
 MemoryId = Annotated[int, typer.Argument(help="The memory's document id.", min=1)]
 
 
-def _failed(exc: Exception) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-    return typer.Exit(ExitCode.FAILURE)
-
-
 @contextmanager
 def _client(data_dir: Path, url: str | None, token_file: Path | None) -> Iterator[SyncJmftsClient]:
-    """A client of the home's memory server (or the one named); failures exit 1, named."""
-    try:
-        server = locate_memory_server(data_dir, url, token_file)
-        with SyncJmftsClient.from_token_file(server.url, server.token_file) as client:
-            yield client
-    except (HomeNotRunning, JmftsError) as exc:
-        raise _failed(exc) from exc
+    """A client of the home's memory server (or the one named); HomeNotRunning if there is
+    none to find."""
+    server = locate_memory_server(data_dir, url, token_file)
+    with SyncJmftsClient.from_token_file(server.url, server.token_file) as client:
+        yield client
 
 
 def forget(
@@ -145,11 +134,7 @@ def due(
     Example: home memory due edge_asr_memory --within 7 --json
     """
     state = data_dir / "agents" / agent / LEDGER_DIRNAME
-    try:
-        book = ReviewBook(state / "reviews.json", DEFAULT_INITIAL_STABILITY_DAYS)
-    except LedgerError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(ExitCode.USAGE) from exc
+    book = ReviewBook(state / "reviews.json", DEFAULT_INITIAL_STABILITY_DAYS)
     with _client(data_dir, url, token_file) as client:
         memories = _current(client, root or f"workspace/{agent}")
     found = due_memories(memories, book, now=datetime.now(UTC), horizon=timedelta(days=within_days))
@@ -207,57 +192,66 @@ def audit_command(turn_words: TurnWords) -> Callable[..., None]:
 
         Example: home memory audit --agent edge_asr_memory --retract
         """
-        try:
-            turns = turn_words(data_dir, agent)
-        except InputError as exc:
-            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-            raise typer.Exit(ExitCode.USAGE) from exc
+        turns = turn_words(data_dir, agent)
         with _client(data_dir, url, token_file) as client:
-            view = _current_view(client, root or f"workspace/{agent}")
-            audited = run_audit(
-                (
-                    (int(item["id"]), str(item.get("content") or ""),
-                     Provenance.from_structured(item.get("structured_content")))
-                    for item in view
-                ),
-                turns,
-            )  # fmt: skip
-            failing = [a for a in audited if a.verdict == "invented"]
-            retracted = {}
-            if retract:
-                for finding in failing:
-                    done = forget_memory(client, finding.id, finding.retraction_reason())
-                    retracted[finding.id] = done.retraction_id
-        counts = {
-            v: sum(a.verdict == v for a in audited)
-            for v in ("faithful", "invented", "unverifiable")
-        }
-        if as_json:
-            rows = [{**a.to_dict(), "retraction_id": retracted.get(a.id)} for a in audited]
-            print(json.dumps({"agent": agent, "checked": len(audited), **counts, "memories": rows}))
-        else:
-            title = (
-                f"{agent}: {counts['invented']} of {len(audited)} memories carry words nobody "
-                f"said ({counts['unverifiable']} unverifiable)"
+            audited, retracted = audit_memories(
+                client, root or f"workspace/{agent}", turns, retract=retract
             )
-            table = Table(title=title)
-            for column in ("id", "verdict", "memory", "words nobody said"):
-                table.add_column(column)
-            for a in audited:
-                if a.verdict == "faithful":
-                    continue
-                verdict = a.verdict + (" (retracted)" if a.id in retracted else "")
-                table.add_row(
-                    str(a.id), verdict, escape(a.content[:70]), escape(", ".join(a.invented))
-                )
-            console.print(table)
-        if failing:
-            raise typer.Exit(ExitCode.FAILURE)
+        _print_audit(agent, audited, retracted, as_json=as_json)
+        finish(ok=not any(a.verdict == "invented" for a in audited))
 
     return audit
 
 
-def register(memory_app: typer.Typer, *, turn_words: TurnWords) -> None:
+def audit_memories(
+    client: SyncJmftsClient, root: str, turns: Mapping[str, str], *, retract: bool
+) -> tuple[list[AuditedMemory], dict[int, int | None]]:
+    """Every current memory under ``root`` audited against what was said; with ``retract``,
+    each that carries a word nobody said is retracted (its id → the retraction's id)."""
+    view = _current_view(client, root)
+    audited = run_audit(
+        (
+            (int(item["id"]), str(item.get("content") or ""),
+             Provenance.from_structured(item.get("structured_content")))
+            for item in view
+        ),
+        turns,
+    )  # fmt: skip
+    retracted = {}
+    if retract:
+        for finding in (a for a in audited if a.verdict == "invented"):
+            retracted[finding.id] = forget_memory(
+                client, finding.id, finding.retraction_reason()
+            ).retraction_id
+    return audited, retracted
+
+
+def _print_audit(
+    agent: str, audited: list[AuditedMemory], retracted: dict[int, int | None], *, as_json: bool
+) -> None:
+    counts = {
+        v: sum(a.verdict == v for a in audited) for v in ("faithful", "invented", "unverifiable")
+    }
+    if as_json:
+        rows = [{**a.to_dict(), "retraction_id": retracted.get(a.id)} for a in audited]
+        print(json.dumps({"agent": agent, "checked": len(audited), **counts, "memories": rows}))
+        return
+    title = (
+        f"{agent}: {counts['invented']} of {len(audited)} memories carry words nobody "
+        f"said ({counts['unverifiable']} unverifiable)"
+    )
+    table = Table(title=title)
+    for column in ("id", "verdict", "memory", "words nobody said"):
+        table.add_column(column)
+    for a in audited:
+        if a.verdict == "faithful":
+            continue
+        verdict = a.verdict + (" (retracted)" if a.id in retracted else "")
+        table.add_row(str(a.id), verdict, escape(a.content[:70]), escape(", ".join(a.invented)))
+    console.print(table)
+
+
+def register(memory_app: CommandApp, *, turn_words: TurnWords) -> None:
     """Add ``forget``, ``show``, ``due`` and ``audit`` to the ``home memory`` group."""
     memory_app.command("forget")(forget)
     memory_app.command("show")(show)

@@ -19,9 +19,9 @@ from nats.errors import TimeoutError as NatsTimeout
 from home.substrate import control
 from home.substrate.control import ControlReply, ControlRequest
 from home.substrate.datadir import HomeState, find_home
-from home.substrate.errors import ControlTimeout, HomeNotRunning
+from home.substrate.errors import ControlTimeout
 from shared.bus_credentials import home_admin_url
-from shared.errors import BusCredentialsError
+from shared.errors import BusCredentialsError, HomeNotRunning
 from shared.lifecycle import Pacing, Service, retry_until_deadline
 
 DEFAULT_TIMEOUT_S = 10.0

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from home.substrate.errors import ControlError
+from home.substrate.errors import ControlBadRequest, ControlError, ControlRefused
 
 CONTROL_PREFIX = "home.control"
 STATUS_PREFIX = "home.status"
@@ -36,6 +36,21 @@ BAD_REQUEST, NOT_FOUND, REFUSED, OVERLAP, INTERNAL = (
     "overlap",
     "internal",
 )
+
+# What a failed reply means to the caller: the umbrella its ControlError carries, and so
+# the exit code of a command that meets it (shared/cli.py). An unknown or internal code
+# stays a plain ControlError: a failure.
+ERROR_CLASSES: dict[str, type[ControlError]] = {
+    BAD_REQUEST: ControlBadRequest,
+    NOT_FOUND: ControlBadRequest,
+    REFUSED: ControlRefused,
+    OVERLAP: ControlRefused,
+}
+
+
+def control_error(code: str, message: str) -> ControlError:
+    """The ControlError a reply with ``code`` stands for, of the class its code maps to."""
+    return ERROR_CLASSES.get(code, ControlError)(code, message)
 
 
 def control_subject(verb: str) -> str:
@@ -132,9 +147,9 @@ class ControlReply:
             raise ControlError(INTERNAL, f"malformed control reply: {raw[:200]!r}") from exc
 
     def unwrap(self) -> Any:
-        """The result, or ControlError carrying the remote code and message."""
+        """The result, or the ControlError of the remote code, carrying it and the message."""
         if not self.ok:
-            raise ControlError(self.code, self.message)
+            raise control_error(self.code, self.message)
         return self.result
 
 

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from home.substrate.errors import HomeAlreadyRunning, HomeNotRunning
+from home.substrate.errors import HomeAlreadyRunning
+from shared.errors import HomeNotRunning
 
 LOCK_FILE = "home.lock"
 STATE_FILE = "home.json"

@@ -6,7 +6,6 @@ parentheses::
     SubstrateError
     ├── HomeAlreadyRunning   (RefusedError) a second ``home up`` on a data directory that is
     │                        in use
-    ├── HomeNotRunning       (UnavailableError) no running home found through a data directory
     ├── HomeConfigError      (ConfigurationError) what home was given to start with is invalid
     │                        (catalog, schema)
     ├── ComponentError       (UnavailableError) a component failed to start or answer its
@@ -14,11 +13,18 @@ parentheses::
     ├── LaunchError          (UnavailableError) a node could not be started (bad config,
     │                        missing program, a component it needs is not running)
     ├── MemberRecordError    (InputError) a record in the members' bucket does not parse
-    ├── ControlError         a control request failed (carries the remote error code)
-    │   └── ControlTimeout   (UnavailableError) the control subject did not answer in time
+    ├── ControlError         a control request failed (carries the remote error code); the
+    │   │                    reply's code picks the class (home/substrate/control.py)
+    │   ├── ControlTimeout   (UnavailableError) the control subject did not answer in time
+    │   ├── ControlBadRequest (InputError) ``bad_request``, ``not_found``: what was asked is
+    │   │                    malformed or names nothing there is
+    │   └── ControlRefused   (RefusedError) ``refused``, ``overlap``: home would not do it
     └── SchemaRuntimeError   (RefusedError) an apply or unapply was refused
         ├── OverlapRefused   two schemas would publish the same rail for one device
         └── SchemaNotFound   no such schema to apply, or no such active schema to unapply
+
+No running home found through a data directory is :class:`shared.errors.HomeNotRunning`:
+the edge meets it too.
 
 Third-party failures (nats-py, OSError from subprocesses) are translated into
 these at the module that meets them.
@@ -41,10 +47,6 @@ class SubstrateError(TetherError):
 
 class HomeAlreadyRunning(SubstrateError, RefusedError):
     """Another ``home up`` holds the data directory."""
-
-
-class HomeNotRunning(SubstrateError, UnavailableError):
-    """No running home could be found through the data directory."""
 
 
 class HomeConfigError(SubstrateError, ConfigurationError):
@@ -74,6 +76,14 @@ class ControlError(SubstrateError):
 
 class ControlTimeout(ControlError, UnavailableError):
     """The control subject did not answer within the timeout."""
+
+
+class ControlBadRequest(ControlError, InputError):
+    """Home answered that the request is malformed or names nothing there is."""
+
+
+class ControlRefused(ControlError, RefusedError):
+    """Home answered that it will not do what was asked (refused, or an overlap)."""
 
 
 class SchemaRuntimeError(SubstrateError, RefusedError):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import typer
-
 from home.substrate.cli.log import TraceAnnex, events, trace_command
 from home.substrate.cli.schema import schema_app
 from home.substrate.cli.status import status
+from shared.cli import CommandApp
 
 
-def register(app: typer.Typer, *, trace_annexes: Sequence[TraceAnnex] = ()) -> None:
+def register(app: CommandApp, *, trace_annexes: Sequence[TraceAnnex] = ()) -> None:
     """Add the substrate's commands to the root ``home`` app.
 
     ``home trace`` prints, below its table, what each of ``trace_annexes`` makes of the turn.

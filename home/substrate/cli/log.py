@@ -25,7 +25,7 @@ from home.substrate.client import HomeClient
 from home.substrate.config import EventLogConfig
 from home.substrate.eventlog import EVENTS_SUBJECT, LoggedEvent, event_summary, read_log, trace
 from home.substrate.options import DataDir
-from shared.exit_codes import ExitCode
+from shared.cli import finish
 
 
 def events(
@@ -88,8 +88,7 @@ def trace_command(annexes: Sequence[TraceAnnex] = ()) -> Callable[..., None]:
             print(json.dumps([item.to_dict() for item in found], indent=2, ensure_ascii=False))
         else:
             _print_trace(binding_id, found, annexes)
-        if not found:
-            raise typer.Exit(ExitCode.FAILURE)
+        finish(ok=bool(found))
 
     return trace_turn
 

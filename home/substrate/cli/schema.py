@@ -14,16 +14,16 @@ from home.substrate import control
 from home.substrate.cli.common import (
     AsJson,
     console,
-    err,
     run_client,
     state_markup,
 )
 from home.substrate.cli.status import print_schemas
 from home.substrate.client import HomeClient
 from home.substrate.options import DataDir
-from shared.exit_codes import ExitCode
+from shared.cli import CommandApp
+from shared.errors import UsageError
 
-schema_app = typer.Typer(
+schema_app = CommandApp(
     help="Apply, unapply and list activation schemas on a running home.",
     no_args_is_help=True,
 )
@@ -58,8 +58,7 @@ def schema_apply(
         try:
             args.update(file=str(path.resolve()), text=path.read_text(encoding="utf-8"))
         except OSError as exc:
-            err.print(f"[red]error[/red]: cannot read {path}: {exc.strerror}", highlight=False)
-            raise typer.Exit(ExitCode.USAGE) from None
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     else:
         args["name"] = schema
 

@@ -21,9 +21,10 @@ from home.substrate.cli.common import (
     state_markup,
 )
 from home.substrate.client import HomeClient
-from home.substrate.errors import ControlError, HomeNotRunning
+from home.substrate.errors import ControlError
 from home.substrate.options import DataDir
-from shared.exit_codes import ExitCode
+from shared.cli import finish
+from shared.errors import HomeNotRunning
 
 Wait = Annotated[
     float,
@@ -65,7 +66,7 @@ def status(data_dir: DataDir, as_json: AsJson = False, wait: Wait = 0.0) -> None
         print(json.dumps(result, indent=2))
     else:
         _print_status(result)
-    raise typer.Exit(ExitCode.OK if _healthy(result) else ExitCode.FAILURE)
+    finish(ok=_healthy(result))
 
 
 async def _fetch(data_dir: Path) -> dict[str, Any]:

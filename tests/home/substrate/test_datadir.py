@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from home.substrate.datadir import STATE_FILE, DataDirLock, HomeState, find_home, is_locked
-from home.substrate.errors import HomeAlreadyRunning, HomeNotRunning
+from home.substrate.errors import HomeAlreadyRunning
 from home.substrate.process import spawn
+from shared.errors import HomeNotRunning
 
 STATE = HomeState(
     pid=os.getpid(),

@@ -16,11 +16,11 @@ from nats.aio.subscription import Subscription
 from nats.errors import TimeoutError as NatsTimeout
 
 from home.substrate import control
-from home.substrate.errors import HomeNotRunning
 from home.substrate.eventlog import read_log
 from home.substrate.router import Router
 from home.substrate.routing import Route
 from shared.bus_credentials import home_admin_url
+from shared.errors import HomeNotRunning
 from shared.event import Event
 from shared.subjects import sensation_turn_subject
 from tests.home.substrate.conftest import Home, running_pid, wait_for
