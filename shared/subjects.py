@@ -135,9 +135,6 @@ def edge_notice_subject(device: str) -> str:
     return f"events.edge.{check_name(device, 'device')}.notice"
 
 
-BRIDGE_STATUS_EVENT_TYPE = "bridge.status"
-
-
 def agent_inbox_durable(agent: str) -> str:
     """The JetStream consumer an agent reads its inbound rail through, shared by its lives."""
     return f"agent_{check_name(agent, 'agent')}_inbox"
