@@ -18,21 +18,10 @@ from shared.errors import EnvelopeError
 from shared.event import Event
 from shared.messages.memory import memory_summary
 from shared.messages.voice import Reply, Speak, SpeechCompleted, Turn
-from shared.subjects import (
-    DEVICE_RAILS,
-    check_name,
-    parse_subject,
-    sensation_turn_subject,
-)
+from shared.subjects import parse_subject, sensation_turn_subject
 
 # What closed the "utterance": the board says vad or push_to_talk; the keyboard says so.
 KEYBOARD_ENDPOINT = "keyboard"
-
-
-def device_rail_patterns(device: str) -> tuple[str, ...]:
-    """The agent rails addressed to ``device`` (speak, reply, recall, memorize), any agent."""
-    check_name(device, "device")
-    return tuple(f"events.workspace.*.out.{rail}.{device}" for rail in DEVICE_RAILS)
 
 
 @dataclass(frozen=True)

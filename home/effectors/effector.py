@@ -33,7 +33,7 @@ from shared.event import EnvelopeLimits, Event
 from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.verbs import VerbAck, VerbRequest
 from shared.nats_confirm import confirm_subscriptions
-from shared.subjects import check_name, parse_subject
+from shared.subjects import check_name, parse_subject, verb_pattern
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class Effector(Service):
     @property
     def pattern(self) -> str:
         """The verb rail this effector subscribes."""
-        return f"events.workspace.*.out.{self.spec.verb}"
+        return verb_pattern(self.spec.verb)
 
     async def start(self) -> None:
         """Connect, subscribe the verb rail and confirm the subscription."""
@@ -174,9 +174,7 @@ class Effector(Service):
             self._internal_error(f"{self.spec.verb} for {agent}", exc)
         self._seq += 1
         try:
-            ack = Event.new(
-                answer.event_type,
-                answer.to_payload(),
+            ack = answer.to_event(
                 source=self.spec.node,
                 sequence_number=self._seq,
                 binding_id=binding_id,

@@ -55,19 +55,17 @@ from home.tau_extensions.speakable import APOLOGY, speakable_text
 from shared.event import Event
 from shared.messages.voice import REPLY_EVENT_TYPE, SPEAK_EVENT_TYPE, Reply, Speak
 from shared.subjects import (
+    SPEECH_COMPLETED_PATTERN,
     check_name,
     deviceless_speak_subject,
+    rail_pattern,
     reply_subject,
     speak_subject,
     speech_completed_subject,
 )
 
 TOUCHES_BUS = True
-SUBJECTS = (
-    "events.workspace.*.out.speak.*",
-    "events.workspace.*.out.reply.*",
-    "events.action.speech.completed.*",
-)
+SUBJECTS = (rail_pattern("speak"), rail_pattern("reply"), SPEECH_COMPLETED_PATTERN)
 RUN_CONTEXT = ("agent", "nats_url", "binding_file")
 
 DEFAULT_ACK_TIMEOUT_S = 30.0

@@ -86,10 +86,10 @@ from shared.messages.memory import (
     RecallReport,
     Refusal,
 )
-from shared.subjects import memorize_subject, recall_subject
+from shared.subjects import memorize_subject, rail_pattern, recall_subject
 
 TOUCHES_BUS = True
-SUBJECTS = ("events.workspace.*.out.recall.*", "events.workspace.*.out.memorize.*")
+SUBJECTS = (rail_pattern("recall"), rail_pattern("memorize"))
 RUN_CONTEXT = ("agent", "nats_url", "binding_file", "jmfts_url", "jmfts_token_file")
 
 RECALL_MESSAGE_TYPE = "memory_recall"

@@ -31,10 +31,10 @@ from home.jmfts.errors import JmftsError
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
 from shared.messages.memory import RECALL_EVENT, RecallQuery, RecallReport
-from shared.subjects import check_name, recall_subject
+from shared.subjects import check_name, rail_pattern, recall_subject
 
 TOUCHES_BUS = True
-SUBJECTS = ("events.workspace.*.out.recall.*",)
+SUBJECTS = (rail_pattern("recall"),)
 RUN_CONTEXT = ("agent", "nats_url", "binding_file", "jmfts_url", "jmfts_token_file")
 
 DEFAULT_LIMIT = 5
