@@ -25,6 +25,7 @@ from home.tau_extensions.binding import TurnBinding, read_binding
 from home.tau_extensions.errors import AckError, ExtensionError
 from shared.errors import EnvelopeError
 from shared.event import EnvelopeLimits, Event
+from shared.messages.message import PayloadMessage, Stamp
 from shared.messages.verbs import ack_failure
 
 _ACK_POLL_S = 0.1
@@ -63,17 +64,19 @@ class BusLink:
         """The turn in flight, re-read from the node's file on every call."""
         return read_binding(self.binding_file)
 
-    def envelope(self, event_type: str, payload: dict[str, Any], binding: TurnBinding) -> Event:
-        """A new event from this agent, carrying the turn's binding id and schema."""
-        return Event.new(
-            event_type,
-            payload,
+    def stamp(self, binding: TurnBinding) -> Stamp:
+        """The envelope of this agent's next event: the turn's binding id and schema."""
+        return Stamp(
             source=self.source,
             sequence_number=next(self._seq),
             binding_id=binding.binding_id,
             hops=(self.source,),
             produced_by_schema=binding.schema,
         )
+
+    def event(self, message: PayloadMessage, binding: TurnBinding) -> Event:
+        """The message's own event from this agent, for the turn of ``binding``."""
+        return message.to_event(**self.stamp(binding))
 
     async def publish(self, subject: str, event: Event) -> None:
         """Publish one event (refused here if it is not text-only or too large)."""

@@ -142,7 +142,7 @@ def register(api: Any) -> None:
                     title=title.strip() if isinstance(title, str) and title.strip() else None,
                     device=binding.device,
                 )
-                event = link.envelope(name, request.to_payload(), binding)
+                event = request.to_event(name, **link.stamp(binding))
                 await link.publish_and_await_ack(
                     subject,
                     event,

@@ -10,10 +10,21 @@ strict reader that refuses another type, naming ``event_type``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypedDict
 
 from shared.errors import EnvelopeError
 from shared.event import DEFAULT_TTL_MS, Event
+
+
+class Stamp(TypedDict):
+    """What a sender stamps on every event it publishes: who it is, its count, and the
+    turn the event belongs to (``to_event(**stamp)``)."""
+
+    source: str
+    sequence_number: int
+    binding_id: str | None
+    hops: tuple[str, ...]
+    produced_by_schema: str | None
 
 
 class Message:
