@@ -20,8 +20,8 @@ from edge.config.model import BridgeConfig, EdgeConfig
 from edge.errors import BridgeUnavailable
 from shared.bus_credentials import home_admin_url
 from shared.errors import BusCredentialsError, HomeNotRunning
+from shared.home_state import HomeState, HomeStateError
 
-STATE_FILE = "home.json"
 PAIR_SUBJECT = "home.control.bridge.pair"
 PAIR_TIMEOUT_S = 30.0
 # A stale home.json (home killed) must not cost a person more than a few seconds.
@@ -47,13 +47,11 @@ class HomePairing:
 
 async def pair_through_home(data_dir: Path, device: str) -> HomePairing:
     """Pair ``device`` with the home running from ``data_dir`` and have it served now."""
-    state = data_dir / STATE_FILE
     try:
-        nats_url = json.loads(state.read_text())["nats_url"]
-    except (OSError, ValueError, KeyError) as exc:
+        nats_url = HomeState.load(data_dir).nats_url
+    except HomeStateError as exc:
         raise HomeNotRunning(
-            f"no running home in {data_dir} ({state}: {exc}); start one with "
-            f"`home up --data-dir {data_dir}`"
+            f"no running home in {data_dir} ({exc}); start one with `home up --data-dir {data_dir}`"
         ) from exc
     try:
         # As the home's admin: pairing is a control verb (docs/architecture.md "Security").
