@@ -51,6 +51,11 @@ class Publisher:
         """Whether there is a connection to send on."""
         return self._nc is not None
 
+    def next_sequence(self) -> int:
+        """The sequence number of this source's next event."""
+        self._seq += 1
+        return self._seq
+
     def stamp(
         self,
         *,
@@ -59,10 +64,9 @@ class Publisher:
         produced_by_schema: str | None = None,
     ) -> Stamp:
         """The envelope of this source's next event, for the turn of ``binding_id``."""
-        self._seq += 1
         return Stamp(
             source=self.source,
-            sequence_number=self._seq,
+            sequence_number=self.next_sequence(),
             binding_id=binding_id,
             hops=hops,
             produced_by_schema=produced_by_schema,
@@ -81,8 +85,13 @@ class Publisher:
         binding_id: str | None = None,
         hops: tuple[str, ...] = (),
         produced_by_schema: str | None = None,
-    ) -> Event:
-        """Build ``message``'s own event, stamped by this source, and send it; the event."""
+    ) -> Event | None:
+        """Build ``message``'s own event, stamped by this source, and send it; the event.
+
+        Detached, nothing is built or sent (and no sequence number is taken): None.
+        """
+        if self._nc is None:
+            return None
         event = message.to_event(
             **self.stamp(binding_id=binding_id, hops=hops, produced_by_schema=produced_by_schema)
         )

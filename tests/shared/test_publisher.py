@@ -51,17 +51,18 @@ async def test_a_detached_publisher_sends_nothing_and_an_attached_one_sends_with
     publisher = Publisher("agent.a1", limits=EnvelopeLimits(max_string_bytes=64))
     subject = reply_subject("a1", "board")
     assert not publisher.attached
-    await publisher.publish(subject, Reply("unsent"))
+    assert await publisher.publish(subject, Reply("unsent")) is None
     nc = await nats.connect(nats_url)
     try:
         sub = await nc.subscribe(subject)
         await nc.flush()
         publisher.attach(nc)
         sent = await publisher.publish(subject, Reply("sent"), binding_id=BID)
+        assert sent is not None
         msg = await asyncio.wait_for(sub.next_msg(), timeout=5)
         got = receive(Reply.from_event, msg.subject, Event.from_json(msg.data))
         assert got.message == Reply("sent") and got.event_id == sent.event_id
-        assert sent.sequence_number == 2  # the detached publish still took its number
+        assert sent.sequence_number == 1  # the detached publish took no number
         with pytest.raises(NotTextOnly):
             await publisher.publish(subject, Reply("x" * 100))
         assert publisher.detach() is nc and not publisher.attached
