@@ -20,13 +20,12 @@ from shared.subjects import (
     intersection,
     is_audio_subject,
     overlaps,
+    rail_pattern,
 )
 
 # Rails that carry memory text: the memory reflex's reports (recall: the utterance
 # searched; memorize: the facts kept) and a delegation's answer (what the operator found).
-MEMORY_TEXT_SUBJECTS = tuple(
-    f"events.workspace.*.out.{rail}.*" for rail in (*REPORT_RAILS, ANSWER_RAIL)
-)
+MEMORY_TEXT_SUBJECTS = tuple(rail_pattern(rail) for rail in (*REPORT_RAILS, ANSWER_RAIL))
 
 
 class Severity(StrEnum):

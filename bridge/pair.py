@@ -15,7 +15,12 @@ import asyncssh
 from bridge.errors import PairError
 from shared.errors import SubjectError
 from shared.schema.bridge_half import DEFAULT_PORT
-from shared.subjects import check_name
+from shared.subjects import (
+    SPEECH_COMPLETED_PATTERN,
+    check_name,
+    device_rail_pattern,
+    sensation_turn_subject,
+)
 
 KEY_ALGORITHM = "ssh-ed25519"
 HOST_KEY_NAME = "home_host_key"
@@ -91,9 +96,9 @@ def _write_private(path: Path, key: asyncssh.SSHKey) -> None:
 
 
 def _subjects(device: str) -> tuple[list[str], list[str]]:
-    edge_exports = [f"events.sensation.{device}.turn", "events.action.speech.completed.*"]
+    edge_exports = [sensation_turn_subject(device), SPEECH_COMPLETED_PATTERN]
     # Not the memory reports (recall, memorize): no memory crosses (`bridge check` B023).
-    edge_imports = [f"events.workspace.*.out.{rail}.{device}" for rail in ("speak", "reply")]
+    edge_imports = [device_rail_pattern(rail, device) for rail in ("speak", "reply")]
     return edge_exports, edge_imports
 
 

@@ -18,6 +18,7 @@ from nats.aio.msg import Msg
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event
 from shared.lifecycle import Service
+from shared.publisher import MessageT, Received, receive
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +85,23 @@ class Bus(Service):
     async def flush(self) -> None:
         """Wait until the server has everything published so far."""
         await self.client.flush(timeout=5)
+
+    async def subscribe_to(
+        self,
+        pattern: str,
+        read: Callable[[Event], MessageT],
+        handler: Callable[[Received[MessageT]], Awaitable[None]],
+    ) -> None:
+        """Call ``handler`` with every message ``read`` makes of an event on ``pattern``,
+        typed and with what its subject names; what does not read is counted as malformed."""
+
+        async def on_event(subject: str, event: Event) -> None:
+            try:
+                received = receive(read, subject, event)
+            except ContractError as exc:
+                self.malformed += 1
+                log.warning("refused a malformed event on %s: %s", subject, exc)
+                return
+            await handler(received)
+
+        await self.subscribe(pattern, on_event)

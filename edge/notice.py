@@ -24,7 +24,7 @@ from shared.errors import ContractError
 from shared.event import Event
 from shared.lifecycle import Service
 from shared.messages.bridge import BridgeStatus
-from shared.messages.voice import NOTICE_EVENT_TYPE, Notice, Reply
+from shared.messages.voice import Notice, Reply
 from shared.subjects import (
     BRIDGE_STATUS_PATTERN,
     device_rail_pattern,
@@ -127,9 +127,7 @@ class NoticeNode(Service):
     async def _say(self, pcm: Pcm, text: str, binding_id: str | None) -> None:
         """Play a notice and say locally that it was spoken, for monitors and HIL runs."""
         self.speaker.say_local(pcm, text)
-        notice = Event.new(
-            NOTICE_EVENT_TYPE,
-            Notice(text, binding_id).to_payload(),
+        notice = Notice(text, binding_id).to_event(
             source=f"edge.audio.{self.device}",
             sequence_number=self.notices_played + self.failure_notices_played,
             binding_id=binding_id,

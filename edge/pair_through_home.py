@@ -8,7 +8,6 @@ edge then connects through the real SSH endpoint like any board. ``edge run``,
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,10 +18,10 @@ from bridge.pair import PairingFiles
 from edge.config.model import BridgeConfig, EdgeConfig
 from edge.errors import BridgeUnavailable
 from shared.bus_credentials import home_admin_url
-from shared.errors import BusCredentialsError, HomeNotRunning
+from shared.control import BRIDGE_PAIR, PairReply, PairRequest, control_subject
+from shared.errors import BusCredentialsError, EnvelopeError, HomeNotRunning
+from shared.home_state import HomeState, HomeStateError
 
-STATE_FILE = "home.json"
-PAIR_SUBJECT = "home.control.bridge.pair"
 PAIR_TIMEOUT_S = 30.0
 # A stale home.json (home killed) must not cost a person more than a few seconds.
 CONNECT_TIMEOUT_S = 3.0
@@ -47,13 +46,11 @@ class HomePairing:
 
 async def pair_through_home(data_dir: Path, device: str) -> HomePairing:
     """Pair ``device`` with the home running from ``data_dir`` and have it served now."""
-    state = data_dir / STATE_FILE
     try:
-        nats_url = json.loads(state.read_text())["nats_url"]
-    except (OSError, ValueError, KeyError) as exc:
+        nats_url = HomeState.load(data_dir).nats_url
+    except HomeStateError as exc:
         raise HomeNotRunning(
-            f"no running home in {data_dir} ({state}: {exc}); start one with "
-            f"`home up --data-dir {data_dir}`"
+            f"no running home in {data_dir} ({exc}); start one with `home up --data-dir {data_dir}`"
         ) from exc
     try:
         # As the home's admin: pairing is a control verb (docs/architecture.md "Security").
@@ -73,18 +70,20 @@ async def pair_through_home(data_dir: Path, device: str) -> HomePairing:
             f"`home up --data-dir {data_dir}` still running?"
         ) from exc
     try:
-        request = json.dumps({"device": device}).encode()
-        msg = await nc.request(PAIR_SUBJECT, request, timeout=PAIR_TIMEOUT_S)
+        request = PairRequest(device).to_json()
+        msg = await nc.request(control_subject(BRIDGE_PAIR), request, timeout=PAIR_TIMEOUT_S)
     except (NatsError, TimeoutError) as exc:
         raise BridgeUnavailable(f"the home in {data_dir} did not pair {device!r}: {exc}") from exc
     finally:
         await nc.close()
-    reply = json.loads(msg.data)
-    if not reply.get("ok"):
-        why = reply.get("error", {}).get("message")
+    try:
+        reply = PairReply.from_json(msg.data)
+    except EnvelopeError as exc:
+        raise BridgeUnavailable(f"the home in {data_dir} answered a pairing with {exc}") from exc
+    if reply.result is None:
+        why = reply.message
         raise BridgeUnavailable(f"the home in {data_dir} refused to pair {device!r}: {why}")
-    result = reply["result"]
-    return HomePairing(device, Path(result["edge_half"]), Path(result["secrets"]))
+    return HomePairing(device, Path(reply.result.edge_half), Path(reply.result.secrets))
 
 
 async def pair_with_home(config: EdgeConfig, data_dir: Path) -> EdgeConfig:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 import time
 from collections import Counter
@@ -31,12 +30,13 @@ import psutil
 
 from bridge.node.edge import EdgeBridgeNode
 from edge.natsd import LocalNatsServer
-from edge.pair_through_home import STATE_FILE, pair_through_home
+from edge.pair_through_home import pair_through_home
 from edge.tui.session import EdgeSession, SessionObserver
 from edge.tui.wire import AgentReply, AgentSpeech, Incoming
 from hil.runner import HilError
 from hil.wait import percentile
 from shared.errors import TetherError
+from shared.home_state import HomeState, HomeStateError
 from shared.lifecycle import Service
 from shared.schema import load_bridge_half
 
@@ -294,10 +294,9 @@ class Fleet(Service):
 def _home_tree(data_dir: Path) -> list[psutil.Process]:
     """The ``home up`` process of ``data_dir`` (from its ``home.json``) and its children."""
     try:
-        pid = int(json.loads((data_dir / STATE_FILE).read_text())["pid"])
-        root = psutil.Process(pid)
+        root = psutil.Process(HomeState.load(data_dir).pid)
         return [root, *root.children(recursive=True)]
-    except (OSError, ValueError, KeyError, psutil.Error) as exc:
+    except (HomeStateError, psutil.Error) as exc:
         raise HilError(f"no running home in {data_dir}: {exc}") from exc
 
 

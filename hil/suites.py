@@ -21,7 +21,12 @@ from shared.event import Event
 from shared.messages.memory import RecallReport
 from shared.messages.trace import monotonic_clock
 from shared.messages.voice import SpeechCompleted, Turn
-from shared.subjects import sensation_turn_subject
+from shared.subjects import (
+    EVENTS_PREFIX,
+    SPEECH_COMPLETED_PREFIX,
+    WORKSPACE_PREFIX,
+    sensation_turn_subject,
+)
 
 MIN_DISK_MB = 200.0
 MIN_MEM_MB = 100.0
@@ -136,7 +141,7 @@ async def one_turn(ctx: TargetContext, phrase: str, sample: int) -> list[Measure
 async def _played(ctx: TargetContext, phrase: str, bid: str | None, *, since: float) -> Seen:
     """The board's speech ack of the answer; CaseFailed unless it says it played."""
     ack = await ctx.home.wait(
-        "events.action.speech.completed.", binding_id=bid, since=since,
+        SPEECH_COMPLETED_PREFIX, binding_id=bid, since=since,
         within_s=ctx.turn_timeout_s,
     )  # fmt: skip
     if ack is None:
@@ -160,13 +165,13 @@ async def _answer_played(ctx: TargetContext, bid: str | None, *, since: float) -
     utterance injected before would reach a microphone the echo gate keeps shut."""
     deadline = time.monotonic() + ctx.turn_timeout_s
     while time.monotonic() < deadline:
-        speaks = [s for s in ctx.home.matching("events.workspace.", bid, since)
+        speaks = [s for s in ctx.home.matching(WORKSPACE_PREFIX, bid, since)
                   if ".out.speak." in s.subject]  # fmt: skip
-        acks = ctx.home.matching("events.action.speech.completed.", bid, since)
+        acks = ctx.home.matching(SPEECH_COMPLETED_PREFIX, bid, since)
         last = max((s.at for s in (*speaks, *acks)), default=since)
         if len(acks) >= len(speaks) and time.monotonic() - last >= ANSWER_SETTLE_S:
             return
-        await ctx.home.wait("events.", since=time.monotonic(), within_s=0.25)
+        await ctx.home.wait(EVENTS_PREFIX, since=time.monotonic(), within_s=0.25)
     raise CaseFailed(f"the board did not finish playing the answer of binding {bid}")
 
 
@@ -176,17 +181,13 @@ def _wait_measurements(
     """End of speech to first audio (``wait_ms``) and its stages (``wait_<stage>_ms``)."""
     bid = turn.event.binding_id
     inbox = next(
-        (
-            s
-            for s in ctx.home.matching("events.workspace.", bid, turn.at)
-            if s.subject.endswith(".in")
-        ),
+        (s for s in ctx.home.matching(WORKSPACE_PREFIX, bid, turn.at) if s.subject.endswith(".in")),
         None,
     )
     recall = next(
         (
             s
-            for s in ctx.home.matching("events.workspace.", bid, turn.at)
+            for s in ctx.home.matching(WORKSPACE_PREFIX, bid, turn.at)
             if ".out.recall." in s.subject
         ),
         None,
@@ -221,10 +222,10 @@ async def _answer(ctx: TargetContext, binding_id: str | None, *, since: float) -
     """The first speak or reply of ``binding_id`` on home after ``since``, waiting for it."""
     deadline = time.monotonic() + ctx.turn_timeout_s
     while time.monotonic() < deadline:
-        for seen in ctx.home.matching("events.workspace.", binding_id, since):
+        for seen in ctx.home.matching(WORKSPACE_PREFIX, binding_id, since):
             if ".out.speak." in seen.subject or ".out.reply." in seen.subject:
                 return seen
-        await ctx.home.wait("events.workspace.", since=time.monotonic(), within_s=0.5)
+        await ctx.home.wait(WORKSPACE_PREFIX, since=time.monotonic(), within_s=0.5)
     return None
 
 

@@ -31,6 +31,20 @@ ANSWER_RAIL = "answer"
 REPORT_RAILS = ("recall", "memorize")
 AUDIO_PATTERN = "events.audio.>"
 
+# Every event: the event log records them all, a monitor watches them all.
+EVENTS_PREFIX = "events."
+EVENTS_PATTERN = "events.>"
+# Where the agents' rails begin (``events.workspace.<agent>.in`` and ``.out.>``).
+WORKSPACE_PREFIX = "events.workspace."
+# The speech acks of every turn (each ends in its binding id).
+SPEECH_COMPLETED_PREFIX = "events.action.speech.completed."
+SPEECH_COMPLETED_PATTERN = "events.action.speech.completed.*"
+# Every verb's ack, and the operator's acks of delegated tasks alone.
+JOURNAL_ACKS_PATTERN = "events.journal.>"
+DELEGATE_ACKS_PATTERN = "events.journal.delegate.*"
+# τ's builtin speak, with no device token: the router resolves the device.
+DEVICELESS_SPEAK_PATTERN = "events.workspace.*.out.speak"
+
 
 def check_name(token: str, what: str = "name") -> str:
     """Return ``token`` if it is a valid device or agent name, else raise SubjectError."""
@@ -107,6 +121,27 @@ def speak_pattern(device: str) -> str:
     return f"events.workspace.*.out.speak.{check_name(device, 'device')}"
 
 
+def verb_pattern(verb: str) -> str:
+    """``events.workspace.*.out.<verb>``: one verb called by every agent."""
+    if verb not in VERBS:
+        raise SubjectError(f"unknown verb {verb!r}; known verbs: {', '.join(VERBS)}")
+    return f"events.workspace.*.out.{verb}"
+
+
+def rail_pattern(rail: str) -> str:
+    """``events.workspace.*.out.<rail>.*``: one device rail (or the answer rail) of every
+    agent, whatever device (or asker) the last token names."""
+    if rail not in (*DEVICE_RAILS, ANSWER_RAIL):
+        known = ", ".join((*DEVICE_RAILS, ANSWER_RAIL))
+        raise SubjectError(f"unknown rail {rail!r}; known: {known}")
+    return f"events.workspace.*.out.{rail}.*"
+
+
+def device_rail_patterns(device: str) -> tuple[str, ...]:
+    """Every device rail addressed to ``device`` (speak, reply, recall, memorize), any agent."""
+    return tuple(device_rail_pattern(rail, device) for rail in DEVICE_RAILS)
+
+
 def device_rail_pattern(rail: str, device: str) -> str:
     """``events.workspace.*.out.<rail>.<device>``: one device rail from every agent."""
     if rail not in DEVICE_RAILS:
@@ -133,9 +168,6 @@ def edge_notice_subject(device: str) -> str:
     Local to the board: no bridge half carries it; monitors and HIL read it there.
     """
     return f"events.edge.{check_name(device, 'device')}.notice"
-
-
-BRIDGE_STATUS_EVENT_TYPE = "bridge.status"
 
 
 def agent_inbox_durable(agent: str) -> str:

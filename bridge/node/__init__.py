@@ -4,10 +4,9 @@ from bridge.node.core import BridgeCore
 from bridge.node.counters import BridgeCounters
 from bridge.node.edge import EdgeBridgeNode
 from bridge.node.home import HomeBridgeEndpoint
-from bridge.node.status import STATUS_EVENT_TYPE, status_subject
+from bridge.node.status import status_subject
 
 __all__ = [
-    "STATUS_EVENT_TYPE",
     "BridgeCore",
     "BridgeCounters",
     "EdgeBridgeNode",

@@ -11,9 +11,7 @@ from typing import Any
 
 from shared.event import Event
 from shared.messages.bridge import LINK_REFUSED, LINK_UP, BridgeStatus
-from shared.subjects import BRIDGE_STATUS_EVENT_TYPE, bridge_status_subject
-
-STATUS_EVENT_TYPE = BRIDGE_STATUS_EVENT_TYPE
+from shared.subjects import bridge_status_subject
 
 
 def status_subject(bridge: str) -> str:

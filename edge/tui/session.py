@@ -31,7 +31,6 @@ from edge.tui.wire import (
     AgentSpeech,
     Incoming,
     TypedTurn,
-    device_rail_patterns,
     parse_incoming,
     speech_ack,
 )
@@ -41,7 +40,7 @@ from shared.event import EnvelopeLimits, Event, new_binding_id, utc_now
 from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.history import HistoryReply, HistoryRequest, history_subject
 from shared.nats_confirm import confirm_subscriptions
-from shared.subjects import BRIDGE_STATUS_PATTERN, check_name
+from shared.subjects import BRIDGE_STATUS_PATTERN, check_name, device_rail_patterns
 
 log = logging.getLogger("tether.edge.tui")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -19,10 +18,10 @@ from typing import Any, Protocol
 
 from edge.errors import NatsServerError
 from edge.natsd import LocalNatsServer
-from edge.pair_through_home import STATE_FILE
 from edge.tui.errors import TransportError
 from shared.bus_credentials import with_home_credentials
 from shared.errors import BusCredentialsError
+from shared.home_state import HomeState, HomeStateError
 
 _LINK_POLL_S = 0.05
 
@@ -54,8 +53,8 @@ async def direct(nats_url: str, data_dir: Path | None = None) -> AsyncIterator[s
     """
     home_url = None
     if data_dir is not None:
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            home_url = str(json.loads((data_dir / STATE_FILE).read_text())["nats_url"])
+        with contextlib.suppress(HomeStateError):
+            home_url = HomeState.load(data_dir).nats_url
     try:
         url = nats_url if data_dir is None else with_home_credentials(nats_url, data_dir, home_url)
     except BusCredentialsError as exc:

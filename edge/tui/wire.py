@@ -14,25 +14,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from edge.wire import SpeakRequest
 from shared.errors import EnvelopeError
 from shared.event import Event
 from shared.messages.memory import memory_summary
-from shared.messages.voice import Reply, Speak, SpeechCompleted, Turn
-from shared.subjects import (
-    DEVICE_RAILS,
-    check_name,
-    parse_subject,
-    sensation_turn_subject,
-)
+from shared.messages.voice import Reply, SpeechCompleted, Turn
+from shared.subjects import parse_subject, sensation_turn_subject
 
 # What closed the "utterance": the board says vad or push_to_talk; the keyboard says so.
 KEYBOARD_ENDPOINT = "keyboard"
-
-
-def device_rail_patterns(device: str) -> tuple[str, ...]:
-    """The agent rails addressed to ``device`` (speak, reply, recall, memorize), any agent."""
-    check_name(device, "device")
-    return tuple(f"events.workspace.*.out.{rail}.{device}" for rail in DEVICE_RAILS)
 
 
 @dataclass(frozen=True)
@@ -69,16 +59,8 @@ def speech_ack(binding_id: str, device: str) -> SpeechCompleted:
     return SpeechCompleted(binding_id, device, ok=True)
 
 
-@dataclass(frozen=True)
-class AgentSpeech:
-    """Text an agent wants said on this device (``out.speak.<device>``)."""
-
-    agent: str
-    device: str
-    binding_id: str | None
-    text: str
-    event_id: str
-    more: bool = False  # more parts of this answer follow
+# The TUI shows the speech the speaker node says: one type for both.
+AgentSpeech = SpeakRequest
 
 
 @dataclass(frozen=True)
@@ -128,10 +110,7 @@ def parse_incoming(subject: str, event: Event) -> Incoming:
     if info.agent is None or info.device is None:
         raise EnvelopeError("<subject>", f"{subject!r} is not an agent rail for a device")
     if info.kind == "speak":
-        speak = Speak.from_event(event)
-        return AgentSpeech(
-            info.agent, info.device, event.binding_id, speak.text, event.event_id, speak.more
-        )
+        return SpeakRequest.from_event(subject, event)
     if info.kind == "reply":
         reply = Reply.from_event(event)
         if not reply.text.strip():

@@ -23,6 +23,7 @@ from shared.errors import ContractError
 from shared.event import Event
 from shared.lifecycle import Service
 from shared.nats_confirm import confirm_subscriptions
+from shared.subjects import EVENTS_PATTERN
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ class HomeWatch(Service):
             self.seen.append(Seen(time.monotonic(), msg.subject, event))
             self._changed.set()
 
-        await self._nc.subscribe("events.>", cb=on_message)
+        await self._nc.subscribe(EVENTS_PATTERN, cb=on_message)
         await confirm_subscriptions(self._nc)
 
     async def close(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from hil.runner import HilError
 from shared.bus_credentials import home_admin_url
+from shared.home_state import HomeState, HomeStateError
 
 
 def tool(name: str) -> str:
@@ -32,12 +33,11 @@ class HomeSide:
     def nats_url(self) -> str:
         """Home's NATS URL, from the ``home.json`` that ``home up`` writes while it runs,
         carrying the home's admin credentials (its bus admits no one without)."""
-        state = self.data_dir / "home.json"
         try:
-            url = str(json.loads(state.read_text())["nats_url"])
-        except (OSError, ValueError, KeyError) as exc:
+            url = HomeState.load(self.data_dir).nats_url
+        except HomeStateError as exc:
             raise HilError(
-                f"no running home at {self.data_dir} ({state}: {exc}); start it with "
+                f"no running home at {self.data_dir} ({exc}); start it with "
                 f"`home up --data-dir {self.data_dir}`"
             ) from None
         return home_admin_url(self.data_dir, url)

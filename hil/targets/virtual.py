@@ -37,6 +37,7 @@ from hil.targets.home_side import HomeSide
 from hil.targets.proxy import CuttableRelay
 from shared.errors import ContractError
 from shared.event import Event
+from shared.home_state import state_file
 from shared.lifecycle import Service
 from shared.messages.bridge import BridgeStatus
 from shared.nats_confirm import confirm_subscriptions
@@ -145,7 +146,7 @@ class VirtualBoard(Service):
             [_tool("home"), "up", "--data-dir", str(self.data_dir), "--bridge-port",
              str(home_port), "--apply", self._schema, *self._home_args],
         )  # fmt: skip
-        await self._wait_file(self.data_dir / "home.json", self._home, "home up")
+        await self._wait_file(state_file(self.data_dir), self._home, "home up")
         self.home_url = HomeSide(self.data_dir).nats_url()
         pulse = self._sync.enter_context(pulse_daemon(self.work_dir / "pulse"))
         self._pulse_env = pulse.env

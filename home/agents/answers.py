@@ -17,21 +17,20 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from nats.aio.client import Client as NatsClient
+from typing import Protocol
 
 from home.agents.admission import PendingTurn
 from home.agents.conversations import TauRequester
 from home.agents.errors import AgentError
-from shared.event import EnvelopeLimits, Event
-from shared.messages.voice import REPLY_EVENT_TYPE, Reply
+from shared.event import EnvelopeLimits
+from shared.messages.voice import Reply
+from shared.publisher import Publisher
 from shared.subjects import reply_subject
 
 log = logging.getLogger(__name__)
 
 
-class AgentPublisher:
+class AgentPublisher(Publisher):
     """The node's sender: one source, one sequence, the envelope limits.
 
     Attached to the node's NATS connection while it runs; detached, it publishes
@@ -39,47 +38,7 @@ class AgentPublisher:
     """
 
     def __init__(self, source: str, limits: EnvelopeLimits) -> None:
-        self.source = source
-        self.limits = limits
-        self._nc: NatsClient | None = None
-        self._seq = 0
-
-    def attach(self, nc: NatsClient) -> None:
-        """Publish on ``nc`` from now on."""
-        self._nc = nc
-
-    def detach(self) -> NatsClient | None:
-        """Stop publishing; return the connection for its owner to drain."""
-        nc, self._nc = self._nc, None
-        return nc
-
-    @property
-    def attached(self) -> bool:
-        """Whether there is a connection to publish on."""
-        return self._nc is not None
-
-    def next_sequence(self) -> int:
-        """The sequence number of the node's next event."""
-        self._seq += 1
-        return self._seq
-
-    async def send(self, subject: str, event: Event) -> None:
-        """Publish ``event`` (limits enforced); nothing when detached."""
-        if self._nc is not None:
-            await self._nc.publish(subject, event.to_json(self.limits))
-
-    async def publish(
-        self, subject: str, event_type: str, payload: dict[str, Any], binding_id: str,
-        schema: str | None,
-    ) -> None:  # fmt: skip
-        """Wrap ``payload`` in the node's envelope and publish it; nothing when detached."""
-        if self._nc is None:
-            return
-        event = Event.new(
-            event_type, payload, source=self.source, sequence_number=self.next_sequence(),
-            binding_id=binding_id, produced_by_schema=schema,
-        )  # fmt: skip
-        await self.send(subject, event)
+        super().__init__(source, limits=limits)
 
 
 class DelegatedAnswers(Protocol):
@@ -163,6 +122,6 @@ class Answers:
 
     async def _reply(self, turn: PendingTurn, route: ToDevice) -> None:
         await self._publisher.publish(
-            route.subject, REPLY_EVENT_TYPE, route.reply.to_payload(),
-            turn.binding.binding_id, turn.binding.schema,
+            route.subject, route.reply,
+            binding_id=turn.binding.binding_id, produced_by_schema=turn.binding.schema,
         )  # fmt: skip

@@ -25,10 +25,10 @@ from shared.errors import ContractError
 from shared.event import Event
 from shared.messages.verbs import DelegateAnswer, VerbAck, VerbRequest
 from shared.schema.catalog import NodeSpec
+from shared.subjects import DELEGATE_ACKS_PATTERN
 
-# The verb's event type (the verbs extension names its events after the verb).
-DELEGATE_EVENT_TYPE = "delegate"
-DELEGATE_ACKS = "events.journal.delegate.*"
+# The operator's acks of delegated tasks, as the agent node subscribes them.
+DELEGATE_ACKS = DELEGATE_ACKS_PATTERN
 # The verbs extension's own default (home/tau_extensions/verbs.py), when the catalog names none.
 DEFAULT_DELEGATE_TIMEOUT_S = 120.0
 # How many delegations an asker remembers while it waits for their answers.
@@ -80,9 +80,7 @@ def delegation_ack(
 ) -> Event:
     """The operator's ack of a task: taken (``refusal`` None), or refused naming why."""
     ack = VerbAck(agent=delegated.asker, verb="delegate", ok=refusal is None, error=refusal)
-    return Event.new(
-        ack.event_type,
-        ack.to_payload(),
+    return ack.to_event(
         source=source,
         sequence_number=seq,
         binding_id=binding_id,

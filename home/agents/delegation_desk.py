@@ -31,7 +31,7 @@ from home.agents.inbound import Inbound
 from home.agents.node_stats import NodeStats
 from shared.errors import ContractError
 from shared.event import Event
-from shared.messages.verbs import DELEGATE_ANSWER_EVENT_TYPE, VerbAck
+from shared.messages.verbs import VerbAck
 from shared.subjects import delegate_ack_subject, delegate_answer_subject, workspace_in_subject
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,8 @@ class DelegationDesk:
             return
         answer = operator_answer(delegated, turn.binding.device, text, error, self.agent)
         await self._publisher.publish(
-            delegate_answer_subject(self.agent, delegated.asker), DELEGATE_ANSWER_EVENT_TYPE,
-            answer.to_payload(), turn.binding.binding_id, turn.binding.schema,
+            delegate_answer_subject(self.agent, delegated.asker), answer,
+            binding_id=turn.binding.binding_id, produced_by_schema=turn.binding.schema,
         )  # fmt: skip
 
     # --- as asker ---------------------------------------------------------------
@@ -144,8 +144,8 @@ class DelegationDesk:
         answer = timed_out(pending, self.timeout_s, self.agent)
         try:
             await self._publisher.publish(
-                workspace_in_subject(self.agent), DELEGATE_ANSWER_EVENT_TYPE,
-                answer.to_payload(), pending.binding_id, pending.schema,
+                workspace_in_subject(self.agent), answer,
+                binding_id=pending.binding_id, produced_by_schema=pending.schema,
             )  # fmt: skip
         except Exception as exc:
             self._stats.internal_errors += 1

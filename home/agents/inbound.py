@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from home.agents.delegation import DELEGATE_EVENT_TYPE, Delegated, answer_prompt
+from home.agents.delegation import Delegated, answer_prompt
 from home.agents.errors import InboundError
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id
-from shared.messages.verbs import DELEGATE_ANSWER_EVENT_TYPE, DelegateAnswer, VerbRequest
+from shared.messages.verbs import DelegateAnswer, VerbRequest
 from shared.messages.voice import Utterance
 from shared.subjects import NAME_TOKEN, check_name, device_of
 
@@ -54,12 +54,12 @@ def parse_inbound(raw: bytes, limits: EnvelopeLimits | None = None) -> Inbound:
         raise InboundError(f"inbound event refused: {exc}") from exc
     binding_id = event.binding_id or new_binding_id()
     try:
-        if event.event_type == DELEGATE_ANSWER_EVENT_TYPE:
+        if DelegateAnswer.is_type(event.event_type):
             answer = DelegateAnswer.from_event(event)
             return Inbound(event, answer_prompt(answer), binding_id, answer.device, answer=answer)
         utterance = Utterance.from_event(event)
         delegated = None
-        if event.event_type == DELEGATE_EVENT_TYPE:
+        if VerbRequest.is_type(event.event_type):
             request = VerbRequest.from_event(event)
             asker = request.agent or event.source.removeprefix("agent.")
             delegated = Delegated(check_name(asker, "asker"), request.text.strip())

@@ -29,12 +29,12 @@ from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event
 from shared.messages.voice import Reply
 from shared.schema.catalog import NodeSpec
-from shared.subjects import parse_subject
+from shared.subjects import SPEECH_COMPLETED_PATTERN, parse_subject
 
 log = logging.getLogger(__name__)
 
 # Every device's playback acks (docs/architecture.md "Acks"): whose speech went unheard.
-SPEECH_ACKS = "events.action.speech.completed.*"
+SPEECH_ACKS = SPEECH_COMPLETED_PATTERN
 
 
 def speech_ack_timeout(spec: NodeSpec) -> float:

@@ -28,6 +28,7 @@ from home.substrate import control
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.control import ControlRequest
 from home.substrate.errors import ComponentError, ControlError
+from shared.control import PairResult
 from shared.errors import SchemaError, SubjectError
 from shared.proc import free_port
 from shared.schema import BridgeHalf, load_bridge_half
@@ -261,5 +262,5 @@ class HomeBridgeComponent:
                 await self._serve(self._halves())
             except ComponentError as exc:
                 raise ControlError(control.REFUSED, str(exc)) from None
-        return {"device": device, "edge_half": str(edge_half), "secrets": str(key.parent),
-                "endpoint": f"ssh://{self._host}:{self.port}"}  # fmt: skip
+        endpoint = f"ssh://{self._host}:{self.port}"
+        return PairResult(str(device), str(edge_half), str(key.parent), endpoint).to_dict()

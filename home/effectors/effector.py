@@ -33,7 +33,8 @@ from shared.event import EnvelopeLimits, Event
 from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.verbs import VerbAck, VerbRequest
 from shared.nats_confirm import confirm_subscriptions
-from shared.subjects import check_name, parse_subject
+from shared.publisher import Publisher
+from shared.subjects import check_name, parse_subject, verb_pattern
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +94,19 @@ class Effector(Service):
         self.limits = EnvelopeLimits()
         self._nc: NatsClient | None = None
         self._seen: OrderedDict[str, None] = OrderedDict()
-        self._seq = 0
+        # Acks go out unchecked against the limits, as they always have: they are our own.
+        self._acks = Publisher(spec.node)
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def pattern(self) -> str:
         """The verb rail this effector subscribes."""
-        return f"events.workspace.*.out.{self.spec.verb}"
+        return verb_pattern(self.spec.verb)
 
     async def start(self) -> None:
         """Connect, subscribe the verb rail and confirm the subscription."""
         self._nc = await nats.connect(self.nats_url, name=self.spec.node, max_reconnect_attempts=-1)
+        self._acks.attach(self._nc)
         await self._nc.subscribe(self.pattern, cb=self._on_verb)
         await confirm_subscriptions(self._nc)
 
@@ -172,19 +175,15 @@ class Effector(Service):
             answer = VerbAck(agent, self.spec.verb, ok=False, error=error)
             self.stats.failed += 1
             self._internal_error(f"{self.spec.verb} for {agent}", exc)
-        self._seq += 1
+        stamp = self._acks.stamp(
+            binding_id=binding_id,
+            hops=(*event.hops, self.spec.node),
+            produced_by_schema=event.produced_by_schema or event.routed_by_schema,
+        )
         try:
-            ack = Event.new(
-                answer.event_type,
-                answer.to_payload(),
-                source=self.spec.node,
-                sequence_number=self._seq,
-                binding_id=binding_id,
-                hops=(*event.hops, self.spec.node),
-                produced_by_schema=event.produced_by_schema or event.routed_by_schema,
-            )
+            ack = answer.to_event(**stamp)
             if self._nc is not None:
-                await self._nc.publish(self.spec.ack_subject(binding_id), ack.to_json())
+                await self._acks.send(self.spec.ack_subject(binding_id), ack)
         except Exception as exc:  # a connection gone, or an ack we cannot build
             self._internal_error(f"the ack of {binding_id}", exc)
 

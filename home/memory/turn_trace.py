@@ -11,7 +11,7 @@ from home.substrate.cli.common import console
 from home.substrate.eventlog import LoggedEvent
 from shared.errors import EnvelopeError
 from shared.event import Event
-from shared.messages.memory import MEMORIZE_EVENT, MemorizeReport, TurnMemory
+from shared.messages.memory import MemorizeReport, TurnMemory
 
 
 def print_turn_memories(binding_id: str, found: Sequence[LoggedEvent]) -> None:
@@ -19,7 +19,7 @@ def print_turn_memories(binding_id: str, found: Sequence[LoggedEvent]) -> None:
     memories = [
         memory
         for item in found
-        if item.event is not None and item.event.event_type == MEMORIZE_EVENT
+        if item.event is not None and MemorizeReport.is_type(item.event.event_type)
         for memory in _memories(item.event)
     ]
     if memories:

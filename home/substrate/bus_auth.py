@@ -40,10 +40,13 @@ from shared.bus_credentials import ADMIN_USER, USERS_DIR, BusCredentials, creden
 from shared.messages.history import history_subject
 from shared.schema import BridgeHalf, NodeSpec
 from shared.subjects import (
+    DEVICELESS_SPEAK_PATTERN,
+    SPEECH_COMPLETED_PATTERN,
     agent_inbox_durable,
     agent_out_prefix,
     bridge_status_subject,
     private_inbox_prefix,
+    rail_pattern,
     workspace_in_subject,
 )
 
@@ -52,9 +55,9 @@ log = logging.getLogger(__name__)
 SUBSTRATE_USER = "substrate"
 ROUTER_USER = "router"
 EVERYTHING = (">",)
-DEVICELESS_SPEAK = "events.workspace.*.out.speak"
-RESOLVED_SPEAK = "events.workspace.*.out.speak.*"
-SPEECH_ACKS = "events.action.speech.completed.*"
+DEVICELESS_SPEAK = DEVICELESS_SPEAK_PATTERN
+RESOLVED_SPEAK = rail_pattern("speak")
+SPEECH_ACKS = SPEECH_COMPLETED_PATTERN
 
 
 @dataclass(frozen=True)

@@ -13,29 +13,52 @@ from typing import Any
 
 from home.substrate.errors import ControlBadRequest, ControlError, ControlRefused
 
-CONTROL_PREFIX = "home.control"
-STATUS_PREFIX = "home.status"
-
-# Verbs, each answered on f"{CONTROL_PREFIX}.{verb}".
-PING = "ping"
-STATUS = "status"
-SCHEMA_APPLY = "schema.apply"
-SCHEMA_UNAPPLY = "schema.unapply"
-SCHEMA_LIST = "schema.list"
-# Answered by the bridge component: pair a device on this machine and serve it at once.
-BRIDGE_PAIR = "bridge.pair"
-# One member's own control surface: home.member.<member>.control.<verb>.
-MEMBER_PREFIX = "home.member"
-VERBS = (PING, STATUS, SCHEMA_APPLY, SCHEMA_UNAPPLY, SCHEMA_LIST, BRIDGE_PAIR)
-
-# Error codes of a reply.
-BAD_REQUEST, NOT_FOUND, REFUSED, OVERLAP, INTERNAL = (
-    "bad_request",
-    "not_found",
-    "refused",
-    "overlap",
-    "internal",
+# The verbs, their subjects and the error codes are the contract's, shared with the
+# edge (shared/control.py); home's side of the surface names them from here too.
+from shared.control import (
+    BAD_REQUEST,
+    BRIDGE_PAIR,
+    CONTROL_PREFIX,
+    INTERNAL,
+    MEMBER_PREFIX,
+    NOT_FOUND,
+    OVERLAP,
+    PING,
+    REFUSED,
+    SCHEMA_APPLY,
+    SCHEMA_LIST,
+    SCHEMA_UNAPPLY,
+    STATUS,
+    STATUS_PREFIX,
+    VERBS,
+    control_subject,
+    member_control_subject,
 )
+
+__all__ = [
+    "BAD_REQUEST",
+    "BRIDGE_PAIR",
+    "CONTROL_PREFIX",
+    "ERROR_CLASSES",
+    "INTERNAL",
+    "MEMBER_PREFIX",
+    "NOT_FOUND",
+    "OVERLAP",
+    "PING",
+    "REFUSED",
+    "SCHEMA_APPLY",
+    "SCHEMA_LIST",
+    "SCHEMA_UNAPPLY",
+    "STATUS",
+    "STATUS_PREFIX",
+    "VERBS",
+    "ControlReply",
+    "ControlRequest",
+    "StatusChange",
+    "control_error",
+    "control_subject",
+    "member_control_subject",
+]
 
 # What a failed reply means to the caller: the umbrella its ControlError carries, and so
 # the exit code of a command that meets it (shared/cli.py). An unknown or internal code
@@ -51,19 +74,6 @@ ERROR_CLASSES: dict[str, type[ControlError]] = {
 def control_error(code: str, message: str) -> ControlError:
     """The ControlError a reply with ``code`` stands for, of the class its code maps to."""
     return ERROR_CLASSES.get(code, ControlError)(code, message)
-
-
-def control_subject(verb: str) -> str:
-    """The subject a verb is answered on."""
-    if verb not in VERBS:
-        raise ValueError(f"unknown control verb {verb!r}; known: {', '.join(VERBS)}")
-    return f"{CONTROL_PREFIX}.{verb}"
-
-
-def member_control_subject(member: str, verb: str) -> str:
-    """The subject one member of a clustered home answers a verb on, and no other member
-    (docs/architecture.md "Growing past one machine")."""
-    return f"{MEMBER_PREFIX}.{member}.{control_subject(verb).removeprefix('home.')}"
 
 
 @dataclass(frozen=True)

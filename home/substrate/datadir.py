@@ -9,52 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from home.substrate.errors import HomeAlreadyRunning
 from shared.errors import HomeNotRunning
+from shared.home_state import STATE_FILE, HomeState, HomeStateError
+
+__all__ = ["LOCK_FILE", "STATE_FILE", "DataDirLock", "HomeState", "find_home", "is_locked"]
 
 LOCK_FILE = "home.lock"
-STATE_FILE = "home.json"
-
-
-@dataclass(frozen=True)
-class HomeState:
-    """What a running home publishes about itself in ``home.json``."""
-
-    pid: int
-    data_dir: str
-    nats_url: str
-    monitor_url: str | None
-    started_at: str
-    components: dict[str, dict[str, Any]]
-    # The member's name when the home is spread over machines; its CLI asks this member.
-    member: str | None = None
-
-    def to_json(self) -> str:
-        """The state file's text."""
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str, file: str) -> HomeState:
-        """Parse a state file; HomeNotRunning if it is unreadable."""
-        try:
-            data = json.loads(text)
-            return cls(
-                pid=int(data["pid"]),
-                data_dir=str(data["data_dir"]),
-                nats_url=str(data["nats_url"]),
-                monitor_url=data.get("monitor_url"),
-                started_at=str(data["started_at"]),
-                components=dict(data.get("components") or {}),
-                member=data.get("member"),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise HomeNotRunning(f"{file} is not a readable home state file: {exc}") from exc
 
 
 class DataDirLock:
@@ -100,10 +65,7 @@ class DataDirLock:
 
     def write_state(self, state: HomeState) -> None:
         """Publish the running home's addresses atomically."""
-        path = self.data_dir / STATE_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(state.to_json(), encoding="utf-8")
-        tmp.replace(path)
+        state.save(self.data_dir)
 
     def __enter__(self) -> DataDirLock:
         self.acquire()
@@ -140,4 +102,7 @@ def find_home(data_dir: Path) -> HomeState:
             f"{path} is left over from a home that is no longer running; "
             f"start one with: home up --data-dir {data_dir}"
         )
-    return HomeState.from_json(path.read_text(encoding="utf-8"), str(path))
+    try:
+        return HomeState.load(data_dir)
+    except HomeStateError as exc:
+        raise HomeNotRunning(str(exc)) from exc

@@ -23,8 +23,9 @@ from home.substrate.config import EventLogConfig
 from shared.errors import ContractError
 from shared.event import Event
 from shared.messages.fields import words_and_rest
+from shared.subjects import EVENTS_PATTERN
 
-EVENTS_SUBJECT = "events.>"
+EVENTS_SUBJECT = EVENTS_PATTERN
 # With nothing pending, a replay (not a follow) ends after this long without a message.
 IDLE_END_S = 0.5
 

@@ -36,11 +36,11 @@ from home.substrate.routing import (
 from shared.errors import ContractError, EnvelopeTooLarge, NotTextOnly
 from shared.event import EnvelopeLimits, Event, utc_now
 from shared.nats_confirm import confirm_subscriptions
-from shared.subjects import device_of
+from shared.subjects import DEVICELESS_SPEAK_PATTERN, device_of
 
 log = logging.getLogger(__name__)
 
-DEVICELESS_SPEAK = "events.workspace.*.out.speak"
+DEVICELESS_SPEAK = DEVICELESS_SPEAK_PATTERN
 
 
 class Router:

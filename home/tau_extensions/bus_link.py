@@ -11,7 +11,6 @@ an ack that reports failure, raises :class:`AckError`.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,12 @@ from home.tau_extensions.binding import TurnBinding, read_binding
 from home.tau_extensions.errors import AckError, ExtensionError
 from shared.errors import EnvelopeError
 from shared.event import EnvelopeLimits, Event
+from shared.messages.message import PayloadMessage, Stamp
 from shared.messages.verbs import ack_failure
+from shared.publisher import Publisher
 
 _ACK_POLL_S = 0.1
+NOT_CONNECTED = "not connected to NATS (session_start has not run)"
 
 
 class BusLink:
@@ -39,15 +41,17 @@ class BusLink:
         self.binding_file = binding_file
         self.source = source
         self.limits = EnvelopeLimits()
+        self.publisher = Publisher(source, limits=self.limits)
         self._nc: NatsClient | None = None
-        self._seq = itertools.count(1)
 
     async def connect(self) -> None:
         """Connect (called from τ's ``session_start``)."""
         self._nc = await nats.connect(self.nats_url, name=self.source, max_reconnect_attempts=-1)
+        self.publisher.attach(self._nc)
 
     async def close(self) -> None:
         """Drain and close (called from τ's ``session_shutdown``)."""
+        self.publisher.detach()
         nc, self._nc = self._nc, None
         if nc is not None:
             await nc.drain()
@@ -56,28 +60,28 @@ class BusLink:
     def nc(self) -> NatsClient:
         """The live connection; raises if the session has not started."""
         if self._nc is None:
-            raise ExtensionError("not connected to NATS (session_start has not run)")
+            raise ExtensionError(NOT_CONNECTED)
         return self._nc
 
     def binding(self) -> TurnBinding:
         """The turn in flight, re-read from the node's file on every call."""
         return read_binding(self.binding_file)
 
-    def envelope(self, event_type: str, payload: dict[str, Any], binding: TurnBinding) -> Event:
-        """A new event from this agent, carrying the turn's binding id and schema."""
-        return Event.new(
-            event_type,
-            payload,
-            source=self.source,
-            sequence_number=next(self._seq),
-            binding_id=binding.binding_id,
-            hops=(self.source,),
-            produced_by_schema=binding.schema,
+    def stamp(self, binding: TurnBinding) -> Stamp:
+        """The envelope of this agent's next event: the turn's binding id and schema."""
+        return self.publisher.stamp(
+            binding_id=binding.binding_id, hops=(self.source,), produced_by_schema=binding.schema
         )
+
+    def event(self, message: PayloadMessage, binding: TurnBinding) -> Event:
+        """The message's own event from this agent, for the turn of ``binding``."""
+        return message.to_event(**self.stamp(binding))
 
     async def publish(self, subject: str, event: Event) -> None:
         """Publish one event (refused here if it is not text-only or too large)."""
-        await self.nc.publish(subject, event.to_json(self.limits))
+        if not self.publisher.attached:
+            raise ExtensionError(NOT_CONNECTED)
+        await self.publisher.send(subject, event)
 
     async def acks(self, ack_subject: str) -> AckWaiter:
         """A subscription to ``ack_subject``, open before anything that is acked there is sent."""

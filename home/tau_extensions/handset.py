@@ -53,21 +53,19 @@ from home.tau_extensions.prose import (
 )
 from home.tau_extensions.speakable import APOLOGY, speakable_text
 from shared.event import Event
-from shared.messages.voice import REPLY_EVENT_TYPE, SPEAK_EVENT_TYPE, Reply, Speak
+from shared.messages.voice import Reply, Speak
 from shared.subjects import (
+    SPEECH_COMPLETED_PATTERN,
     check_name,
     deviceless_speak_subject,
+    rail_pattern,
     reply_subject,
     speak_subject,
     speech_completed_subject,
 )
 
 TOUCHES_BUS = True
-SUBJECTS = (
-    "events.workspace.*.out.speak.*",
-    "events.workspace.*.out.reply.*",
-    "events.action.speech.completed.*",
-)
+SUBJECTS = (rail_pattern("speak"), rail_pattern("reply"), SPEECH_COMPLETED_PATTERN)
 RUN_CONTEXT = ("agent", "nats_url", "binding_file")
 
 DEFAULT_ACK_TIMEOUT_S = 30.0
@@ -164,9 +162,7 @@ class Handset:
             if binding.device is not None
             else deviceless_speak_subject(self.agent)
         )
-        event = self.link.envelope(
-            SPEAK_EVENT_TYPE, Speak(text, self.agent, binding.device, more).to_payload(), binding
-        )
+        event = self.link.event(Speak(text, self.agent, binding.device, more), binding)
         return subject, event
 
     async def speak_and_wait(self, text: str, signal: Any = None) -> None:
@@ -216,7 +212,7 @@ class Handset:
             log.warning("handset: no device for binding %s; reply not published", binding)
             return
         reply = Reply(text, spoken=False, kind=kind, reason=reason, agent=self.agent)
-        event = self.link.envelope(REPLY_EVENT_TYPE, reply.to_payload(), binding)
+        event = self.link.event(reply, binding)
         await self.link.publish(reply_subject(self.agent, binding.device), event)
 
     async def execute_speak(

@@ -77,8 +77,6 @@ from home.tau_extensions.errors import ExtensionError
 from home.tau_extensions.prose import assistant_prose
 from shared.lifecycle import cancel_and_wait
 from shared.messages.memory import (
-    MEMORIZE_EVENT,
-    RECALL_EVENT,
     Deposit,
     GateVerdict,
     MemorizeReport,
@@ -86,10 +84,10 @@ from shared.messages.memory import (
     RecallReport,
     Refusal,
 )
-from shared.subjects import memorize_subject, recall_subject
+from shared.subjects import memorize_subject, rail_pattern, recall_subject
 
 TOUCHES_BUS = True
-SUBJECTS = ("events.workspace.*.out.recall.*", "events.workspace.*.out.memorize.*")
+SUBJECTS = (rail_pattern("recall"), rail_pattern("memorize"))
 RUN_CONTEXT = ("agent", "nats_url", "binding_file", "jmfts_url", "jmfts_token_file")
 
 RECALL_MESSAGE_TYPE = "memory_recall"
@@ -185,20 +183,22 @@ class MemoryReflex:
             return False
 
     async def _report(
-        self, subject_of: Callable[[str, str], str], event_type: str, payload: dict[str, Any],
+        self, subject_of: Callable[[str, str], str], report: RecallReport | MemorizeReport,
         device: str | None, binding_id: str | None,
     ) -> None:  # fmt: skip
         """Publish a past-tense report, if the turn has a device to name in the subject."""
         if device is None or binding_id is None:
-            log.warning("memory_reflex: no device for this turn; %s not published", event_type)
+            log.warning(
+                "memory_reflex: no device for this turn; %s not published", report.event_type
+            )
             return
         try:
             binding = self.link.binding()
             binding = replace(binding, binding_id=binding_id, device=device)
-            event = self.link.envelope(event_type, payload, binding)
+            event = self.link.event(report, binding)
             await self.link.publish(subject_of(self.config.agent, device), event)
         except (ExtensionError, MemoryReflexError) as exc:
-            log.warning("memory_reflex: %s not published: %s", event_type, exc)
+            log.warning("memory_reflex: %s not published: %s", report.event_type, exc)
 
     # -- recall ------------------------------------------------------------------------
 
@@ -224,8 +224,7 @@ class MemoryReflex:
             log.warning("memory_reflex: %s", exc)
         await self._report(
             recall_subject,
-            RECALL_EVENT,
-            _recall_report(record, self.config.agent).to_payload(),
+            _recall_report(record, self.config.agent),
             device,
             binding_id,
         )
@@ -337,8 +336,7 @@ class MemoryReflex:
             log.warning("memory_reflex: %s", exc)
         await self._report(
             memorize_subject,
-            MEMORIZE_EVENT,
-            _memorize_report(record, self.config.agent).to_payload(),
+            _memorize_report(record, self.config.agent),
             device,
             record.binding_id,
         )

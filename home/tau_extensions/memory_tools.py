@@ -30,11 +30,11 @@ from home.jmfts.client import JmftsClient, read_token_file
 from home.jmfts.errors import JmftsError
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
-from shared.messages.memory import RECALL_EVENT, RecallQuery, RecallReport
-from shared.subjects import check_name, recall_subject
+from shared.messages.memory import RecallQuery, RecallReport
+from shared.subjects import check_name, rail_pattern, recall_subject
 
 TOUCHES_BUS = True
-SUBJECTS = ("events.workspace.*.out.recall.*",)
+SUBJECTS = (rail_pattern("recall"),)
 RUN_CONTEXT = ("agent", "nats_url", "binding_file", "jmfts_url", "jmfts_token_file")
 
 DEFAULT_LIMIT = 5
@@ -160,7 +160,7 @@ class MemoryTools:
                 failed_roots=() if error is None else (GRANTED,),
                 agent=self.agent,
             )
-            event = self.link.envelope(RECALL_EVENT, report.to_payload(), binding)
+            event = self.link.event(report, binding)
             await self.link.publish(recall_subject(self.agent, binding.device), event)
         except (ExtensionError, ValueError, KeyError, TypeError) as exc:
             # A report is an account, never a reason to fail the search it reports.

@@ -31,20 +31,18 @@ from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
 from shared.messages.verbs import VerbRequest
 from shared.subjects import (
+    JOURNAL_ACKS_PATTERN,
     check_name,
     delegate_ack_subject,
     jmfts_write_ack_subject,
     journal_append_ack_subject,
+    verb_pattern,
     verb_subject,
 )
+from shared.subjects import VERBS as VERB_NAMES
 
 TOUCHES_BUS = True
-SUBJECTS = (
-    "events.workspace.*.out.journal_append",
-    "events.workspace.*.out.jmfts_write",
-    "events.workspace.*.out.delegate",
-    "events.journal.>",
-)
+SUBJECTS = (*(verb_pattern(verb) for verb in VERB_NAMES), JOURNAL_ACKS_PATTERN)
 RUN_CONTEXT = ("agent", "nats_url", "binding_file")
 
 DEFAULT_ACK_TIMEOUT_S = 10.0
@@ -144,7 +142,7 @@ def register(api: Any) -> None:
                     title=title.strip() if isinstance(title, str) and title.strip() else None,
                     device=binding.device,
                 )
-                event = link.envelope(name, request.to_payload(), binding)
+                event = request.to_event(name, **link.stamp(binding))
                 await link.publish_and_await_ack(
                     subject,
                     event,

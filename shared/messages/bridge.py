@@ -12,20 +12,25 @@ round trip and the queue. Two spellings are read: ``state``/``detail`` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from shared.errors import EnvelopeError
 from shared.event import Event
 from shared.messages import fields
-from shared.subjects import BRIDGE_STATUS_EVENT_TYPE, bridge_status_subject
+from shared.messages.message import PayloadMessage
+from shared.subjects import bridge_status_subject
+
+BRIDGE_STATUS_EVENT_TYPE = "bridge.status"
 
 LINK_UP, LINK_DOWN, LINK_REFUSED = "up", "down", "refused"
 LINK_STATES = (LINK_UP, LINK_DOWN, LINK_REFUSED)
 
 
 @dataclass(frozen=True)
-class BridgeStatus:
+class BridgeStatus(PayloadMessage):
     """Whether the peer half is reachable right now, why not, and the link's numbers."""
+
+    EVENT_TYPE: ClassVar[str] = BRIDGE_STATUS_EVENT_TYPE
 
     bridge: str
     reachable: bool
@@ -95,19 +100,10 @@ class BridgeStatus:
         payload.update({k: v for k, v in optional.items() if v is not None})
         return payload
 
-    def to_event(self, *, source: str, sequence_number: int) -> Event:
-        """This status as an envelope of type ``bridge.status``."""
-        return Event.new(
-            BRIDGE_STATUS_EVENT_TYPE,
-            self.to_payload(),
-            source=source,
-            sequence_number=sequence_number,
-        )
-
     @classmethod
     def from_event(cls, event: Event) -> BridgeStatus:
         """Parse a ``bridge.status`` envelope; EnvelopeError names the bad payload key."""
-        if event.event_type != BRIDGE_STATUS_EVENT_TYPE:
+        if not cls.is_type(event.event_type):
             raise EnvelopeError(
                 "event_type", f"expected {BRIDGE_STATUS_EVENT_TYPE!r}, got {event.event_type!r}"
             )

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from shared.errors import EnvelopeError
 from shared.event import Event
 from shared.messages import fields
+from shared.messages.message import PayloadMessage
 
 RECALL_EVENT = "memory.recall"
 MEMORIZE_EVENT = "memory.memorize"
@@ -31,8 +32,10 @@ class RecallQuery:
 
 
 @dataclass(frozen=True)
-class RecallReport:
+class RecallReport(PayloadMessage):
     """One recall: every score, the documents, how many passed the threshold."""
+
+    EVENT_TYPE: ClassVar[str] = RECALL_EVENT
 
     search_id: str
     queries: tuple[RecallQuery, ...]
@@ -125,8 +128,10 @@ class TurnMemory:
 
 
 @dataclass(frozen=True)
-class MemorizeReport:
+class MemorizeReport(PayloadMessage):
     """One evaluation: its status, the facts kept (``queries``) and what became of each."""
+
+    EVENT_TYPE: ClassVar[str] = MEMORIZE_EVENT
 
     evaluation_id: str
     status: str

@@ -10,17 +10,30 @@ What makes any ack a failure is :func:`ack_failure`; docs/architecture.md, "Acks
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from shared.event import Event
+from shared.event import DEFAULT_TTL_MS, Event
 from shared.messages import fields
+from shared.messages.message import Message, PayloadMessage
+from shared.subjects import VERBS
 
+# A verb request's event is named after its verb (the verbs extension's dialect).
+DELEGATE_EVENT_TYPE = "delegate"
 DELEGATE_ANSWER_EVENT_TYPE = "delegate.answer"
+# An ack's event type is ``<verb>.ack``.
+ACK_SUFFIX = ".ack"
 
 
 @dataclass(frozen=True)
-class VerbRequest:
-    """One verb call: the text, an optional title, and the device of the turn (for answers)."""
+class VerbRequest(Message):
+    """One verb call: the text, an optional title, and the device of the turn (for answers).
+
+    Its event is named after the verb it calls (:data:`~shared.subjects.VERBS`), so the
+    verb is given to :meth:`to_event`; ``EVENT_TYPE`` is ``delegate``'s, the one verb a
+    node reads off an inbox.
+    """
+
+    EVENT_TYPE: ClassVar[str] = DELEGATE_EVENT_TYPE
 
     text: str
     agent: str | None = None
@@ -35,6 +48,34 @@ class VerbRequest:
             payload["title"] = self.title
         payload["device"] = self.device
         return payload
+
+    def to_event(
+        self,
+        verb: str,
+        *,
+        source: str,
+        sequence_number: int,
+        binding_id: str | None = None,
+        hops: tuple[str, ...] = (),
+        produced_by_schema: str | None = None,
+        ttl_ms: int = DEFAULT_TTL_MS,
+    ) -> Event:
+        """The verb's event (of type ``verb``), stamped with the turn it belongs to."""
+        return Event.new(
+            verb,
+            self.to_payload(),
+            source=source,
+            sequence_number=sequence_number,
+            binding_id=binding_id,
+            hops=hops,
+            produced_by_schema=produced_by_schema,
+            ttl_ms=ttl_ms,
+        )
+
+    @classmethod
+    def is_verb(cls, event_type: str) -> bool:
+        """True if an event of ``event_type`` calls one of the verbs."""
+        return event_type in VERBS
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> VerbRequest:
@@ -54,8 +95,13 @@ class VerbRequest:
 
 
 @dataclass(frozen=True)
-class VerbAck:
-    """An effector's answer to one verb: ``ok`` with the document written, or the error."""
+class VerbAck(PayloadMessage):
+    """An effector's answer to one verb: ``ok`` with the document written, or the error.
+
+    Its event type names the verb (``<verb>.ack``): :attr:`event_type`, :meth:`is_type`.
+    """
+
+    EVENT_TYPE: ClassVar[str] = DELEGATE_EVENT_TYPE + ACK_SUFFIX
 
     agent: str
     verb: str
@@ -66,7 +112,12 @@ class VerbAck:
     @property
     def event_type(self) -> str:
         """``<verb>.ack``."""
-        return f"{self.verb}.ack"
+        return f"{self.verb}{ACK_SUFFIX}"
+
+    @classmethod
+    def is_type(cls, event_type: str) -> bool:
+        """True for ``<verb>.ack`` of any verb."""
+        return event_type.endswith(ACK_SUFFIX) and event_type[: -len(ACK_SUFFIX)] in VERBS
 
     def to_payload(self) -> dict[str, Any]:
         """The ack's payload (``doc_id`` only on success)."""
@@ -90,13 +141,15 @@ class VerbAck:
 
 
 @dataclass(frozen=True)
-class DelegateAnswer:
+class DelegateAnswer(PayloadMessage):
     """What became of a delegated task: the operator's answer, or why there is none.
 
     ``ok`` with ``text`` (the answer); or not ``ok`` with ``error`` (the operator's turn
     failed or was aborted, or the asker's wait ran out). ``question`` is the task as
     delegated; ``asker`` the agent and ``device`` the device the answer is for.
     """
+
+    EVENT_TYPE: ClassVar[str] = DELEGATE_ANSWER_EVENT_TYPE
 
     question: str
     asker: str

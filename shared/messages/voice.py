@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from shared.errors import EnvelopeError
+from shared.errors import EnvelopeError, SubjectError
 from shared.event import Event
 from shared.messages import fields
+from shared.messages.message import Message, PayloadMessage
 from shared.messages.trace import TRACE_KEY, Marks
 from shared.subjects import (
     NAME_TOKEN,
+    parse_subject,
     sensation_partial_subject,
     sensation_turn_subject,
     speech_completed_subject,
@@ -62,8 +64,10 @@ class WordTiming:
 
 
 @dataclass(frozen=True)
-class Turn:
+class Turn(Message):
     """A finished utterance: ``events.sensation.<device>.turn``."""
+
+    EVENT_TYPE: ClassVar[str] = TURN_EVENT_TYPE
 
     device: str
     binding_id: str
@@ -101,7 +105,7 @@ class Turn:
         ``now`` stamps the envelope (default: the clock at this call).
         """
         return Event.new(
-            TURN_EVENT_TYPE,
+            self.EVENT_TYPE,
             self.to_payload(),
             source=source,
             sequence_number=sequence_number,
@@ -151,8 +155,10 @@ class Utterance:
 
 
 @dataclass(frozen=True)
-class Partial:
+class Partial(Message):
     """An in-flight transcript: ``events.sensation.<device>.partial`` (stays on the board)."""
+
+    EVENT_TYPE: ClassVar[str] = PARTIAL_EVENT_TYPE
 
     device: str
     binding_id: str
@@ -166,7 +172,7 @@ class Partial:
     def to_event(self, *, source: str, sequence_number: int) -> Event:
         """The partial event; it shares the binding id the final turn will carry."""
         return Event.new(
-            PARTIAL_EVENT_TYPE,
+            self.EVENT_TYPE,
             {"text": self.text, "device": self.device},
             source=source,
             sequence_number=sequence_number,
@@ -184,7 +190,7 @@ class Partial:
 
 
 @dataclass(frozen=True)
-class Speak:
+class Speak(PayloadMessage):
     """Text an agent wants said: ``events.workspace.<agent>.out.speak.<device>``.
 
     The envelope carries the turn's binding id; the subject names agent and device,
@@ -192,6 +198,8 @@ class Speak:
     ``more`` is true on a part of an answer that more parts follow (the first
     sentence, spoken while the model writes the rest); the last part omits it.
     """
+
+    EVENT_TYPE: ClassVar[str] = SPEAK_EVENT_TYPE
 
     text: str
     agent: str | None = None
@@ -206,6 +214,16 @@ class Speak:
         return payload
 
     @classmethod
+    def is_type(cls, event_type: str) -> bool:
+        """``speak``, or τ's builtin dialect: the event named after its speak subject."""
+        if event_type == cls.EVENT_TYPE:
+            return True
+        try:
+            return parse_subject(event_type).kind == "speak"
+        except SubjectError:
+            return False
+
+    @classmethod
     def from_event(cls, event: Event) -> Speak:
         """Parse a speak event; the text must be non-empty (``payload.text``)."""
         p = event.payload
@@ -218,7 +236,7 @@ class Speak:
 
 
 @dataclass(frozen=True)
-class Reply:
+class Reply(PayloadMessage):
     """Text on the reply rail (``events.workspace.<agent>.out.reply.<device>``): not spoken.
 
     ``spoken`` is false for an answer the agent judged unspeakable, with ``reason``;
@@ -226,6 +244,8 @@ class Reply:
     a status line from elsewhere may omit all three. A report of a turn that did not
     finish carries empty ``text`` and the ``reason``.
     """
+
+    EVENT_TYPE: ClassVar[str] = REPLY_EVENT_TYPE
 
     text: str
     spoken: bool = True
@@ -257,8 +277,10 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class SpeechCompleted:
+class SpeechCompleted(Message):
     """The ack after playback: ``events.action.speech.completed.<binding_id>``."""
+
+    EVENT_TYPE: ClassVar[str] = SPEECH_COMPLETED_EVENT_TYPE
 
     binding_id: str
     device: str
@@ -285,7 +307,7 @@ class SpeechCompleted:
         if self.trace is not None:
             payload[TRACE_KEY] = self.trace.to_json()
         return Event.new(
-            SPEECH_COMPLETED_EVENT_TYPE,
+            self.EVENT_TYPE,
             payload,
             source=source,
             sequence_number=sequence_number,
@@ -311,13 +333,15 @@ class SpeechCompleted:
 
 
 @dataclass(frozen=True)
-class Notice:
+class Notice(PayloadMessage):
     """The board said a local notice aloud: ``events.edge.<device>.notice``.
 
     The unreachable-home notice, or the one for a turn home reported failed or aborted.
     Published on the board's own NATS for monitors and HIL runs; ``turn_binding_id``
     is the turn it answered in home's place.
     """
+
+    EVENT_TYPE: ClassVar[str] = NOTICE_EVENT_TYPE
 
     text: str
     turn_binding_id: str | None

@@ -14,14 +14,13 @@ from edge.tui.wire import (
     AgentSpeech,
     MemoryReport,
     TypedTurn,
-    device_rail_patterns,
     parse_incoming,
     speech_ack,
 )
 from shared.errors import EnvelopeError, SubjectError
 from shared.event import Event, new_binding_id
 from shared.messages.memory import memory_summary
-from shared.subjects import matches
+from shared.subjects import device_rail_patterns, matches
 
 BID = new_binding_id()
 
