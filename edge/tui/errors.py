@@ -33,4 +33,6 @@ class TurnTimeout(TuiError, UnavailableError):
     def __init__(self, binding_id: str, timeout_s: float) -> None:
         self.binding_id = binding_id
         self.timeout_s = timeout_s
-        super().__init__(f"no speak or reply for binding {binding_id} within {timeout_s:g} s")
+        super().__init__(
+            f"timeout: no speak or reply for binding {binding_id} within {timeout_s:g} s"
+        )
