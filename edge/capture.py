@@ -72,7 +72,8 @@ class CaptureNode(Service):
                 elif self.endpointer.is_open and not self.endpointer.held:
                     # The board started speaking mid-utterance: what was heard so far stands.
                     self.asr.feed(self.endpointer.cut(frame.captured_at, "echo_gate"))
-        except Exception as exc:
+        # The capture loop's boundary: any failure is kept for the owner and logged.
+        except Exception as exc:  # noqa: BLE001
             self.error = exc
             log.error("capture failed: %s", exc)
         finally:

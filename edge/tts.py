@@ -357,7 +357,8 @@ class Speaker(Service):
                         item.first_chunk_at = time.monotonic()
                     loop.call_soon_threadsafe(queue.put_nowait, pcm)
                 loop.call_soon_threadsafe(queue.put_nowait, None)
-            except Exception as exc:  # reported to the consumer, which acks the failure
+            # Reported to the consumer, which acks the failure.
+            except Exception as exc:  # noqa: BLE001
                 loop.call_soon_threadsafe(queue.put_nowait, exc)
 
         future = loop.run_in_executor(self._executor, produce)

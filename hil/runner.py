@@ -102,7 +102,8 @@ async def run_case(
         return CaseResult(suite, case.name, "fail", time.monotonic() - start,
                           f"did not finish within {case.timeout_s:.0f} s", [],
                           await _safe(logs))  # fmt: skip
-    except Exception as exc:
+    # A case's boundary: whatever a case raises is its error result; the suite goes on.
+    except Exception as exc:  # noqa: BLE001
         return CaseResult(suite, case.name, "error", time.monotonic() - start,
                           f"{type(exc).__name__}: {exc}",
                           [], traceback.format_exc() + "\n" + await _safe(logs))  # fmt: skip
@@ -113,7 +114,8 @@ async def _safe(logs: Callable[[], Awaitable[str]]) -> str:
     try:
         async with asyncio.timeout(30):
             return await logs()
-    except Exception as exc:
+    # Logs are best effort: a failure to fetch them is said in the report.
+    except Exception as exc:  # noqa: BLE001
         return f"(could not fetch logs: {exc!r})"
 
 

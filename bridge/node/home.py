@@ -232,7 +232,8 @@ class HomeBridgeEndpoint(Service):
             return
         try:
             await core.run_link(reader, writer, authenticated_device=device, peer=device)
-        except Exception as exc:  # the boundary of a board's input: nothing ends a link uncounted
+        # The boundary of a board's input: nothing ends a link uncounted.
+        except Exception as exc:  # noqa: BLE001
             reason = link_end_reason(exc)
             core.counters.link_ends[reason] += 1
             # One line: a refusal's findings come from the peer, however many it sends.

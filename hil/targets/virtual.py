@@ -239,7 +239,8 @@ class VirtualBoard(Service):
                     url, name="hil-board", allow_reconnect=False, error_cb=_ignore
                 )
                 break
-            except Exception:
+            # Asked again until the deadline, whatever the attempt raised.
+            except Exception:  # noqa: BLE001
                 if time.monotonic() > deadline:
                     raise HilError(f"the edge's NATS at {url} never answered") from None
                 await asyncio.sleep(0.2)

@@ -318,7 +318,8 @@ class AgentNode(Service):
         self.stats.received += 1
         try:
             await self._take_inbound(msg)
-        except Exception as exc:
+        # The inbound rail's boundary: counted as an internal error; the node goes on.
+        except Exception as exc:  # noqa: BLE001
             self.stats.internal_error(self.spec.name, "inbound", msg, exc)
             await settle(msg, "term")
 

@@ -106,7 +106,8 @@ class ConversationBook:
             )
         except (ContractError, AgentError, OSError) as exc:
             reply = HistoryReply(self.agent, device, None, error=str(exc))
-        except Exception as exc:
+        # The history rail's boundary: counted, and answered with an error.
+        except Exception as exc:  # noqa: BLE001
             self._stats.internal_error(self.name, "history", msg, exc)
             reply = HistoryReply(self.agent, device, None, error="internal error")
         if msg.reply:

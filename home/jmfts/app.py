@@ -57,7 +57,8 @@ async def _count_answers(
     answers: Counter[str] = request.app.state.answers
     try:
         response = await call_next(request)
-    except Exception as exc:
+    # The HTTP boundary: counted as internal and answered 500.
+    except Exception as exc:  # noqa: BLE001
         answers["internal"] += 1
         log.error("jmfts: %s %s failed: %r", request.method, request.url.path[:200], exc)
         return JSONResponse({"detail": "internal error"}, status_code=500)

@@ -120,7 +120,8 @@ class JmftsServer(Service):
         """The server's thread: its own loop runs uvicorn and the index saver until exit."""
         try:
             asyncio.run(self._serve(server, store, sock))
-        except BaseException as exc:  # reported to start() and close(), which own the thread
+        # Reported to start() and close(), which own the thread.
+        except BaseException as exc:  # noqa: BLE001
             self._serve_error = exc
 
     async def _serve(self, server: _QuietServer, store: DocumentStore, sock: socket.socket) -> None:

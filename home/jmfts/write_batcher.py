@@ -152,7 +152,8 @@ class WriteBatcher:
                 batch.append(item)
             try:
                 prepared = self.store.prepare_each([w.request for w in batch])
-            except Exception as exc:  # the embedder failed: every write of the batch did
+            # The embedder failed: every write of the batch did.
+            except Exception as exc:  # noqa: BLE001
                 _fail(batch, exc)
                 continue
             self._embedded.put(_Embedded(batch, prepared))
@@ -188,7 +189,8 @@ class WriteBatcher:
         self.batch_sizes.append(len(writes))
         try:
             outcomes = self.store.create_each([(w.principal, w.request) for w in writes], prepared)
-        except Exception as exc:  # the whole group failed (disk full, ...): tell everyone
+        # The whole group failed (disk full, ...): tell everyone.
+        except Exception as exc:  # noqa: BLE001
             _fail(writes, exc)
             return
         for write, outcome in zip(writes, outcomes, strict=True):

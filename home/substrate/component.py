@@ -222,7 +222,8 @@ class ComponentRegistry:
                 # outlives `home up`'s stop forever.
                 async with asyncio.timeout(HEALTH_TIMEOUT_S):
                     health = await component.health()
-            except Exception as exc:
+            # A component's health check is its own code: any failure is unhealthy.
+            except Exception as exc:  # noqa: BLE001
                 health = Health(False, f"health check raised {type(exc).__name__}: {exc}")
             if health.ok:
                 status.failed_checks = 0

@@ -122,13 +122,15 @@ class Router:
     async def _on_binding(self, route: Route, subject: str, data: bytes) -> None:
         try:
             await self._route_binding(route, subject, data)
-        except Exception as exc:  # the router's boundary: no event leaves it uncounted
+        # The router's boundary: no event leaves it uncounted.
+        except Exception as exc:  # noqa: BLE001
             self._drop(_unhandled(subject, exc))
 
     async def _on_speak(self, msg: Msg) -> None:
         try:
             await self._resolve_speak(msg)
-        except Exception as exc:  # the router's boundary: no event leaves it uncounted
+        # The router's boundary: no event leaves it uncounted.
+        except Exception as exc:  # noqa: BLE001
             self._drop(_unhandled(msg.subject, exc))
 
     async def _route_binding(self, route: Route, subject: str, data: bytes) -> None:

@@ -294,7 +294,8 @@ class Substrate:
                 reply = ControlReply.failure(exc.code, str(exc))
             except SchemaError as exc:
                 reply = ControlReply.failure(control.BAD_REQUEST, str(exc))
-            except Exception as exc:
+            # The control boundary: answered as an internal error, and kept.
+            except Exception as exc:  # noqa: BLE001
                 self.last_error = f"{msg.subject}: {exc!r}"
                 reply = ControlReply.failure(control.INTERNAL, repr(exc))
             self.control_answers[reply.code or "ok"] += 1

@@ -435,7 +435,8 @@ class MemoryReflex:
             record = replace(base, error=str(exc))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # an evaluation failure is reported, never raised
+        # An evaluation failure is reported, never raised.
+        except Exception as exc:  # noqa: BLE001
             record = replace(base, error=f"{type(exc).__name__}: {exc}")
         record = replace(record, elapsed_ms=round((time.perf_counter() - started) * 1000, 3))
         await self._record_evaluation(record, device)

@@ -27,7 +27,8 @@ def run(names: list[str]) -> int:
         module = importlib.import_module(f"tests.bench.{name}")
         try:
             module.main()
-        except Exception as exc:
+        # One benchmark's failure, whatever it is, is reported and the others still run.
+        except Exception as exc:  # noqa: BLE001
             print(f"benchmark {name} failed: {exc!r}")
             failed += 1
     return failed
