@@ -51,11 +51,7 @@ class LocalNatsServer(Service):
             stderr=self._log,
             preexec_fn=die_with_parent,
         )
-        try:
-            await self._wait_ready()
-        except BaseException:
-            await self.close()
-            raise
+        await self.close_on_failure(self._wait_ready())
 
     async def _wait_ready(self) -> None:
         proc = self._proc

@@ -155,11 +155,7 @@ class Fleet(Service):
 
     async def start(self) -> None:
         """Start the fleet's NATS and its boards; what started is closed again on failure."""
-        try:
-            await self._start()
-        except BaseException:
-            await self.close()
-            raise
+        await self.close_on_failure(self._start())
 
     async def close(self) -> None:
         """Stop every board's session and bridge, then the shared nats-server."""

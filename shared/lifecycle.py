@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 T = TypeVar("T")
 
@@ -42,6 +42,15 @@ class Service:
     async def close(self) -> None:
         """Stop serving and release what :meth:`start` took; nothing to do here."""
 
+    async def close_on_failure(self, opening: Awaitable[None]) -> None:
+        """Await ``opening`` (the work of a :meth:`start`); when it fails, close what it
+        began and raise."""
+        try:
+            await opening
+        except BaseException:
+            await self.close()
+            raise
+
     async def __aenter__(self) -> Self:
         await self.start()
         return self
@@ -53,6 +62,20 @@ class Service:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+class Lifetime(Protocol):
+    """The async context manager of a part, for a protocol several parts implement
+    (a microphone, a speaker, a button): it extends this instead of declaring both."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
 
 
 async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:

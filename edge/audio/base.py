@@ -7,11 +7,12 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from shared.lifecycle import Lifetime
 
 Pcm = npt.NDArray[np.int16]
 
@@ -81,36 +82,18 @@ def tagged(tag: PlaybackTag) -> Iterator[None]:
         playback_tag.reset(token)
 
 
-class AudioSource(Protocol):
+class AudioSource(Lifetime, Protocol):
     """A microphone (or a stand-in): an async context manager that yields frames."""
 
     sample_rate: int
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
 
     def frames(self) -> AsyncIterator[AudioFrame]:
         """Captured frames in order; ends when the source is exhausted or closed."""
         ...
 
 
-class AudioSink(Protocol):
+class AudioSink(Lifetime, Protocol):
     """A speaker (or a stand-in): an async context manager that plays streams of chunks."""
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
 
     async def play(
         self, chunks: AsyncIterator[Pcm], sample_rate: int, stop: asyncio.Event

@@ -18,11 +18,10 @@ import tty
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Protocol
 
 from edge.errors import ButtonError
-from shared.lifecycle import Service
+from shared.lifecycle import Lifetime, Service
 
 
 @dataclass(frozen=True)
@@ -33,17 +32,8 @@ class ButtonEvent:
     at: float
 
 
-class Button(Protocol):
+class Button(Lifetime, Protocol):
     """A push-to-talk source."""
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
 
     def events(self) -> AsyncIterator[ButtonEvent]:
         """Presses and releases in order, until closed."""

@@ -105,11 +105,7 @@ class SshBoard(Service):
 
     async def start(self) -> None:
         """Open the SSH link and its forwards; what opened is closed again on failure."""
-        try:
-            await self._open()
-        except BaseException:
-            await self.close()
-            raise
+        await self.close_on_failure(self._open())
 
     async def close(self) -> None:
         """Close the edge's NATS connection and the SSH link."""

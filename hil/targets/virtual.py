@@ -110,11 +110,7 @@ class VirtualBoard(Service):
 
     async def start(self) -> None:
         """Start the home and the edge; what started is stopped again on failure."""
-        try:
-            await self._start()
-        except BaseException:
-            await self.close()
-            raise
+        await self.close_on_failure(self._start())
 
     async def close(self) -> None:
         """Close the edge's NATS connection, terminate the edge and the home."""

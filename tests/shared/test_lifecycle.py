@@ -54,6 +54,31 @@ async def test_a_service_starts_on_entry_and_closes_on_exit() -> None:
     assert service.calls == ["start", "close"]
 
 
+class HalfOpening(Recorder):
+    """A service whose start fails after it began something."""
+
+    async def start(self) -> None:
+        await self.close_on_failure(self._open())
+
+    async def _open(self) -> None:
+        self.calls.append("began")
+        raise OSError("port taken")
+
+
+async def test_a_start_that_fails_closes_what_it_began_and_raises() -> None:
+    service = HalfOpening()
+    with pytest.raises(OSError, match="port taken"):
+        async with service:
+            pytest.fail("the body of a service that did not start ran")
+    assert service.calls == ["began", "close"]
+
+
+async def test_a_start_that_succeeds_is_not_closed() -> None:
+    service = Recorder()
+    await service.close_on_failure(asyncio.sleep(0))
+    assert service.calls == []
+
+
 async def test_a_service_closes_when_the_body_raises() -> None:
     service = Recorder()
     with pytest.raises(RuntimeError, match="body"):
