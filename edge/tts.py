@@ -56,13 +56,16 @@ class PiperSynthesizer:
         *,
         length_scale: float | None = None,
         first_clause_words: int = 0,
+        noise_w_scale: float | None = None,
     ) -> None:
         try:
             self.voice = PiperVoice.load(voice.model, config_path=voice.config)
         except Exception as exc:  # onnxruntime and json raise many kinds; name the file
             raise ModelError(f"{voice.model}: Piper could not load the voice: {exc}") from exc
         self.sample_rate: int = self.voice.config.sample_rate
-        self._config = SynthesisConfig(length_scale=length_scale)
+        # noise_w_scale None keeps the voice's own: its phoneme durations vary from one
+        # synthesis to the next; 0 makes them repeatable (tests compare lengths).
+        self._config = SynthesisConfig(length_scale=length_scale, noise_w_scale=noise_w_scale)
         self.first_clause_words = first_clause_words
 
     def sentences(self, text: str) -> Iterator[Pcm]:

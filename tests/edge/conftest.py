@@ -60,7 +60,9 @@ def models() -> Models:
     """The Korean Vosk model (grammar mode) and the English Piper voice, loaded once."""
     config = EdgeConfig(asr=AsrConfig(grammar=GRAMMAR))
     recognizer = VoskRecognizer(resolve_vosk_model(config.asr.model), grammar=GRAMMAR)
-    synth = PiperSynthesizer(resolve_piper_voice(config.tts.voice))
+    # Repeatable phoneme durations: the tests compare what played with a second render
+    # of the same text, and the voice's own noise moves a sentence's length by 3 %.
+    synth = PiperSynthesizer(resolve_piper_voice(config.tts.voice), noise_w_scale=0.0)
     return Models(recognizer, synth)
 
 
