@@ -153,9 +153,8 @@ async def test_two_parts_of_one_answer_play_in_order_with_the_microphone_shut_be
         try:
             acks = await Collector(client).watch(ACKS)
             subject = speak_subject("edge_asr", "board")
-            # Both parts in one write: with a flush's round trip between them, a loaded
-            # machine played "Yes." out before the second part arrived (1 run in 8 on
-            # a657f4b too), and the microphone then rightly opened between the parts.
+            # Both parts in one write, so the second is queued while the first plays
+            # however loaded the machine (a flush's round trip no longer between them).
             for part in parts:
                 await client.publish(subject, speak(part, turn).to_json())
             await client.flush(timeout=5)
