@@ -42,7 +42,7 @@ from home.agents.delegation_desk import DelegationDesk
 from home.agents.errors import AgentError, InboundError, RestartBudgetExhausted
 from home.agents.inbound import Inbound, parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
-from home.agents.node_stats import NodeStats, TurnOutcome
+from home.agents.node_stats import NodeStats
 from home.agents.output_watch import SPEECH_ACKS, OutputWatch, WatchParts, speech_ack_timeout
 from home.agents.protocol import WireEvent
 from home.agents.sessions import JmftsStore, SessionStore, file_store, jmfts_store_config
@@ -57,8 +57,6 @@ from shared.messages.history import history_subject
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeSpec
 from shared.subjects import agent_out_prefix, private_inbox_prefix, workspace_in_subject
-
-__all__ = ["AgentNode", "NodeStats", "TurnOutcome"]
 
 log = logging.getLogger(__name__)
 
