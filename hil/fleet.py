@@ -32,7 +32,8 @@ from bridge.node.edge import EdgeBridgeNode
 from edge.natsd import LocalNatsServer
 from edge.pair_through_home import pair_through_home
 from edge.tui.session import EdgeSession, SessionObserver
-from edge.tui.wire import AgentReply, AgentSpeech, Incoming
+from edge.tui.wire import AgentReply, Incoming
+from edge.wire import SpeakRequest
 from hil.runner import HilError
 from hil.wait import percentile
 from shared.errors import TetherError
@@ -108,7 +109,7 @@ class _Answers(SessionObserver):
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def on_incoming(self, item: Incoming) -> None:
-        if not isinstance(item, AgentSpeech | AgentReply) or item.binding_id is None:
+        if not isinstance(item, SpeakRequest | AgentReply) or item.binding_id is None:
             return
         if item.event_id in self.seen_events:
             self.redelivered += 1
@@ -120,7 +121,7 @@ class _Answers(SessionObserver):
         self.first_at.setdefault(item.binding_id, time.monotonic())
         # An answer spoken in parts (``more`` on all but the last) is one answer: heard
         # at its first part, counted at its last.
-        if isinstance(item, AgentSpeech) and item.more:
+        if isinstance(item, SpeakRequest) and item.more:
             return
         self.count[item.binding_id] += 1
         self.arrived.set()

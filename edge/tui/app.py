@@ -25,7 +25,8 @@ from edge.tui.conversation import Conversation, StatusLine, TurnRecord
 from edge.tui.errors import TuiError
 from edge.tui.link import LinkStatus
 from edge.tui.session import Direction, EdgeSession, SessionObserver
-from edge.tui.wire import AgentReply, AgentSpeech, Incoming
+from edge.tui.wire import AgentReply, Incoming
+from edge.wire import SpeakRequest
 from shared.messages.history import HistoryReply
 
 # The raw view keeps the last events only; a long session must not grow without bound.
@@ -44,7 +45,7 @@ def render_turn(turn: TurnRecord) -> Text:
         out.append("\n    home is unreachable: queued until the link returns", style="dim red")
     for answer in turn.answers:
         out.append("\n")
-        if isinstance(answer, AgentSpeech):
+        if isinstance(answer, SpeakRequest):
             out.append(f"{answer.agent} ", style="bold green")
             out.append(answer.text)
         else:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from edge.tui.link import LinkStatus
-from edge.tui.wire import AgentReply, AgentSpeech, Incoming, MemoryReport
+from edge.tui.wire import AgentReply, Incoming, MemoryReport
+from edge.wire import SpeakRequest
 
-Answer = AgentSpeech | AgentReply
+Answer = SpeakRequest | AgentReply
 
 
 @dataclass

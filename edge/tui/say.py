@@ -16,7 +16,8 @@ from typing import Any
 
 from edge.tui.errors import TurnTimeout
 from edge.tui.session import EdgeSession, SessionObserver
-from edge.tui.wire import AgentReply, AgentSpeech, Incoming, MemoryReport
+from edge.tui.wire import AgentReply, Incoming, MemoryReport
+from edge.wire import SpeakRequest
 from shared.event import utc_now
 
 
@@ -27,7 +28,7 @@ class SayResult:
     device: str
     binding_id: str
     text: str
-    answer: AgentSpeech | AgentReply
+    answer: SpeakRequest | AgentReply
     notes: tuple[MemoryReport, ...]
     sent_at: datetime
     answered_at: datetime
@@ -37,7 +38,7 @@ class SayResult:
     @property
     def kind(self) -> str:
         """``speak`` or ``reply``."""
-        return "speak" if isinstance(self.answer, AgentSpeech) else "reply"
+        return "speak" if isinstance(self.answer, SpeakRequest) else "reply"
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` form."""
@@ -45,7 +46,7 @@ class SayResult:
             "kind": self.kind,
             "agent": self.answer.agent,
             "text": self.answer.text,
-            "spoken": isinstance(self.answer, AgentSpeech) or self.answer.spoken,
+            "spoken": isinstance(self.answer, SpeakRequest) or self.answer.spoken,
         }
         if isinstance(self.answer, AgentReply):
             answer["reason"] = self.answer.reason
@@ -75,7 +76,7 @@ class _Collector(SessionObserver):
     """
 
     binding_id: str | None = None
-    answer: AgentSpeech | AgentReply | None = None
+    answer: SpeakRequest | AgentReply | None = None
     answered_mono: float | None = None
     answered_wall: datetime | None = None
     notes: list[MemoryReport] = field(default_factory=list)
@@ -107,9 +108,9 @@ class _Collector(SessionObserver):
             if isinstance(item, AgentReply):
                 self.done.set()
         elif (
-            isinstance(self.answer, AgentSpeech)
+            isinstance(self.answer, SpeakRequest)
             and self.answer.more
-            and isinstance(item, AgentSpeech)
+            and isinstance(item, SpeakRequest)
         ):
             # The next part of an answer spoken in parts.
             text = f"{self.answer.text} {item.text}"
@@ -117,7 +118,7 @@ class _Collector(SessionObserver):
 
     def on_acked(self, binding_id: str) -> None:
         answer = self.answer
-        parts_follow = isinstance(answer, AgentSpeech) and answer.more
+        parts_follow = isinstance(answer, SpeakRequest) and answer.more
         if answer is not None and binding_id == self.binding_id and not parts_follow:
             self.done.set()
 

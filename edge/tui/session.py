@@ -27,13 +27,8 @@ from nats.errors import Error as NatsError
 
 from edge.tui.errors import TransportError
 from edge.tui.link import LinkStatus
-from edge.tui.wire import (
-    AgentSpeech,
-    Incoming,
-    TypedTurn,
-    parse_incoming,
-    speech_ack,
-)
+from edge.tui.wire import Incoming, TypedTurn, parse_incoming, speech_ack
+from edge.wire import SpeakRequest
 from shared.bus_credentials import credentials_refused, redact, refused_message
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event, new_binding_id, utc_now
@@ -181,7 +176,7 @@ class EdgeSession(Service):
         await self._publish(turn.subject, event)
         return turn
 
-    async def ack_speech(self, speech: AgentSpeech) -> None:
+    async def ack_speech(self, speech: SpeakRequest) -> None:
         """Publish ``speech.completed`` (``ok: true``) for a speak that was shown."""
         if speech.binding_id is None:
             log.warning("speak %s carries no binding_id; nothing to ack", speech.event_id)
@@ -258,7 +253,7 @@ class EdgeSession(Service):
             await self._observer.on_incoming(item)
         except Exception:  # the screen failing to draw must not cost home its ack
             log.exception("the observer failed on %s", msg.subject)
-        if isinstance(item, AgentSpeech):
+        if isinstance(item, SpeakRequest):
             try:
                 await self.ack_speech(item)
             except TransportError as exc:

@@ -59,10 +59,6 @@ def speech_ack(binding_id: str, device: str) -> SpeechCompleted:
     return SpeechCompleted(binding_id, device, ok=True)
 
 
-# The TUI shows the speech the speaker node says: one type for both.
-AgentSpeech = SpeakRequest
-
-
 @dataclass(frozen=True)
 class AgentReply:
     """Text on the reply rail (``out.reply.<device>``): not spoken, shown differently.
@@ -101,7 +97,7 @@ class MemoryReport:
     event_id: str
 
 
-Incoming = AgentSpeech | AgentReply | MemoryReport
+Incoming = SpeakRequest | AgentReply | MemoryReport
 
 
 def parse_incoming(subject: str, event: Event) -> Incoming:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from edge.tui.wire import AgentSpeech
+from edge.wire import SpeakRequest
 from hil.cli import app
 from hil.fleet import _Answers
 from hil.runner import HilError, run_suites
@@ -100,10 +100,10 @@ async def _no_logs() -> str:
 
 async def test_an_answer_spoken_in_parts_is_one_answer_heard_at_its_first_part() -> None:
     answers = _Answers()
-    first = AgentSpeech("a", "b", "bid", "First.", "e1", more=True)
+    first = SpeakRequest("a", "b", "bid", "First.", "e1", more=True)
     await answers.on_incoming(first)
     heard = answers.first_at["bid"]
-    await answers.on_incoming(AgentSpeech("a", "b", "bid", "Second.", "e2"))
+    await answers.on_incoming(SpeakRequest("a", "b", "bid", "Second.", "e2"))
     await answers.on_incoming(first)  # the same event again is a redelivery
     assert answers.count == Counter({"bid": 1})
     assert answers.first_at["bid"] == heard

@@ -9,14 +9,8 @@ import pytest
 
 from edge.tui.conversation import Conversation, StatusLine
 from edge.tui.link import LinkStatus
-from edge.tui.wire import (
-    AgentReply,
-    AgentSpeech,
-    MemoryReport,
-    TypedTurn,
-    parse_incoming,
-    speech_ack,
-)
+from edge.tui.wire import AgentReply, MemoryReport, TypedTurn, parse_incoming, speech_ack
+from edge.wire import SpeakRequest
 from shared.errors import EnvelopeError, SubjectError
 from shared.event import Event, new_binding_id
 from shared.messages.memory import memory_summary
@@ -58,7 +52,7 @@ def test_device_rail_patterns_cover_every_agent_and_only_this_device() -> None:
 
 def test_parse_each_rail() -> None:
     speech = parse_incoming("events.workspace.a1.out.speak.tui", event("speak", {"text": "Hi."}))
-    assert speech == AgentSpeech("a1", "tui", BID, "Hi.", speech.event_id)
+    assert speech == SpeakRequest("a1", "tui", BID, "Hi.", speech.event_id)
     reply = parse_incoming(
         "events.workspace.a1.out.reply.tui",
         event("reply", {"text": "x", "spoken": False, "reason": "code"}),
@@ -159,10 +153,10 @@ def test_conversation_files_answers_by_binding_and_measures_latency() -> None:
     a, b = new_binding_id(), new_binding_id()
     conv.start_turn(a, "one", now=10.0)
     conv.start_turn(b, "two", now=11.0)
-    conv.receive(AgentSpeech("x", "tui", b, "Two.", "e1"), now=11.5)
+    conv.receive(SpeakRequest("x", "tui", b, "Two.", "e1"), now=11.5)
     conv.receive(AgentReply("y", "tui", a, "One.", False, "table", "e2"), now=13.0)
     conv.receive(MemoryReport("recall", "x", "tui", a, "recall: 1 passed", {}, "e3"), now=13.1)
-    conv.receive(AgentSpeech("x", "tui", b, "Again.", "e4"), now=14.0)
+    conv.receive(SpeakRequest("x", "tui", b, "Again.", "e4"), now=14.0)
     first, second = conv.turns
     assert first.latency_s == pytest.approx(3.0) and second.latency_s == pytest.approx(0.5)
     assert [n.summary for n in first.notes] == ["recall: 1 passed"]
@@ -173,7 +167,7 @@ def test_conversation_files_answers_by_binding_and_measures_latency() -> None:
 
 def test_an_answer_for_an_unknown_binding_gets_its_own_turn() -> None:
     conv = Conversation()
-    turn = conv.receive(AgentSpeech("x", "tui", None, "Unasked.", "e1"), now=1.0)
+    turn = conv.receive(SpeakRequest("x", "tui", None, "Unasked.", "e1"), now=1.0)
     assert turn.text is None and turn.latency_s is None and conv.turns == [turn]
     assert conv.last_latency_s is None
 
@@ -192,7 +186,7 @@ def test_status_line_direct_and_bridged() -> None:
     line = StatusLine("tui", "bridge", nats_rtt_ms=0.1)
     line.bridge = LinkStatus("tui", "down", "timeout", rtt_ms=None, queued=3)
     conv.start_turn(BID, "hi", now=0.0)
-    conv.receive(AgentSpeech("edge_asr", "tui", BID, "Hi.", "e"), now=1.25)
+    conv.receive(SpeakRequest("edge_asr", "tui", BID, "Hi.", "e"), now=1.25)
     text = line.render(conv)
     assert "link DOWN (bridge tui: timeout)" in text
     assert "rtt -" in text and "queued 3" in text
