@@ -25,7 +25,7 @@ from edge.bus import Bus
 from edge.endpoint.segmenter import SegmentEvent, UtteranceAudio, UtteranceEnd, UtteranceStart
 from edge.errors import ModelError
 from shared.event import new_binding_id
-from shared.lifecycle import Service
+from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.trace import ASR_FINAL, ENDPOINT, VOICE_END, Marks
 from shared.messages.voice import Partial, Turn, WordTiming
 
@@ -157,9 +157,7 @@ class AsrNode(Service):
     async def close(self) -> None:
         """Stop the recognition task and its thread; the queue is dropped."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await cancel_and_wait(task, reraise=False)
         self._executor.shutdown(wait=True)
 
     def feed(self, events: list[SegmentEvent]) -> None:

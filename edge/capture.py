@@ -17,7 +17,7 @@ from edge.endpoint.buttons import Button
 from edge.endpoint.segmenter import Endpointer
 from edge.errors import EdgeError
 from edge.tts import Speaker
-from shared.lifecycle import Service
+from shared.lifecycle import Service, cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,7 @@ class CaptureNode(Service):
 
     async def close(self) -> None:
         """Stop the capture and button tasks."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks, reraise=False)
         self._tasks.clear()
 
     @property

@@ -36,7 +36,7 @@ from edge.models import PiperVoiceFiles
 from edge.wire import SpeakRequest
 from shared.errors import ContractError
 from shared.event import Event
-from shared.lifecycle import Service
+from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.trace import FIRST_AUDIO, SPEAK_RECEIVED, TTS_FIRST_CHUNK, Marks
 from shared.messages.voice import SpeechCompleted
 from shared.subjects import speak_pattern
@@ -187,9 +187,7 @@ class Speaker(Service):
         """Stop the playback task and the synthesis thread."""
         self._stop.set()
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await cancel_and_wait(task, reraise=False)
         self._executor.shutdown(wait=True, cancel_futures=True)
 
     @property

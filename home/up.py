@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,8 @@ from home.jmfts.component import JmftsComponent
 from home.jmfts.locate import HOME_SUBDIR as JMFTS_HOME_SUBDIR
 from home.llm.component import EmbeddedLlmComponent, ExternalLlmComponent
 from home.substrate import control
-from home.substrate.bus_auth import BusAuthority, bridge_user_name
-from home.substrate.component import ComponentRegistry, ComponentStatus
+from home.substrate.bus_auth import BusAuthority
+from home.substrate.component import Component, ComponentRegistry, ComponentStatus
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import DataDirLock, HomeState
 from home.substrate.errors import HomeConfigError
@@ -34,9 +34,8 @@ from home.substrate.launchers import LAUNCHERS, Launcher
 from home.substrate.membership import Membership
 from home.substrate.nats_server import NatsServer
 from home.substrate.substrate_component import Substrate
-from shared.bus_credentials import ADMIN_USER
 from shared.errors import SchemaError
-from shared.lifecycle import stop_on_signals
+from shared.lifecycle import cancel_and_wait, stop_on_signals
 from shared.schema import BridgeHalf, load_node_catalog
 
 log = logging.getLogger(__name__)
@@ -75,51 +74,65 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
             }
         return view
 
-    def services() -> dict[str, str]:
-        return {c.name: c.info().address for c in registry.components}
-
     bridge = HomeBridgeComponent(
         config.data_dir,
-        endpoint_url(authority, nats_server),
+        nats_server,
         host=config.host,
         port=config.bridge_port,
-        device_url=None if authority is None else device_urls(authority, nats_server),
+        authority=authority,
     )
+    llm = llm_component(config)
+    jmfts = None
+    if config.memory:
+        jmfts = JmftsComponent(
+            config.data_dir / JMFTS_HOME_SUBDIR,
+            catalog_agents(config.catalog),
+            config.data_dir / TOKENS_DIR,
+        )
     substrate = Substrate(
         config,
-        lambda: nats_server.url,
+        nats_server,
         launchers=node_launchers(config),
         status_extra=components_view,
-        services=services,
+        services=RunningServices(llm, jmfts),
         handlers={control.BRIDGE_PAIR: bridge.pair_device},
         authority=authority,
     )
     registry.register(nats_server)
-    llm = llm_component(config)
-    if llm is not None:
-        registry.register(llm)
-    if config.memory:
-        registry.register(
-            JmftsComponent(
-                config.data_dir / JMFTS_HOME_SUBDIR,
-                catalog_agents(config.catalog),
-                config.data_dir / TOKENS_DIR,
-            )
-        )
+    for component in (llm, jmfts):
+        if component is not None:
+            registry.register(component)
     registry.register(substrate)
     if config.cluster is not None:
         membership = Membership(
             config.cluster,
-            lambda: substrate.nc,
-            lambda: substrate.runtime,
-            lambda: nats_server.url,
+            substrate,
+            nats_server,
             str(config.data_dir),
             stream=config.event_log.stream,
-            jetstream_peers=nats_server.jetstream_peers,
         )
         registry.register(membership)
     registry.register(bridge)
     return registry, nats_server, substrate
+
+
+class RunningServices:
+    """The model's and the memory server's addresses as their components report them,
+    read each time a node is launched (None: not configured, or not serving yet)."""
+
+    def __init__(self, llm: Component | None, jmfts: Component | None) -> None:
+        self._llm = llm
+        self._jmfts = jmfts
+
+    @property
+    def llm_url(self) -> str | None:
+        """The running model's OpenAI-compatible base URL."""
+        return None if self._llm is None else self._llm.info().address or None
+
+    @property
+    def jmfts_url(self) -> str | None:
+        """The running JMFTS's base URL."""
+        return None if self._jmfts is None else self._jmfts.info().address or None
 
 
 def bus_authority(config: HomeConfig) -> BusAuthority | None:
@@ -131,26 +144,6 @@ def bus_authority(config: HomeConfig) -> BusAuthority | None:
         config.data_dir / "nats" / "authorization.conf",
         halves=usable_halves(PairedHalves(config.data_dir)),
     )
-
-
-def endpoint_url(authority: BusAuthority | None, server: NatsServer) -> Callable[[], str]:
-    """The bridge endpoint's own bus URL: it reads the event log for events left in doubt
-    by a crash, which a device's user may not (docs/architecture.md "Bridge: the durable
-    outbox")."""
-    if authority is None:
-        return lambda: server.url
-    return lambda: authority.url(ADMIN_USER, server.url)
-
-
-def device_urls(authority: BusAuthority, server: NatsServer) -> Callable[[str], Awaitable[str]]:
-    """Each device's bus URL, as its bridge half's own user."""
-
-    async def device_url(device: str) -> str:
-        # A device paired a moment ago needs its user before its half connects.
-        await authority.refresh()
-        return authority.url(bridge_user_name(device), server.url)
-
-    return device_url
 
 
 def usable_halves(paired: PairedHalves) -> Callable[[], list[BridgeHalf]]:
@@ -271,8 +264,7 @@ async def run_home(
                     log.info("stopping")
                 finally:
                     registry.stop_watching()
-                    watcher.cancel()
-                    await asyncio.gather(watcher, return_exceptions=True)
+                    await cancel_and_wait(watcher, reraise=False)
             finally:
                 await registry.stop_all()
     finally:

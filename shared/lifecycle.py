@@ -78,25 +78,33 @@ class Lifetime(Protocol):
     ) -> None: ...
 
 
-async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
+async def cancel_and_wait(
+    *tasks: asyncio.Future[Any] | None, reraise: bool = True
+) -> list[BaseException]:
     """Cancel ``tasks`` (``None`` is skipped) and wait until each has ended.
 
-    A task's own cancellation is swallowed; any other error it ended with is raised
-    once all have ended (the first, in the order given). When the caller is itself
-    being cancelled while it waits, that cancellation propagates.
+    A task's own cancellation is swallowed. Any other error it ended with is raised
+    once all have ended (the first, in the order given); with ``reraise=False`` they
+    are returned instead, for a ``close()`` whose tasks reported their errors as they
+    happened. When the caller is itself being cancelled while it waits, that
+    cancellation propagates.
     """
     pending = [task for task in tasks if task is not None]
     for task in pending:
         task.cancel()
     if not pending:
-        return
+        return []
     # asyncio.wait neither raises what the tasks raised nor cancels them when the
     # caller is cancelled: the caller's own cancellation is the only thing it raises.
     await asyncio.wait(pending)
-    for task in pending:
-        error = None if task.cancelled() else task.exception()
-        if error is not None:
-            raise error
+    errors = [
+        error
+        for task in pending
+        if not task.cancelled() and (error := task.exception()) is not None
+    ]
+    if errors and reraise:
+        raise errors[0]
+    return errors
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from bridge.errors import LinkError
 from bridge.node.session import Action, BridgeSession
 from bridge.protocol import Ack, Events, Frame, FrameDecoder, FrameEncoder, HelloFrame, Ping
 from bridge.transport.streams import ByteReader, ByteWriter
+from shared.lifecycle import cancel_and_wait
 
 READ_CHUNK = 256 * 1024
 ACK_DELAY_S = 0.005
@@ -133,9 +134,7 @@ class Link:
                 task.result()
             raise LinkError("the link ended")
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_and_wait(*tasks, reraise=False)
             with contextlib.suppress(Exception):
                 self.writer.close()
 

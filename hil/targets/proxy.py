@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from shared.lifecycle import Service
+from shared.lifecycle import Service, cancel_and_wait
 
 
 class CuttableRelay(Service):
@@ -42,9 +42,7 @@ class CuttableRelay(Service):
             self._server.close()
             await self._server.wait_closed()
         self._drop_all()
-        for task in list(self._pipes):
-            task.cancel()
-        await asyncio.gather(*self._pipes, return_exceptions=True)
+        await cancel_and_wait(*self._pipes, reraise=False)
 
     def cut(self) -> None:
         """Drop every relayed connection and refuse new ones."""

@@ -29,7 +29,7 @@ import paramiko
 from hil.runner import HilError
 from hil.targets.address import SshAddress
 from shared.errors import LinkError, RefusedError
-from shared.lifecycle import Service
+from shared.lifecycle import Service, cancel_and_wait
 
 CONNECT_TIMEOUT_S = 20.0
 COMMAND_TIMEOUT_S = 60.0
@@ -312,9 +312,7 @@ class LocalForward(Service):
             await self._server.wait_closed()
         for channel in list(self._channels):
             channel.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks, reraise=False)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         transport = self.link.client.get_transport()

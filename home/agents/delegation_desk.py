@@ -31,6 +31,7 @@ from home.agents.inbound import Inbound
 from home.agents.node_stats import NodeStats
 from shared.errors import ContractError
 from shared.event import Event
+from shared.lifecycle import cancel_and_wait
 from shared.messages.verbs import VerbAck
 from shared.subjects import delegate_ack_subject, delegate_answer_subject, workspace_in_subject
 
@@ -121,9 +122,7 @@ class DelegationDesk:
     async def close(self) -> None:
         """Stop timing, and cancel and await the timers that run."""
         self._timing = False
-        for timer in list(self._timers):
-            timer.cancel()
-        await asyncio.gather(*self._timers, return_exceptions=True)
+        await cancel_and_wait(*self._timers, reraise=False)
 
     def _time_answer(self, pending: Pending | None) -> None:
         if pending is None or not self._timing:

@@ -66,7 +66,7 @@ class TauAgentLauncher:
 
     async def launch(self, spec: NodeSpec, ctx: LaunchContext) -> NodeHandle:
         """Start the agent node with the model's URL and, if JMFTS runs, its own token."""
-        llm_url = ctx.services.get("llm")
+        llm_url = ctx.services.llm_url
         if not llm_url:
             raise LaunchError(f"node {spec.name}: no language model is running (component llm)")
         argv = [
@@ -75,7 +75,7 @@ class TauAgentLauncher:
             "--llm-url", llm_url, "--llm-profile", self.model.profile,
             "--llm-model", self.model.model, "--json",
         ]  # fmt: skip
-        jmfts_url = ctx.services.get("jmfts")
+        jmfts_url = ctx.services.jmfts_url
         token = token_file(self.data_dir, spec.agent or "")
         if jmfts_url and token.is_file():
             argv += ["--jmfts-url", jmfts_url, "--jmfts-token-file", str(token)]
@@ -94,7 +94,7 @@ class EffectorLauncher:
         verb = spec.name.removeprefix("effector.")
         if verb not in ("journal_append", "jmfts_write"):
             raise LaunchError(f"node {spec.name}: no effector program for {verb!r}")
-        jmfts_url = ctx.services.get("jmfts")
+        jmfts_url = ctx.services.jmfts_url
         if not jmfts_url:
             raise LaunchError(f"node {spec.name}: JMFTS is not running (component jmfts)")
         tokens = self.data_dir / TOKENS_DIR

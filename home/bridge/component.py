@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +24,14 @@ from bridge.node.home import HomeBridgeEndpoint
 from bridge.node.outbox import OUTBOX_DIR
 from bridge.pair import HOST_KEY_NAME, PairingFiles, pair
 from home.substrate import control
-from home.substrate.component import ComponentInfo, Health
+from home.substrate.bus_auth import BusAuthority, bridge_user_name
+from home.substrate.component import BusAddress, ComponentInfo, Health
 from home.substrate.control import ControlRequest
 from home.substrate.errors import ComponentError, ControlError
+from shared.bus_credentials import ADMIN_USER
 from shared.control import PairResult
 from shared.errors import SchemaError, SubjectError
+from shared.lifecycle import Service
 from shared.proc import free_port
 from shared.schema import BridgeHalf, load_bridge_half
 from shared.schema.bridge_half import DEFAULT_PORT
@@ -86,7 +88,7 @@ class PairedHalves:
         return half
 
 
-class HomeBridgeComponent:
+class HomeBridgeComponent(Service):
     """The embedded asyncssh endpoint for every paired device (component name ``bridge``)."""
 
     name = "bridge"
@@ -94,16 +96,16 @@ class HomeBridgeComponent:
     def __init__(
         self,
         data_dir: Path,
-        nats_url: Callable[[], str],
+        bus: BusAddress,
         *,
         host: str = "127.0.0.1",
         port: int | None = None,
-        device_url: Callable[[str], Awaitable[str]] | None = None,
+        authority: BusAuthority | None = None,
     ) -> None:
         self._dir = data_dir / BRIDGE_DIR
-        self._nats_url = nats_url
-        # Each device's bus URL with its own credentials (docs/architecture.md "Security").
-        self._device_url = device_url
+        self._bus = bus
+        # The bus's users; None: a bus without authorization (no credentials anywhere).
+        self._authority = authority
         self._host = host
         # Port 0 is fixed to a free port now, so halves paired later name the real one.
         self._port = free_port(host) if port == 0 else port
@@ -155,15 +157,31 @@ class HomeBridgeComponent:
             endpoint = HomeBridgeEndpoint(
                 halves,
                 host_key=host_key,
-                nats_url=self._nats_url(),
+                nats_url=self._endpoint_url(),
                 port=self._port,
-                device_url=self._device_url,
+                device_url=None if self._authority is None else self._device_url,
                 outbox_dir=self._dir / OUTBOX_DIR,
             )
             await endpoint.start()
         except (BridgeError, OSError) as exc:
             raise ComponentError(f"bridge: the endpoint did not start: {exc}") from exc
         return endpoint
+
+    def _endpoint_url(self) -> str:
+        """The endpoint's own bus URL: it reads the event log for events left in doubt by
+        a crash, which a device's user may not (docs/architecture.md "Bridge: the durable
+        outbox")."""
+        if self._authority is None:
+            return self._bus.url
+        return self._authority.url(ADMIN_USER, self._bus.url)
+
+    async def _device_url(self, device: str) -> str:
+        """``device``'s bus URL as its bridge half's own user (docs/architecture.md
+        "Security")."""
+        assert self._authority is not None  # only handed to the endpoint with an authority
+        # A device paired a moment ago needs its user before its half connects.
+        await self._authority.refresh()
+        return self._authority.url(bridge_user_name(device), self._bus.url)
 
     async def refresh(self) -> list[str]:
         """Serve devices paired into the data directory since the last look; the ones added.
@@ -189,7 +207,7 @@ class HomeBridgeComponent:
         )
         return Health(bool(report["ok"]), links)
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop listening and end every link; idempotent."""
         if self._endpoint is not None:
             await self._endpoint.close()

@@ -22,6 +22,7 @@ from home.jmfts.locate import COMPONENT_NAME
 from home.jmfts.server import JmftsServer
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.errors import ComponentError
+from shared.lifecycle import Service
 
 AGENT_SUBTREES = ("journal", "workspace")
 
@@ -70,7 +71,7 @@ def _stored_token(token_file: Path | None) -> str | None:
     return token_file.read_text().strip()
 
 
-class JmftsComponent:
+class JmftsComponent(Service):
     """The memory server of ``home up`` (component name ``jmfts``)."""
 
     name = COMPONENT_NAME
@@ -119,7 +120,7 @@ class JmftsComponent:
         ok = await self._server.health()
         return Health(ok, "" if ok else "the memory server does not answer")
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop serving (the index is saved); idempotent."""
         await self._server.close()
 

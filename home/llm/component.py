@@ -16,13 +16,14 @@ from home.llm.server import LlamaServer, LlamaServerConfig
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.errors import ComponentError
 from home.substrate.http_probe import HttpProbe
+from shared.lifecycle import Service
 
 HEALTH_TIMEOUT_S = 2.0
 # CPU the server must have used since the previous check to count as busy, not dead.
 BUSY_CPU_S = 0.1
 
 
-class EmbeddedLlmComponent:
+class EmbeddedLlmComponent(Service):
     """The embedded llama.cpp server, started and supervised by ``home up``."""
 
     name = "llm"
@@ -61,7 +62,7 @@ class EmbeddedLlmComponent:
             return Health(True, "busy: generating, so not answering /v1/models")
         return Health(False, "the model server does not answer and is not working")
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop the server; idempotent."""
         await self._server.close()
 
@@ -70,7 +71,7 @@ class EmbeddedLlmComponent:
         return ComponentInfo(self._server.url, self._server.pid)
 
 
-class ExternalLlmComponent:
+class ExternalLlmComponent(Service):
     """A model served elsewhere (ollama, vLLM, a hosted API): nothing to run, only to check."""
 
     name = "llm"
@@ -92,7 +93,7 @@ class ExternalLlmComponent:
             return Health(False, f"{self.url}/models answered {response.status_code}")
         return Health(True)
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Close the health probe's client."""
         await self._probe.close()
 

@@ -9,7 +9,7 @@ nodes and effectors) and the home bridge, registered in that start order by
         name = "jmfts"                       # unique, shown in `home status`
         async def start(self) -> None: ...   # return once it serves; raise ComponentError
         async def health(self) -> Health: ...# cheap; called every health interval
-        async def stop(self) -> None: ...    # idempotent; nothing of it left running
+        async def close(self) -> None: ...   # idempotent; nothing of it left running
         def info(self) -> ComponentInfo: ... # address and pid, for the table and home.json
 
 Register it with :meth:`ComponentRegistry.register` in dependency order (a
@@ -118,11 +118,27 @@ class Component(Protocol):
     async def health(self) -> Health:
         """A cheap check of whether it still serves."""
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop; idempotent, and nothing of the component is left running."""
 
     def info(self) -> ComponentInfo:
         """Its address and pid."""
+
+
+class BusAddress(Protocol):
+    """Where the home's nats-server listens (known once it has started): what a component
+    that connects to the bus is given, instead of the server itself."""
+
+    @property
+    def url(self) -> str:
+        """The bus URL, without credentials."""
+
+
+@dataclass(frozen=True)
+class FixedBusAddress:
+    """A :class:`BusAddress` known from the start (a bus started elsewhere, in a test)."""
+
+    url: str
 
 
 @dataclass
@@ -185,7 +201,7 @@ class ComponentRegistry:
             except BaseException as exc:
                 # A half-started component may own processes or connections already.
                 try:
-                    await component.stop()
+                    await component.close()
                 except Exception:
                     log.exception("stopping %s after its failed start failed", component.name)
                 await self._set(component.name, STOPPED, "failed to start", str(exc))
@@ -200,7 +216,7 @@ class ComponentRegistry:
             component = self._started.pop()
             await self._set(component.name, STOPPING)
             try:
-                await component.stop()
+                await component.close()
             except Exception as exc:
                 log.exception("stopping %s failed", component.name)
                 await self._set(component.name, STOPPED, "stop failed", str(exc))
@@ -240,7 +256,7 @@ class ComponentRegistry:
         status.failed_checks = 0
         await self._set(component.name, RESTARTING, f"restart {status.restarts}")
         try:
-            await component.stop()
+            await component.close()
             await component.start()
         except Exception as exc:
             log.exception("restarting %s failed", component.name)

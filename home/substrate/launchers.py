@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -59,15 +58,37 @@ def health_reply_prefix(subject: str) -> str:
     return f"_HEALTH.{subject}"
 
 
+class NodeServices(Protocol):
+    """The addresses of home's other components that a launched node is given, read when
+    it starts (a component restarted in place may have moved); None: not running."""
+
+    @property
+    def llm_url(self) -> str | None:
+        """The language model's OpenAI-compatible base URL."""
+
+    @property
+    def jmfts_url(self) -> str | None:
+        """The memory server's base URL."""
+
+
+@dataclass(frozen=True)
+class FixedServices:
+    """:class:`NodeServices` that do not move (none, by default): for a substrate run
+    without the other components, and for tests."""
+
+    llm_url: str | None = None
+    jmfts_url: str | None = None
+
+
 @dataclass(frozen=True)
 class LaunchContext:
     """What every launcher may use: the home's NATS, a directory for the node, and the
-    addresses of the home's other components by name (``{"jmfts": "http://..."}``)."""
+    addresses of the home's other components."""
 
     nats_url: str
     nc: NatsClient
     node_dir: Path
-    services: Mapping[str, str] = field(default_factory=dict)
+    services: NodeServices = field(default_factory=FixedServices)
 
 
 class NodeHandle(Protocol):
@@ -83,7 +104,7 @@ class NodeHandle(Protocol):
     async def health(self) -> Health:
         """Whether the node serves right now."""
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop the node; nothing of it is left running."""
 
 
@@ -140,7 +161,7 @@ class ProcessHandle:
             return Health(False, f"no answer on {self._health_subject}: {type(exc).__name__}")
         return Health(True)
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Terminate the child."""
         await terminate(self._proc, group=True)
 

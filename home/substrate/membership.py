@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +35,11 @@ from nats.js.kv import KeyValue
 from home.substrate.component import ComponentInfo, Health, until_answered
 from home.substrate.config import ClusterConfig
 from home.substrate.errors import MemberRecordError, SchemaRuntimeError
-from home.substrate.schema_runtime import SchemaRuntime, SchemaSource
+from home.substrate.nats_server import NatsServer
+from home.substrate.schema_runtime import SchemaSource
+from home.substrate.substrate_component import Substrate
 from shared.errors import SchemaError
+from shared.lifecycle import Service, cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +111,7 @@ class Sighting:
     moved_at: float = field(default_factory=time.monotonic)
 
 
-class Membership:
+class Membership(Service):
     """This member's record, its view of the others, and rescheduling; a component."""
 
     name = "membership"
@@ -117,21 +119,18 @@ class Membership:
     def __init__(
         self,
         cluster: ClusterConfig,
-        nc: Callable[[], NatsClient | None],
-        runtime: Callable[[], SchemaRuntime | None],
-        nats_url: Callable[[], str],
+        substrate: Substrate,
+        server: NatsServer,
         data_dir: str,
         *,
         stream: str,
-        jetstream_peers: Callable[[], list[str]],
     ) -> None:
         self.cluster = cluster
-        self._nc = nc
-        self._runtime = runtime
-        self._nats_url = nats_url
+        # The substrate's connection and schema runtime, which exist once it has started.
+        self._substrate = substrate
+        self._server = server
         self._data_dir = data_dir
         self._stream = stream
-        self._jetstream_peers = jetstream_peers
         self.seen: dict[str, Sighting] = {}
         # Member -> the member that took over its schemas, as this member saw it happen.
         self.adopted: dict[str, str] = {}
@@ -169,7 +168,7 @@ class Membership:
     async def _give_up_taken_over(self) -> None:
         """Unapply the restored schemas another member runs: it took them over while this
         member was lost, and one agent reads each durable inbox."""
-        runtime = self._runtime()
+        runtime = self._substrate.runtime
         if runtime is None:
             return
         elsewhere: dict[str, str] = {}
@@ -188,12 +187,10 @@ class Membership:
             )  # fmt: skip
             await runtime.unapply(name)
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop the heartbeat and take this member's record out (it left; it is not lost)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task, reraise=False)
         if self._kv is not None:
             try:
                 await self._kv.delete(self.cluster.member)
@@ -213,7 +210,7 @@ class Membership:
     # --- the heartbeat ------------------------------------------------------------------
 
     def _js_nc(self) -> NatsClient:
-        nc = self._nc()
+        nc = self._substrate.nc
         if nc is None:
             raise SchemaRuntimeError("membership runs only while the substrate is connected")
         return nc
@@ -245,7 +242,7 @@ class Membership:
         await self._widen()
 
     def _record(self) -> MemberRecord:
-        runtime = self._runtime()
+        runtime = self._substrate.runtime
         schemas: tuple[SchemaSource, ...] = ()
         nodes: tuple[dict[str, Any], ...] = ()
         if runtime is not None:
@@ -253,7 +250,7 @@ class Membership:
             nodes = tuple(r.view().to_dict() for r in runtime.runners.values())
         return MemberRecord(
             self.cluster.member,
-            self._nats_url(),
+            self._server.url,
             os.getpid(),
             self._data_dir,
             schemas,
@@ -309,7 +306,7 @@ class Membership:
             return
         self.seen.pop(gone, None)
         self.adopted[gone] = self.cluster.member
-        runtime = self._runtime()
+        runtime = self._substrate.runtime
         log.warning(
             "membership: member %s is gone (no heartbeat for %.0f s); running its schemas here",
             gone, GONE_AFTER_S,
@@ -340,7 +337,8 @@ class Membership:
 
     async def _widen(self) -> None:
         """Replicate the event log and the bucket on as many members as asked and current."""
-        want = min(self.cluster.replicas, len(await asyncio.to_thread(self._jetstream_peers)))
+        peers = await asyncio.to_thread(self._server.jetstream_peers)
+        want = min(self.cluster.replicas, len(peers))
         js = self._js_nc().jetstream()
         for stream in (self._stream, f"KV_{BUCKET}"):
             info = await js.stream_info(stream)

@@ -37,6 +37,7 @@ from home.substrate.component import ComponentInfo, Health
 from home.substrate.config import CLUSTER_NAME, ClusterConfig, inherited_environment
 from home.substrate.errors import ComponentError
 from home.substrate.process import spawn
+from shared.lifecycle import Service
 from shared.proc import nats_server_binary, terminate
 
 START_TIMEOUT_S = 10.0
@@ -51,7 +52,7 @@ VIOLATION = re.compile(
 log = logging.getLogger(__name__)
 
 
-class NatsServer:
+class NatsServer(Service):
     """A nats-server child process; a :class:`~home.substrate.component.Component`."""
 
     name = "nats-server"
@@ -111,7 +112,7 @@ class NatsServer:
             await asyncio.wait_for(self._await_ports(self._proc), START_TIMEOUT_S)
             await asyncio.wait_for(self._await_client(), START_TIMEOUT_S)
         except BaseException as exc:
-            await self.stop()
+            await self.close()
             if isinstance(exc, TimeoutError):
                 raise ComponentError(
                     f"nats-server did not come up within {START_TIMEOUT_S:.0f} s; "
@@ -275,7 +276,7 @@ class NatsServer:
             return Health(False, f"nats-server does not answer on {self.url}: {exc!r}")
         return Health(True)
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after a grace period)."""
         if self._probe is not None:
             probe, self._probe = self._probe, None

@@ -64,7 +64,7 @@ NodeCallback = Callable[["NodeRunner"], Awaitable[None]]
 
 
 class NodeRunner:
-    """Runs and supervises one node; :meth:`start` and :meth:`stop` bound its life."""
+    """Runs and supervises one node; :meth:`start` and :meth:`close` bound its life."""
 
     def __init__(
         self,
@@ -108,7 +108,7 @@ class NodeRunner:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"node {self.spec.name}")
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop supervising and terminate the node.
 
         The loop is cancelled again until it ends: nats-py swallows a cancel that lands in
@@ -174,7 +174,7 @@ class NodeRunner:
             await self._set(RUNNING, "")
             return await self._watch(self._handle)
         finally:
-            await self._handle.stop()
+            await self._handle.close()
             self._handle = None
 
     async def _await_ready(self, handle: NodeHandle) -> str | None:

@@ -191,7 +191,7 @@ class SchemaRuntime:
                 self.refs.pop(node, None)
                 runner = self.runners.pop(node, None)
                 if runner is not None:
-                    await runner.stop()
+                    await runner.close()
         entry.state, entry.reason = "unapplied", ""
         await self._grant()
         await self._publish_status("schema", name, "unapplied", "")
@@ -230,7 +230,7 @@ class SchemaRuntime:
         """Stop every node (the active set stays saved for the next start)."""
         for name in list(self.active):
             await self.router.remove_routes(name)
-        await asyncio.gather(*(runner.stop() for runner in self.runners.values()))
+        await asyncio.gather(*(runner.close() for runner in self.runners.values()))
         self.runners.clear()
 
     def list(self) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from nats.js.errors import NotFoundError
 
 from home.substrate import control
 from home.substrate.bus_auth import ROUTER_USER, SUBSTRATE_USER, BusAuthority
-from home.substrate.component import ComponentInfo, Health, until_answered
+from home.substrate.component import BusAddress, ComponentInfo, Health, until_answered
 from home.substrate.config import HomeConfig
 from home.substrate.control import ControlReply, ControlRequest, StatusChange
 from home.substrate.errors import (
@@ -36,11 +36,18 @@ from home.substrate.errors import (
     SchemaRuntimeError,
 )
 from home.substrate.eventlog import ensure_stream, stream_stats
-from home.substrate.launchers import LAUNCHERS, LaunchContext, Launcher
+from home.substrate.launchers import (
+    LAUNCHERS,
+    FixedServices,
+    LaunchContext,
+    Launcher,
+    NodeServices,
+)
 from home.substrate.router import Router
 from home.substrate.schema_runtime import SAVED_FILE, SchemaRuntime, SchemaSource
 from shared.bus_credentials import redact
 from shared.errors import SchemaError
+from shared.lifecycle import Service, cancel_and_wait
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema import NodeCatalog, load_node_catalog
 
@@ -57,7 +64,7 @@ Handler = Callable[[ControlRequest], Awaitable[Any]]
 StatusExtra = Callable[[], Awaitable[dict[str, Any]]]
 
 
-class Substrate:
+class Substrate(Service):
     """The substrate; a :class:`~home.substrate.component.Component`."""
 
     name = "substrate"
@@ -65,11 +72,11 @@ class Substrate:
     def __init__(
         self,
         config: HomeConfig,
-        nats_url: Callable[[], str],
+        bus: BusAddress,
         *,
         launchers: Mapping[str, Launcher] | None = None,
         status_extra: StatusExtra | None = None,
-        services: Callable[[], Mapping[str, str]] | None = None,
+        services: NodeServices | None = None,
         handlers: Mapping[str, Handler] | None = None,
         authority: BusAuthority | None = None,
     ) -> None:
@@ -78,10 +85,10 @@ class Substrate:
         self._authority = authority
         # Control verbs other components answer (e.g. the bridge's bridge.pair).
         self._extra_handlers = dict(handlers or {})
-        self._nats_url = nats_url
+        self._bus = bus
         self._launchers = dict(LAUNCHERS if launchers is None else launchers)
         self._status_extra = status_extra
-        self._services = services or dict
+        self._services = services or FixedServices()
         self.nc: NatsClient | None = None
         # The router's own connection, as its own bus user (the substrate's when no authority).
         self._router_nc: NatsClient | None = None
@@ -105,8 +112,8 @@ class Substrate:
     def _url(self, user: str) -> str:
         """The bus URL with ``user``'s credentials (the bare URL without an authority)."""
         if self._authority is None:
-            return self._nats_url()
-        return self._authority.url(user, self._nats_url())
+            return self._bus.url
+        return self._authority.url(user, self._bus.url)
 
     async def _connect(self, user: str) -> NatsClient:
         try:
@@ -118,7 +125,7 @@ class Substrate:
             )
         except (NatsError, OSError) as exc:
             raise ComponentError(
-                f"substrate cannot connect to {redact(self._nats_url())} as {user}: {exc}"
+                f"substrate cannot connect to {redact(self._bus.url)} as {user}: {exc}"
             ) from exc
 
     async def start(self) -> None:
@@ -137,7 +144,7 @@ class Substrate:
         nc = self.nc
 
         def launch_context(node: str) -> LaunchContext:
-            return LaunchContext(self._url(node), nc, nodes_dir / node, dict(self._services()))
+            return LaunchContext(self._url(node), nc, nodes_dir / node, self._services)
 
         self.runtime = SchemaRuntime(
             catalog=self.catalog,
@@ -223,12 +230,10 @@ class Substrate:
             return Health(False, f"the event log stream {stream} cannot be read: {exc!r}")
         return Health(True)
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Stop every node, then drop the control surface and the connection."""
-        if self._sampler is not None:
-            self._sampler.cancel()
-            await asyncio.gather(self._sampler, return_exceptions=True)
-            self._sampler = None
+        sampler, self._sampler = self._sampler, None
+        await cancel_and_wait(sampler, reraise=False)
         if self.runtime is not None:
             await self.runtime.close()
         if self.router is not None:

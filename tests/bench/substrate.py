@@ -175,7 +175,7 @@ async def bare_nats_start(root: Path) -> float:
     began = time.perf_counter()
     await server.start()
     elapsed = time.perf_counter() - began
-    await server.stop()
+    await server.close()
     return elapsed
 
 

@@ -151,4 +151,4 @@ async def event_log_server(work: Path) -> AsyncIterator[str]:
         await nc.close()
         yield server.url
     finally:
-        await server.stop()
+        await server.close()

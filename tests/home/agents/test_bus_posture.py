@@ -109,4 +109,4 @@ async def test_taus_builtin_nats_bus_completes_a_turn_on_a_bus_with_authorizatio
         assert speak.event.binding_id == said.binding_id
         assert server.scan_violations() == []
     finally:
-        await server.stop()
+        await server.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bridge.check import Severity, check_pair
 from home.bridge.component import HomeBridgeComponent
+from home.substrate.component import FixedBusAddress
 from home.substrate.control import ControlRequest
 from shared.schema import load_bridge_half
 
@@ -30,7 +31,7 @@ async def test_pairing_serves_at_once_and_keeps_a_good_pairing(
     tmp_path: Path,
     nats_url: str,
 ) -> None:
-    component = HomeBridgeComponent(tmp_path, lambda: nats_url, port=0)
+    component = HomeBridgeComponent(tmp_path, FixedBusAddress(nats_url), port=0)
     await component.start()
     try:
         first = await _pair(component, "kitchen")
@@ -42,19 +43,19 @@ async def test_pairing_serves_at_once_and_keeps_a_good_pairing(
         again = await _pair(component, "kitchen")
         assert again == first and key.read_bytes() == before  # nothing made anew
     finally:
-        await component.stop()
+        await component.close()
 
 
 async def test_a_pairing_that_breaks_a_newer_rule_is_made_anew(
     tmp_path: Path,
     nats_url: str,
 ) -> None:
-    component = HomeBridgeComponent(tmp_path, lambda: nats_url, port=0)
+    component = HomeBridgeComponent(tmp_path, FixedBusAddress(nats_url), port=0)
     await component.start()
     try:
         await _pair(component, "kitchen")
     finally:
-        await component.stop()
+        await component.close()
     # As an older release paired it: home's half also exported the memory reports.
     home_half = tmp_path / "bridge" / "kitchen.home.yaml"
     text = home_half.read_text()
@@ -66,7 +67,7 @@ async def test_a_pairing_that_breaks_a_newer_rule_is_made_anew(
     old_key = key.read_bytes()
 
     # Served as it is, its link would be refused at every hello (check_pair runs there).
-    component = HomeBridgeComponent(tmp_path, lambda: nats_url, port=0)
+    component = HomeBridgeComponent(tmp_path, FixedBusAddress(nats_url), port=0)
     await component.start()
     try:
         await _pair(component, "kitchen")
@@ -75,4 +76,4 @@ async def test_a_pairing_that_breaks_a_newer_rule_is_made_anew(
         health = await component.health()
         assert health.ok and health.detail.startswith("kitchen")
     finally:
-        await component.stop()
+        await component.close()

@@ -108,7 +108,7 @@ async def test_two_members_servers_form_a_jetstream_cluster_and_replicate(
         finally:
             await nc.close()
     finally:
-        await asyncio.gather(*(s.stop() for s in servers))
+        await asyncio.gather(*(s.close() for s in servers))
 
 
 def test_a_member_has_control_subjects_of_its_own() -> None:

@@ -36,7 +36,7 @@ class Recorded:
     async def health(self) -> Health:
         return Health(self.healthy, "" if self.healthy else f"{self.name} is unwell")
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         self.journal.append(f"stop {self.name}")
 
     def info(self) -> ComponentInfo:

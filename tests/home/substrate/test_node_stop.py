@@ -38,7 +38,7 @@ async def test_a_health_check_cancelled_as_the_bus_closes_stays_cancelled(
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(check, 5)
     finally:
-        await handle.stop()
+        await handle.close()
         await silent.close()
 
 
@@ -65,7 +65,7 @@ async def test_stop_ends_the_supervising_loop_even_when_a_cancel_is_swallowed(
         runner = NodeRunner(spec, ServiceLauncher(), ctx, on_change)
         await runner.start()
         await asyncio.sleep(0.1)  # inside on_change, starting
-        stopping = asyncio.create_task(runner.stop())
+        stopping = asyncio.create_task(runner.close())
         # Nothing but stop itself may end the loop (an outside cancel of stop would).
         done, _ = await asyncio.wait({stopping}, timeout=10)
         assert done, "stop never ended: the supervising loop outlived its one cancel"
