@@ -24,7 +24,6 @@ from home.bridge.component import PairedHalves
 from home.jmfts.component import JmftsComponent
 from home.jmfts.locate import HOME_SUBDIR as JMFTS_HOME_SUBDIR
 from home.llm.component import EmbeddedLlmComponent, ExternalLlmComponent
-from home.substrate import control
 from home.substrate.bus_auth import BusAuthority
 from home.substrate.component import Component, ComponentRegistry, ComponentStatus
 from home.substrate.config import HomeConfig
@@ -34,6 +33,7 @@ from home.substrate.launchers import LAUNCHERS, Launcher
 from home.substrate.membership import Membership
 from home.substrate.nats_server import NatsServer
 from home.substrate.substrate_component import Substrate
+from shared import control
 from shared.errors import SchemaError
 from shared.lifecycle import cancel_and_wait, stop_on_signals
 from shared.schema import BridgeHalf, load_node_catalog

@@ -29,8 +29,14 @@ The wire contract's own tree::
     │                          extra it needs (shared/extras.py)
     ├── HomeNotRunning         (UnavailableError) no running home answers from a data
     │                          directory (no state file, a stale one, or its NATS is gone)
-    └── UsageError             (InputError) an option or argument of a command is unusable;
-                               the message names it
+    ├── UsageError             (InputError) an option or argument of a command is unusable;
+    │                          the message names it
+    └── ControlError           a request on home's control surface failed (carries the
+        │                      reply's code, which picks the class: shared/control.py)
+        ├── ControlTimeout     (UnavailableError) the control subject did not answer in time
+        ├── ControlBadRequest  (InputError) ``bad_request``, ``not_found``: what was asked
+        │                      is malformed or names nothing there is
+        └── ControlRefused     (RefusedError) ``refused``, ``overlap``: home would not do it
 
 How an error ends a command (exit code and message) is decided in one place for every
 command line: :mod:`shared.cli`.
@@ -138,3 +144,25 @@ class HomeNotRunning(ContractError, UnavailableError):
 
 class UsageError(ContractError, InputError):
     """An option or argument of a command is unusable; the message names it (``--device``)."""
+
+
+class ControlError(ContractError):
+    """A request on home's control surface failed; ``code`` is the reply's error code
+    (``shared/control.py``), which picks the subclass and so the umbrella."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+class ControlTimeout(ControlError, UnavailableError):
+    """The control subject did not answer within the timeout."""
+
+
+class ControlBadRequest(ControlError, InputError):
+    """Home answered that the request is malformed or names nothing there is."""
+
+
+class ControlRefused(ControlError, RefusedError):
+    """Home answered that it will not do what was asked (refused, or an overlap)."""

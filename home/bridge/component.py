@@ -23,14 +23,13 @@ from bridge.errors import BridgeError, PairError
 from bridge.node.home import HomeBridgeEndpoint
 from bridge.node.outbox import OUTBOX_DIR
 from bridge.pair import HOST_KEY_NAME, PairingFiles, pair
-from home.substrate import control
 from home.substrate.bus_auth import BusAuthority, bridge_user_name
 from home.substrate.component import BusAddress, ComponentInfo, Health
-from home.substrate.control import ControlRequest
-from home.substrate.errors import ComponentError, ControlError
+from home.substrate.errors import ComponentError
+from shared import control
 from shared.bus_credentials import ADMIN_USER
-from shared.control import PairResult
-from shared.errors import SchemaError, SubjectError
+from shared.control import ControlRequest, PairResult
+from shared.errors import ControlError, SchemaError, SubjectError
 from shared.lifecycle import Service
 from shared.proc import free_port
 from shared.schema import BridgeHalf, load_bridge_half

@@ -16,12 +16,11 @@ from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from home.substrate import control
-from home.substrate.control import ControlReply, ControlRequest
 from home.substrate.datadir import HomeState, find_home
-from home.substrate.errors import ControlTimeout
+from shared import control
 from shared.bus_credentials import home_admin_url
-from shared.errors import BusCredentialsError, HomeNotRunning
+from shared.control import ControlReply, ControlRequest
+from shared.errors import BusCredentialsError, ControlTimeout, HomeNotRunning
 from shared.lifecycle import Pacing, Service, retry_until_deadline
 
 DEFAULT_TIMEOUT_S = 10.0

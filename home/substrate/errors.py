@@ -13,18 +13,13 @@ parentheses::
     ├── LaunchError          (UnavailableError) a node could not be started (bad config,
     │                        missing program, a component it needs is not running)
     ├── MemberRecordError    (InputError) a record in the members' bucket does not parse
-    ├── ControlError         a control request failed (carries the remote error code); the
-    │   │                    reply's code picks the class (home/substrate/control.py)
-    │   ├── ControlTimeout   (UnavailableError) the control subject did not answer in time
-    │   ├── ControlBadRequest (InputError) ``bad_request``, ``not_found``: what was asked is
-    │   │                    malformed or names nothing there is
-    │   └── ControlRefused   (RefusedError) ``refused``, ``overlap``: home would not do it
     └── SchemaRuntimeError   (RefusedError) an apply or unapply was refused
         ├── OverlapRefused   two schemas would publish the same rail for one device
         └── SchemaNotFound   no such schema to apply, or no such active schema to unapply
 
-No running home found through a data directory is :class:`shared.errors.HomeNotRunning`:
-the edge meets it too.
+No running home found through a data directory is :class:`shared.errors.HomeNotRunning`,
+and a failed control request a :class:`shared.errors.ControlError` of the class its
+reply's code maps to (``shared/control.py``): the edge meets both too.
 
 Third-party failures (nats-py, OSError from subprocesses) are translated into
 these at the module that meets them.
@@ -63,27 +58,6 @@ class LaunchError(SubstrateError, UnavailableError):
 
 class MemberRecordError(SubstrateError, InputError):
     """A record in the members' bucket does not parse (names the key and the field)."""
-
-
-class ControlError(SubstrateError):
-    """A request on ``home.control.>`` failed; ``code`` is the remote error code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
-        self.message = message
-        super().__init__(f"{code}: {message}")
-
-
-class ControlTimeout(ControlError, UnavailableError):
-    """The control subject did not answer within the timeout."""
-
-
-class ControlBadRequest(ControlError, InputError):
-    """Home answered that the request is malformed or names nothing there is."""
-
-
-class ControlRefused(ControlError, RefusedError):
-    """Home answered that it will not do what was asked (refused, or an overlap)."""
 
 
 class SchemaRuntimeError(SubstrateError, RefusedError):

@@ -24,17 +24,10 @@ from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
-from home.substrate import control
 from home.substrate.bus_auth import ROUTER_USER, SUBSTRATE_USER, BusAuthority
 from home.substrate.component import BusAddress, ComponentInfo, Health, until_answered
 from home.substrate.config import HomeConfig
-from home.substrate.control import ControlReply, ControlRequest, StatusChange
-from home.substrate.errors import (
-    ComponentError,
-    ControlError,
-    HomeConfigError,
-    SchemaRuntimeError,
-)
+from home.substrate.errors import ComponentError, HomeConfigError, SchemaRuntimeError
 from home.substrate.eventlog import ensure_stream, stream_stats
 from home.substrate.launchers import (
     LAUNCHERS,
@@ -45,8 +38,10 @@ from home.substrate.launchers import (
 )
 from home.substrate.router import Router
 from home.substrate.schema_runtime import SAVED_FILE, SchemaRuntime, SchemaSource
+from shared import control
 from shared.bus_credentials import redact
-from shared.errors import SchemaError
+from shared.control import ControlReply, ControlRequest, StatusChange
+from shared.errors import ControlError, SchemaError
 from shared.lifecycle import Service, cancel_and_wait
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema import NodeCatalog, load_node_catalog

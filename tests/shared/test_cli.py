@@ -11,12 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 from bridge.cli import app as bridge_app
-from home.substrate.control import ControlReply
-from home.substrate.errors import ControlBadRequest, ControlError, ControlRefused
 from shared.cli import CommandApp, error_message, exit_code_for, finish
+from shared.control import ControlReply
 from shared.errors import (
     ConfigurationError,
     ContractError,
+    ControlBadRequest,
+    ControlError,
+    ControlRefused,
     HomeNotRunning,
     InputError,
     LinkError,

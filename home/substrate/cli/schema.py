@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from home.substrate import control
 from home.substrate.cli.common import (
     AsJson,
     console,
@@ -20,6 +19,7 @@ from home.substrate.cli.common import (
 from home.substrate.cli.status import print_schemas
 from home.substrate.client import HomeClient
 from home.substrate.options import DataDir
+from shared import control
 from shared.cli import CommandApp
 from shared.errors import UsageError
 

@@ -13,7 +13,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from home.substrate import control
 from home.substrate.cli.common import (
     AsJson,
     console,
@@ -21,10 +20,10 @@ from home.substrate.cli.common import (
     state_markup,
 )
 from home.substrate.client import HomeClient
-from home.substrate.errors import ControlError
 from home.substrate.options import DataDir
+from shared import control
 from shared.cli import finish
-from shared.errors import HomeNotRunning
+from shared.errors import ControlError, HomeNotRunning
 
 Wait = Annotated[
     float,

@@ -11,7 +11,7 @@ from pathlib import Path
 from bridge.check import Severity, check_pair
 from home.bridge.component import HomeBridgeComponent
 from home.substrate.component import FixedBusAddress
-from home.substrate.control import ControlRequest
+from shared.control import ControlRequest
 from shared.schema import load_bridge_half
 
 

@@ -21,11 +21,11 @@ import pytest
 import yaml
 from nats.aio.client import Client as NatsClient
 
-from home.substrate import control
 from home.substrate.client import HomeClient
 from home.substrate.config import HomeConfig
 from home.substrate.datadir import STATE_FILE
 from home.up import run_home
+from shared import control
 from shared.bus_credentials import home_admin_url
 
 ECHO_NODE = Path(__file__).with_name("echo_node.py")

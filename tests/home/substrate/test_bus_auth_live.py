@@ -26,12 +26,12 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
-from home.substrate import control
 from home.substrate.client import HomeClient
 from home.substrate.config import DEFAULT_CATALOG, DEFAULT_SCHEMA_DIR, HomeConfig
 from home.substrate.datadir import STATE_FILE
 from home.substrate.launchers import health_reply_prefix, node_health_subject
 from home.up import run_home
+from shared import control
 from shared.bus_credentials import BusCredentials, credentials_file
 from tests.home.substrate.conftest import wait_for
 

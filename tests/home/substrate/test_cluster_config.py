@@ -10,13 +10,13 @@ from pathlib import Path
 import nats
 import pytest
 
-from home.substrate import control
 from home.substrate.config import CLUSTER_SECRET_ENV, ClusterConfig
 from home.substrate.errors import ComponentError, HomeConfigError, MemberRecordError
 from home.substrate.membership import MemberRecord
 from home.substrate.nats_server import NatsServer, route_url
 from home.substrate.schema_runtime import SchemaSource
 from home.up_command import cluster_config
+from shared import control
 from shared.proc import free_port
 
 

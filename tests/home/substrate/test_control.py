@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from home.substrate import control
-from home.substrate.control import ControlReply, ControlRequest
-from home.substrate.errors import ControlError
+from shared import control
+from shared.control import ControlReply, ControlRequest
+from shared.errors import ControlError
 
 
 def test_request_round_trip_and_typed_arguments() -> None:

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from home.substrate import control
-from home.substrate.control import ControlReply
+from shared import control
+from shared.control import ControlReply
 from tests.home.substrate.conftest import Home
 from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report

@@ -8,9 +8,9 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from home.substrate import control
-from home.substrate.control import StatusChange
 from home.substrate.eventlog import _logged, event_summary, read_log, trace
+from shared import control
+from shared.control import StatusChange
 from shared.event import Event
 from shared.subjects import sensation_turn_subject, speech_completed_subject
 from tests.home.substrate.conftest import Home, running_pid, wait_for

@@ -15,10 +15,10 @@ import pytest
 from nats.aio.subscription import Subscription
 from nats.errors import TimeoutError as NatsTimeout
 
-from home.substrate import control
 from home.substrate.eventlog import read_log
 from home.substrate.router import Router
 from home.substrate.routing import Route
+from shared import control
 from shared.bus_credentials import home_admin_url
 from shared.errors import HomeNotRunning
 from shared.event import Event

@@ -8,9 +8,9 @@ import signal
 import pytest
 from nats.aio.msg import Msg
 
-from home.substrate import control
-from home.substrate.control import StatusChange
-from home.substrate.errors import ControlError
+from shared import control
+from shared.control import StatusChange
+from shared.errors import ControlError
 from tests.home.substrate.conftest import Home, alive, nodes, running_pid, wait_for
 
 
