@@ -13,6 +13,7 @@ from typing import Any
 
 from bridge.check import Severity, check_pair
 from bridge.errors import FrameError, HelloRefused
+from bridge.protocol.clock import ClockReading
 from shared.errors import SubjectError
 from shared.schema.bridge_half import BridgeHalf, HalfLimits, SubjectDecl
 from shared.subjects import split_subject
@@ -40,7 +41,11 @@ class Resume:
 
 @dataclass(frozen=True)
 class Hello:
-    """One side's hello."""
+    """One side's hello.
+
+    ``clock`` is optional (bridge/PROTOCOL.md "Clocks"): a hello without it, from a side
+    older than the key, gets its events judged as stamped, as before.
+    """
 
     version: int
     bridge: str
@@ -52,10 +57,17 @@ class Hello:
     limits: HalfLimits
     stream: str
     received: Resume
+    clock: ClockReading | None = None
 
     @classmethod
-    def for_half(cls, half: BridgeHalf, stream: str, received: Resume) -> Hello:
-        """The hello a side sends for its own half."""
+    def for_half(
+        cls,
+        half: BridgeHalf,
+        stream: str,
+        received: Resume,
+        clock: ClockReading | None = None,
+    ) -> Hello:
+        """The hello a side sends for its own half, with its clock when it reads one."""
         return cls(
             version=PROTOCOL_VERSION,
             bridge=half.bridge,
@@ -67,11 +79,12 @@ class Hello:
             limits=half.limits,
             stream=stream,
             received=received,
+            clock=clock,
         )
 
     def to_body(self) -> dict[str, Any]:
         """The JSON object of the HELLO frame."""
-        return {
+        body: dict[str, Any] = {
             "protocol": PROTOCOL_NAME,
             "version": self.version,
             "bridge": self.bridge,
@@ -88,6 +101,9 @@ class Hello:
             "stream": self.stream,
             "received": {"stream": self.received.stream, "seq": self.received.seq},
         }
+        if self.clock is not None:
+            body["clock"] = self.clock.to_body()
+        return body
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> Hello:
@@ -116,6 +132,7 @@ class Hello:
             ),
             stream=_get(body, "stream", str),
             received=Resume(stream, _get(received, "seq", int)),
+            clock=ClockReading.from_body(body["clock"]) if "clock" in body else None,
         )
 
     def as_half(self, like: BridgeHalf) -> BridgeHalf:
