@@ -16,15 +16,8 @@ cannot (docs/architecture.md "Bridge", bridge/PROTOCOL.md "Clocks").
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
-
-from bridge.errors import FrameError
-
-# A clock reading is epoch seconds; anything past this (year 33658) is no clock at all,
-# and would overflow the datetimes an event's timestamp becomes.
-MAX_EPOCH_S = 1e12
 
 
 @dataclass(frozen=True)
@@ -33,27 +26,6 @@ class ClockReading:
 
     now: float
     synced: bool
-
-    def to_body(self) -> dict[str, Any]:
-        """The hello's ``clock`` object."""
-        return {"synced": self.synced, "now": self.now}
-
-    @classmethod
-    def from_body(cls, body: Any) -> ClockReading:
-        """Parse the hello's ``clock`` object; FrameError names the bad key."""
-        if not isinstance(body, dict):
-            raise FrameError("hello: 'clock' must be an object")
-        synced, now = body.get("synced"), body.get("now")
-        if not isinstance(synced, bool):
-            raise FrameError(f"hello: 'clock.synced' must be true or false, got {synced!r:.60}")
-        if (
-            isinstance(now, bool)
-            or not isinstance(now, int | float)
-            or not math.isfinite(now)
-            or abs(now) > MAX_EPOCH_S
-        ):
-            raise FrameError(f"hello: 'clock.now' must be epoch seconds, got {now!r:.60}")
-        return cls(float(now), synced)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from home.substrate.routing import EXPIRED, Delivered, Dropped, Route, route_bin
 from shared.event import Event
 from shared.schema import load_bridge_half
 from shared.subjects import sensation_turn_subject, speak_subject, workspace_in_subject
+from tests.support import json_strategy
 
 EDGE = load_bridge_half("schemas/bridge/board.edge.yaml")
 HOME = load_bridge_half("schemas/bridge/board.home.yaml")
@@ -230,6 +231,19 @@ def test_a_malformed_clock_refuses_the_hello_by_name(clock: object, named: str) 
     home = BridgeSession(HOME, "board")
     [refusal] = home.greet(HelloFrame(body), "board", ClockReading(NOW, True))
     assert isinstance(refusal, RefuseHello) and named in refusal.reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_strategy.json_values(max_leaves=20, text_size=20, width=4))
+def test_any_clock_value_is_taken_or_refused_by_name(clock: object) -> None:
+    body = Hello.for_half(EDGE, "s", Resume(None, 0)).to_body() | {"clock": clock}
+    home = BridgeSession(HOME, "board")
+    actions = home.greet(HelloFrame(body), "board", ClockReading(NOW, True))
+    if home.linked:
+        assert actions == [] and home.peer_clock is not None
+    else:
+        [refusal] = actions
+        assert isinstance(refusal, RefuseHello) and "'clock" in refusal.reason
 
 
 # --- this side's clock --------------------------------------------------------------------
