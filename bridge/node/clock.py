@@ -5,7 +5,7 @@ asked of the kernel: ``adjtimex(2)`` with no mode bits set only reads, needs no
 privilege, and answers ``TIME_ERROR`` while the clock is unsynchronized, which is what
 ``timedatectl``'s ``NTPSynchronized`` reports too, without systemd or D-Bus. Where the
 kernel cannot be asked, the clock is not counted as synced: the peer then judges this
-side's events on its own clock, which costs nothing when the clocks agree.
+side's events on its own clock, which changes nothing when the clocks agree.
 
 ``TETHER_CLOCK_SYNCED=yes`` or ``no`` overrides the kernel's answer (a board whose
 clock is set by other means, a test); tests inject a whole :class:`WallClock`.
