@@ -15,7 +15,8 @@ in parentheses::
     ├── Refused              (RefusedError) one event refused by this half's policy;
     │   │                    ``reason`` is a counter key
     │   └── OutboxFull       the bounded outbox has no room for another event
-    └── PairError            (InputError) `bridge pair` cannot write what it was asked to
+    ├── PairError            (InputError) `bridge pair` cannot write what it was asked to
+    └── ClockSettingError    (ConfigurationError) TETHER_CLOCK_SYNCED is neither yes nor no
 
 Foreign exceptions (asyncssh, nats, zstandard, OSError) are translated into
 these at the boundary where they arise.
@@ -24,7 +25,7 @@ these at the boundary where they arise.
 from __future__ import annotations
 
 from shared import errors
-from shared.errors import InputError, RefusedError, TetherError
+from shared.errors import ConfigurationError, InputError, RefusedError, TetherError
 
 
 class BridgeError(TetherError):
@@ -75,3 +76,7 @@ class OutboxFull(Refused):
 
 class PairError(BridgeError, InputError):
     """`bridge pair` cannot do what it was asked (bad device, keys under schemas/, ...)."""
+
+
+class ClockSettingError(BridgeError, ConfigurationError):
+    """The override of whether this side's clock is synced says neither yes nor no."""

@@ -1,5 +1,6 @@
 """The bridge nodes: the shared core, the edge node and the home endpoint."""
 
+from bridge.node.clock import WallClock
 from bridge.node.core import BridgeCore
 from bridge.node.counters import BridgeCounters
 from bridge.node.edge import EdgeBridgeNode
@@ -11,5 +12,6 @@ __all__ = [
     "BridgeCounters",
     "EdgeBridgeNode",
     "HomeBridgeEndpoint",
+    "WallClock",
     "status_subject",
 ]

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections import deque
 from typing import Any
 
@@ -31,6 +30,7 @@ from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
 from bridge.errors import HelloRefused, LinkError
+from bridge.node.clock import WallClock
 from bridge.node.counters import BridgeCounters
 from bridge.node.intake import INTAKE_HEADER, verdict
 from bridge.node.link import Link
@@ -73,8 +73,11 @@ class BridgeCore(Service):
         sweep_interval_s: float = 1.0,
         store: OutboxStore | None = None,
         lookup: NATS | None = None,
+        clock: WallClock | None = None,
     ) -> None:
         self.half = half
+        # This side's wall clock: what events expire by, and what its hello says of it.
+        self.clock = clock or WallClock()
         self.device = device or half.device
         self.session = BridgeSession(half, self.device, durable=store is not None)
         self.store = store
@@ -132,7 +135,7 @@ class BridgeCore(Service):
 
     async def _restore(self, store: OutboxStore) -> None:
         """Take back the last run's outbox and dedupe window, and what it left in doubt."""
-        now = time.time()
+        now = self.clock.now()
         restored = store.restore(now)
         seen = dict(restored.seen)
         inbound = restored.inbound
@@ -153,7 +156,8 @@ class BridgeCore(Service):
         )
 
     def health(self) -> dict[str, Any]:
-        """State, peer, outbox depth and counters (JSON-ready)."""
+        """State, peer, outbox depth, the peer's clock as measured, counters (JSON-ready)."""
+        peer_clock = self.session.peer_clock
         return {
             "bridge": self.half.bridge,
             "side": self.half.side,
@@ -162,6 +166,7 @@ class BridgeCore(Service):
             "detail": self.detail,
             "peer": self.peer,
             "outbox": len(self.outbox),
+            "peer_clock": None if peer_clock is None else peer_clock.describe(),
             "counters": self.counters.snapshot(),
         }
 
@@ -197,7 +202,7 @@ class BridgeCore(Service):
                 case PublishLocal() as publish:
                     todo.extend(await self._publish(publish))
                 case StoreEvent() | ForgetAcked() as stored:
-                    self._persist(stored, time.time())
+                    self._persist(stored, self.clock.now())
                 case SendFrame(frame):
                     if link is not None:
                         link.send(frame)
@@ -261,7 +266,7 @@ class BridgeCore(Service):
     # --- local side -------------------------------------------------------------
 
     async def _on_local(self, msg: Msg) -> None:
-        actions = self.session.send(msg.subject, msg.data, time.time())
+        actions = self.session.send(msg.subject, msg.data, self.clock.now())
         if len(actions) == 1 and type(actions[0]) is Transmit:
             # What almost every local event answers, so taken without the general loop.
             if self._link is not None:
@@ -279,7 +284,7 @@ class BridgeCore(Service):
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(self._sweep_interval_s)
-            now = time.time()
+            now = self.clock.now()
             await self.carry_out(self.session.tick(now))
             self._persist(None, now)
 
@@ -345,7 +350,7 @@ class BridgeCore(Service):
             raise LinkError(f"local NATS did not confirm the publishes: {exc}") from exc
         if self.store is not None:
             try:
-                self.store.commit_inbound(stream, seq, delivered, time.time())
+                self.store.commit_inbound(stream, seq, delivered, self.clock.now())
             except StoreError as exc:
                 raise LinkError(str(exc)) from exc
             del self._delivered[: len(delivered)]

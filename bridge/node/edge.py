@@ -18,6 +18,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 
 from bridge.errors import BridgeError, HelloRefused, LinkError, TransportRefused
+from bridge.node.clock import WallClock
 from bridge.node.core import BridgeCore
 from bridge.node.outbox import OutboxStore, Synchronous, store_path
 from bridge.transport.backoff import Backoff
@@ -33,7 +34,8 @@ class EdgeBridgeNode(Service):
     """Start with :meth:`start`, check with :meth:`health`, end with :meth:`close`.
 
     ``half`` must be an edge half; ``client_key`` the board's private key file;
-    ``outbox_dir``, when given, holds the durable outbox (:mod:`bridge.node.outbox`).
+    ``outbox_dir``, when given, holds the durable outbox (:mod:`bridge.node.outbox`);
+    ``clock`` is the board's wall clock (default: the system's, :mod:`bridge.node.clock`).
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class EdgeBridgeNode(Service):
         connect_timeout_s: float = 10.0,
         outbox_dir: Path | None = None,
         synchronous: Synchronous = "NORMAL",
+        clock: WallClock | None = None,
     ) -> None:
         if half.side != "edge":
             raise BridgeError(f"{half.file} is a {half.side} half; the edge node needs side: edge")
@@ -60,6 +63,7 @@ class EdgeBridgeNode(Service):
         self._connect_timeout_s = connect_timeout_s
         self._outbox_dir = outbox_dir
         self._synchronous: Synchronous = synchronous
+        self._clock = clock
         self._nc: NATS | None = None
         self._core: BridgeCore | None = None
         self._task: asyncio.Task[None] | None = None
@@ -81,7 +85,9 @@ class EdgeBridgeNode(Service):
         store = None
         if self._outbox_dir is not None:
             store = OutboxStore(store_path(self._outbox_dir, self.half), self._synchronous)
-        self._core = BridgeCore(self.half, self._nc, heartbeat_s=self._heartbeat_s, store=store)
+        self._core = BridgeCore(
+            self.half, self._nc, heartbeat_s=self._heartbeat_s, store=store, clock=self._clock
+        )
         await self._core.start()
         self._task = asyncio.create_task(
             self._connect_loop(), name=f"bridge-edge-{self.half.bridge}"

@@ -19,6 +19,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 
 from bridge.errors import BridgeError, HelloRefused, LinkError, ProtocolError
+from bridge.node.clock import WallClock
 from bridge.node.core import BridgeCore
 from bridge.node.outbox import OutboxStore, Synchronous, store_path
 from bridge.transport.server import AuthorizedClient, LoginGate, listen_bridge
@@ -59,6 +60,8 @@ class HomeBridgeEndpoint(Service):
     ``outbox_dir``, when given, holds each device's durable outbox (:mod:`bridge.node.outbox`);
     after a crash the endpoint's own connection (``nats_url``'s user) reads the local
     JetStream for the events left in doubt (:mod:`bridge.node.recover`).
+
+    ``clock`` is home's wall clock (default: the system's, :mod:`bridge.node.clock`).
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class HomeBridgeEndpoint(Service):
         device_url: Callable[[str], Awaitable[str]] | None = None,
         outbox_dir: Path | None = None,
         synchronous: Synchronous = "NORMAL",
+        clock: WallClock | None = None,
     ) -> None:
         if not halves:
             raise BridgeError("the home bridge endpoint needs at least one home half")
@@ -93,6 +97,7 @@ class HomeBridgeEndpoint(Service):
         self._device_url = device_url
         self._outbox_dir = outbox_dir
         self._synchronous: Synchronous = synchronous
+        self._clock = clock
         self._device_nc: dict[str, NATS] = {}
         self._started = False
         self.cores: dict[str, BridgeCore] = {}
@@ -152,6 +157,7 @@ class HomeBridgeEndpoint(Service):
             heartbeat_s=self._heartbeat_s,
             store=store,
             lookup=lookup,
+            clock=self._clock,
         )
         await core.start()
         self.cores[half.device] = core

@@ -16,6 +16,7 @@ import time
 from typing import Protocol
 
 from bridge.errors import LinkError
+from bridge.node.clock import WallClock
 from bridge.node.session import Action, BridgeSession
 from bridge.protocol import Ack, Events, Frame, FrameDecoder, FrameEncoder, HelloFrame, Ping
 from bridge.transport.streams import ByteReader, ByteWriter
@@ -43,6 +44,10 @@ class LinkHost(Protocol):
     @property
     def heartbeat_s(self) -> float:
         """The interval between pings; three silent ones end the link."""
+
+    @property
+    def clock(self) -> WallClock:
+        """This side's wall clock: what events expire by, what the hello says of it."""
 
     async def carry_out(self, actions: list[Action], link: Link | None = None) -> None:
         """Do what the session answered, on this link."""
@@ -106,7 +111,7 @@ class Link:
 
     async def handshake(self, authenticated_device: str | None) -> None:
         """Exchange hellos; the session attaches the link or refuses the peer's half."""
-        await self.write([HelloFrame(self.session.hello().to_body())])
+        await self.write([HelloFrame(self.session.hello(self.core.clock.read()).to_body())])
         try:
             async with asyncio.timeout(self.core.hello_timeout_s):
                 frames: list[Frame] = []
@@ -117,7 +122,9 @@ class Link:
                 f"no hello from the peer within {self.core.hello_timeout_s} s"
             ) from None
         first, self.early = frames[0], frames[1:]
-        await self.core.carry_out(self.session.greet(first, authenticated_device), self)
+        # Read as the peer's hello is taken in: the offset between the clocks is measured by it.
+        greeted = self.session.greet(first, authenticated_device, self.core.clock.read())
+        await self.core.carry_out(greeted, self)
 
     async def run(self) -> None:
         """Read, write, beat and ack until one of them fails; always raises."""
@@ -139,7 +146,7 @@ class Link:
                 self.writer.close()
 
     async def _handle(self, frame: Frame) -> None:
-        actions = self.session.receive(frame, time.time(), time.monotonic_ns())
+        actions = self.session.receive(frame, self.core.clock.now(), time.monotonic_ns())
         if isinstance(frame, Events):
             # Shielded: a batch is handled whole even if the link dies meanwhile, so every
             # record local NATS took is reported published (and never delivered twice).
@@ -164,7 +171,7 @@ class Link:
             if self.ack_due:
                 frames.append(Ack(self.ack_seq))
                 self.ack_due = False
-            batch = self.session.next_batch(time.time())
+            batch = self.session.next_batch(self.core.clock.now())
             if batch is not None:
                 frames.append(batch)
             if frames:

@@ -27,6 +27,8 @@ what a previous run of the side left (docs/architecture.md, "Bridge: the durable
 
 Times are passed in: ``now`` is wall-clock seconds (``time.time()``, what events
 expire by), ``mono_ns`` a monotonic clock in nanoseconds (what heartbeat nonces carry).
+The hello carries this side's clock reading, and the peer's, read against this side's
+clock as it arrives, says how the peer's events are judged (:mod:`bridge.protocol.clock`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from bridge.errors import FrameError, HelloRefused, Refused
 from bridge.node.counters import BridgeCounters
 from bridge.protocol import (
     Ack,
+    ClockReading,
     Crossing,
     Deduper,
     EventRecord,
@@ -48,6 +51,7 @@ from bridge.protocol import (
     HelloFrame,
     Outbox,
     OutboxEntry,
+    PeerClock,
     Ping,
     Pong,
     ReceiveState,
@@ -55,6 +59,7 @@ from bridge.protocol import (
     Resume,
     bounded_findings,
     check_hello,
+    measure,
 )
 from shared.schema.bridge_half import BridgeHalf
 
@@ -182,6 +187,8 @@ class BridgeSession:
         self.counters = BridgeCounters()
         # The current link's send queue, in the order entries go out; None while no link is up.
         self._queue: deque[OutboxEntry] | None = None
+        # The peer's clock as measured at the last hello; None: its events judged as stamped.
+        self.peer_clock: PeerClock | None = None
 
     @property
     def linked(self) -> bool:
@@ -257,14 +264,18 @@ class BridgeSession:
 
     # --- the link ---------------------------------------------------------------
 
-    def hello(self) -> Hello:
-        """This side's hello: its half, its stream, and how far it got in the peer's."""
+    def hello(self, clock: ClockReading | None = None) -> Hello:
+        """This side's hello: its half, its stream, how far it got in the peer's, its clock."""
         resume = Resume(self.inbound.stream, self.inbound.seq)
-        return Hello.for_half(self.half, self.outbox.stream, resume)
+        return Hello.for_half(self.half, self.outbox.stream, resume, clock)
 
-    def greet(self, first: Frame, authenticated_device: str | None) -> list[Action]:
+    def greet(
+        self, first: Frame, authenticated_device: str | None, clock: ClockReading | None = None
+    ) -> list[Action]:
         """The peer's first frame: its hello attaches the link, or is refused.
 
+        ``clock`` is this side's clock as the hello arrived: with the peer's reading it
+        gives the offset between the two, and whether the peer's events are judged here.
         Raises :class:`HelloRefused` when the peer refused this side instead, and
         :class:`FrameError` when the first frame is not a hello at all.
         """
@@ -281,6 +292,9 @@ class BridgeSession:
             return [RefuseHello(exc.message, exc.findings)]
         except FrameError as exc:
             return [RefuseHello(str(exc))]
+        self.peer_clock = (
+            measure(hello.clock, clock) if hello.clock is not None and clock is not None else None
+        )
         known = hello.received.stream == self.outbox.stream
         unseen = self.outbox.restart(hello.received.seq if known else None)
         self.inbound.attach(hello.stream)
@@ -388,7 +402,7 @@ class BridgeSession:
     ) -> Crossing | RefuseEvent | DropExpired | None:
         """The event to publish, or why not (None: a duplicate, counted)."""
         try:
-            event = self.policy.incoming(record.subject, record.data)
+            event = self.policy.incoming(record.subject, record.data, self.peer_clock, now)
         except Refused as refusal:
             return self._refused(refusal, f"an incoming event (seq {record.seq})")
         if event.expires_at < now:

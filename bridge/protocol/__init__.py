@@ -3,6 +3,7 @@
 See ``bridge/PROTOCOL.md`` for the wire format.
 """
 
+from bridge.protocol.clock import ClockReading, PeerClock, measure
 from bridge.protocol.delivery import Deduper, Outbox, OutboxEntry, ReceiveState, new_stream_id
 from bridge.protocol.frames import (
     Ack,
@@ -29,6 +30,7 @@ from bridge.protocol.policy import Crossing, HalfPolicy, hop_name
 __all__ = [
     "PROTOCOL_VERSION",
     "Ack",
+    "ClockReading",
     "Crossing",
     "Deduper",
     "EventRecord",
@@ -42,6 +44,7 @@ __all__ = [
     "HelloFrame",
     "Outbox",
     "OutboxEntry",
+    "PeerClock",
     "Ping",
     "Pong",
     "ReceiveState",
@@ -50,5 +53,6 @@ __all__ = [
     "bounded_findings",
     "check_hello",
     "hop_name",
+    "measure",
     "new_stream_id",
 ]

@@ -7,12 +7,14 @@ same rules as ``bridge check``. Pure: no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from bridge.check import Severity, check_pair
 from bridge.errors import FrameError, HelloRefused
+from bridge.protocol.clock import ClockReading
 from shared.errors import SubjectError
 from shared.schema.bridge_half import BridgeHalf, HalfLimits, SubjectDecl
 from shared.subjects import split_subject
@@ -25,6 +27,9 @@ PROTOCOL_VERSION = 1
 # subjects a list; a subject is a handful of short tokens.
 MAX_HELLO_SUBJECTS = 64
 MAX_SUBJECT_CHARS = 256
+# A clock reading is epoch seconds; past this (year 33658) it is no clock at all, and
+# would overflow the datetimes an event's timestamp becomes.
+MAX_EPOCH_S = 1e12
 # A refusal (the REFUSE frame, the status detail, the log line) names at most this
 # many findings, then how many more there were.
 MAX_REFUSAL_FINDINGS = 10
@@ -40,7 +45,11 @@ class Resume:
 
 @dataclass(frozen=True)
 class Hello:
-    """One side's hello."""
+    """One side's hello.
+
+    ``clock`` is optional (bridge/PROTOCOL.md "Clocks"): a hello without it, from a side
+    older than the key, gets its events judged as stamped, as before.
+    """
 
     version: int
     bridge: str
@@ -52,10 +61,17 @@ class Hello:
     limits: HalfLimits
     stream: str
     received: Resume
+    clock: ClockReading | None = None
 
     @classmethod
-    def for_half(cls, half: BridgeHalf, stream: str, received: Resume) -> Hello:
-        """The hello a side sends for its own half."""
+    def for_half(
+        cls,
+        half: BridgeHalf,
+        stream: str,
+        received: Resume,
+        clock: ClockReading | None = None,
+    ) -> Hello:
+        """The hello a side sends for its own half, with its clock when it reads one."""
         return cls(
             version=PROTOCOL_VERSION,
             bridge=half.bridge,
@@ -67,11 +83,12 @@ class Hello:
             limits=half.limits,
             stream=stream,
             received=received,
+            clock=clock,
         )
 
     def to_body(self) -> dict[str, Any]:
         """The JSON object of the HELLO frame."""
-        return {
+        body: dict[str, Any] = {
             "protocol": PROTOCOL_NAME,
             "version": self.version,
             "bridge": self.bridge,
@@ -88,6 +105,9 @@ class Hello:
             "stream": self.stream,
             "received": {"stream": self.received.stream, "seq": self.received.seq},
         }
+        if self.clock is not None:
+            body["clock"] = {"synced": self.clock.synced, "now": self.clock.now}
+        return body
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> Hello:
@@ -116,6 +136,7 @@ class Hello:
             ),
             stream=_get(body, "stream", str),
             received=Resume(stream, _get(received, "seq", int)),
+            clock=_clock(body["clock"]) if "clock" in body else None,
         )
 
     def as_half(self, like: BridgeHalf) -> BridgeHalf:
@@ -194,6 +215,23 @@ def _shown(value: Any) -> str:
     if isinstance(value, dict | list):
         return f"a {type(value).__name__} of {len(value)}"
     return repr(value[:60] if isinstance(value, str) else value)[:60]
+
+
+def _clock(value: Any) -> ClockReading:
+    """The hello's optional ``clock`` object (bridge/PROTOCOL.md "Clocks")."""
+    if not isinstance(value, dict):
+        raise FrameError(f"hello: 'clock' must be an object, got {_shown(value)}")
+    synced, now = value.get("synced"), value.get("now")
+    if not isinstance(synced, bool):
+        raise FrameError(f"hello: 'clock.synced' must be true or false, got {_shown(synced)}")
+    if (
+        isinstance(now, bool)
+        or not isinstance(now, int | float)
+        or not math.isfinite(now)
+        or abs(now) > MAX_EPOCH_S
+    ):
+        raise FrameError(f"hello: 'clock.now' must be epoch seconds, got {_shown(now)}")
+    return ClockReading(float(now), synced)
 
 
 def _subject_list(obj: dict[str, Any], key: str) -> list[str]:

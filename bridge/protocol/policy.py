@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from bridge.errors import Refused
+from bridge.protocol.clock import PeerClock
 from shared.errors import EnvelopeError, EnvelopeTooLarge, NotTextOnly, SubjectError
 from shared.event import (
     BLOB_MIN_CHARS,
@@ -205,8 +206,8 @@ def _aware_timestamp(raw: Any) -> datetime | None:
     return stamp
 
 
-def _delivery_keys(obj: dict[str, Any]) -> tuple[str, float, tuple[str, ...]]:
-    """``event_id``, expiry (epoch seconds) and ``hops`` of an envelope object."""
+def _delivery_keys(obj: dict[str, Any]) -> tuple[str, float, float, tuple[str, ...]]:
+    """``event_id``, timestamp and TTL (seconds) and ``hops`` of an envelope object."""
     event_id = obj.get("event_id")
     if not isinstance(event_id, str) or not event_id:
         raise EnvelopeError("event_id", "must be a non-empty string")
@@ -226,10 +227,10 @@ def _delivery_keys(obj: dict[str, Any]) -> tuple[str, float, tuple[str, ...]]:
     if not isinstance(hops, list) or not all(isinstance(h, str) for h in hops):
         raise EnvelopeError("hops", "must be a list of strings")
     try:
-        expires_at = stamp.timestamp() + ttl_ms / 1000
+        stamped = stamp.timestamp()
     except (OverflowError, ValueError) as exc:
         raise EnvelopeError("timestamp", f"is out of range: {raw!r}") from exc
-    return event_id, expires_at, tuple(hops)
+    return event_id, stamped, ttl_ms / 1000, tuple(hops)
 
 
 class HalfPolicy:
@@ -267,24 +268,34 @@ class HalfPolicy:
             raise Refused(MALFORMED, f"{subject!r}: {exc}") from exc
         return self._cross(subject, obj, *keys)
 
-    def incoming(self, subject: str, data: bytes) -> Crossing:
+    def incoming(
+        self, subject: str, data: bytes, clock: PeerClock | None = None, now: float = 0.0
+    ) -> Crossing:
         """Check an event that arrived from the peer; return it with this side's hop appended.
 
         The peer's sending side validated the envelope; this side checks what it must not
         take on trust: the subject (declared, this link's device), text-only and limits
         (audio must never reach this bus, whatever the peer runs), no loop, and the keys
         delivery reads (``event_id``, ``timestamp``, ``ttl_ms``, ``hops``).
+
+        When ``clock`` says the peer's events are judged on this side's clock, the event's
+        ``timestamp`` is rewritten to when it was made on this side's clock, taken in at
+        ``now`` (:meth:`PeerClock.local_stamp`): every part of this side that reads its
+        expiry afterwards (routers, agents) then judges it on this side's clock as well.
         """
         self._check_subject(subject, self._imports, "imports")
         obj = self._parse(subject, data)
         try:
             self._check_text(obj, data)
-            event_id, expires_at, hops = _delivery_keys(obj)
+            event_id, stamped, ttl_s, hops = _delivery_keys(obj)
         except NotTextOnly as exc:
             raise Refused(NOT_TEXT, f"{subject!r}: {exc}") from exc
         except EnvelopeError as exc:
             raise Refused(MALFORMED, f"{subject!r}: {exc}") from exc
-        return self._cross(subject, obj, event_id, expires_at, hops)
+        if clock is not None and clock.judged_here:
+            stamped = clock.local_stamp(stamped, ttl_s, now)
+            obj["timestamp"] = datetime.fromtimestamp(stamped, UTC).isoformat()
+        return self._cross(subject, obj, event_id, stamped + ttl_s, hops)
 
     def _check_text(self, obj: dict[str, Any], data: bytes) -> None:
         """Text-only within the limits (:func:`check_text_only`), walked only when in doubt.

@@ -16,7 +16,7 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bridge.node import EdgeBridgeNode, HomeBridgeEndpoint
+from bridge.node import EdgeBridgeNode, HomeBridgeEndpoint, WallClock
 from bridge.pair import PairResult, pair
 from bridge.transport import Backoff
 from shared.event import Event
@@ -84,14 +84,20 @@ async def running_bridge(
     heartbeat_s: float = 0.5,
     backoff: Backoff | None = None,
     edge_half: BridgeHalf | None = None,
+    home_clock: WallClock | None = None,
+    edge_clock: WallClock | None = None,
 ) -> AsyncIterator[Rig]:
-    """Start the home endpoint (port 0) and the edge node; ``proxy`` puts a FaultyProxy between."""
+    """Start the home endpoint (port 0) and the edge node; ``proxy`` puts a FaultyProxy between.
+
+    ``home_clock`` and ``edge_clock`` stand in for each side's wall clock (default: the system's).
+    """
     home = HomeBridgeEndpoint(
         [paired.home],
         host_key=paired.result.host_key,
         nats_url=home_url,
         port=0,
         heartbeat_s=heartbeat_s,
+        clock=home_clock,
     )
     await home.start()
     edge: EdgeBridgeNode | None = None
@@ -111,6 +117,7 @@ async def running_bridge(
             heartbeat_s=heartbeat_s,
             backoff=backoff or Backoff(base_s=0.05, cap_s=0.5, rng=random.Random(7)),
             status_interval_s=0.5,
+            clock=edge_clock,
         )
         await edge.start()
         yield Rig(home, edge, home_nc, edge_nc, home_url, edge_url, home.port, faults)
