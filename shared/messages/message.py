@@ -10,10 +10,10 @@ strict reader that refuses another type, naming ``event_type``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self, TypedDict
+from typing import Any, ClassVar, Required, Self, TypedDict, Unpack
 
 from shared.errors import EnvelopeError
-from shared.event import DEFAULT_TTL_MS, Event
+from shared.event import Event
 
 
 class Stamp(TypedDict):
@@ -25,6 +25,18 @@ class Stamp(TypedDict):
     binding_id: str | None
     hops: tuple[str, ...]
     produced_by_schema: str | None
+
+
+class StampArgs(TypedDict, total=False):
+    """What ``to_event`` takes: a :class:`Stamp`, of which only the sender and its count
+    are required, and the event's TTL (``shared.event.DEFAULT_TTL_MS`` unless given)."""
+
+    source: Required[str]
+    sequence_number: Required[int]
+    binding_id: str | None
+    hops: tuple[str, ...]
+    produced_by_schema: str | None
+    ttl_ms: int
 
 
 class Message:
@@ -66,24 +78,6 @@ class PayloadMessage(Message):
         """The message as an event payload."""
         raise NotImplementedError
 
-    def to_event(
-        self,
-        *,
-        source: str,
-        sequence_number: int,
-        binding_id: str | None = None,
-        hops: tuple[str, ...] = (),
-        produced_by_schema: str | None = None,
-        ttl_ms: int = DEFAULT_TTL_MS,
-    ) -> Event:
+    def to_event(self, **stamp: Unpack[StampArgs]) -> Event:
         """The message's own event, stamped with who sends it and the turn it belongs to."""
-        return Event.new(
-            self.event_type,
-            self.to_payload(),
-            source=source,
-            sequence_number=sequence_number,
-            binding_id=binding_id,
-            hops=hops,
-            produced_by_schema=produced_by_schema,
-            ttl_ms=ttl_ms,
-        )
+        return Event.new(self.event_type, self.to_payload(), **stamp)

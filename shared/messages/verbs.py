@@ -10,11 +10,11 @@ What makes any ack a failure is :func:`ack_failure`; docs/architecture.md, "Acks
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
-from shared.event import DEFAULT_TTL_MS, Event
+from shared.event import Event
 from shared.messages import fields
-from shared.messages.message import Message, PayloadMessage
+from shared.messages.message import Message, PayloadMessage, StampArgs
 from shared.subjects import VERBS
 
 # A verb request's event is named after its verb (the verbs extension's dialect).
@@ -49,28 +49,9 @@ class VerbRequest(Message):
         payload["device"] = self.device
         return payload
 
-    def to_event(
-        self,
-        verb: str,
-        *,
-        source: str,
-        sequence_number: int,
-        binding_id: str | None = None,
-        hops: tuple[str, ...] = (),
-        produced_by_schema: str | None = None,
-        ttl_ms: int = DEFAULT_TTL_MS,
-    ) -> Event:
+    def to_event(self, verb: str, **stamp: Unpack[StampArgs]) -> Event:
         """The verb's event (of type ``verb``), stamped with the turn it belongs to."""
-        return Event.new(
-            verb,
-            self.to_payload(),
-            source=source,
-            sequence_number=sequence_number,
-            binding_id=binding_id,
-            hops=hops,
-            produced_by_schema=produced_by_schema,
-            ttl_ms=ttl_ms,
-        )
+        return Event.new(verb, self.to_payload(), **stamp)
 
     @classmethod
     def is_verb(cls, event_type: str) -> bool:
