@@ -186,7 +186,8 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
 
     Sends TEXT as the device's turn, waits for the first speak or reply of that
     turn (acknowledging a speak as played), prints it and exits 0; exits 1 if
-    nothing answers within --timeout seconds or home cannot be reached.
+    nothing answers within --timeout seconds, home cannot be reached, or the
+    bridge does not take the turn (the reason is printed).
 
     Example:
 
