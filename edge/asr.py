@@ -238,7 +238,7 @@ class AsrNode(Service):
             endpoint=end.reason,
             trace=Marks(at={VOICE_END: end.speech_ended_at, ENDPOINT: end.at, ASR_FINAL: final_at}),
         )
-        await self.bus.publish(
+        await self.bus.hand_over(
             turn.subject, turn.to_event(source=self.source, sequence_number=self._next())
         )
         now = time.monotonic()

@@ -1,7 +1,10 @@
 """The edge's connection to its loopback NATS: publish envelopes, subscribe with parsing.
 
 Messages that fail to parse are counted and logged with their subject, never
-passed on and never allowed to stop a node.
+passed on and never allowed to stop a node. Events for home (turns, speech acks) go
+out through :meth:`Bus.hand_over`: with a bridge on the board each is asked of its
+half until taken (:mod:`edge.handover`), and what is not taken is counted, logged
+and told to whoever listens (the notice node speaks it).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from edge.errors import NotTaken
+from edge.handover import hand_to_bridge
 from shared.errors import ContractError
 from shared.event import EnvelopeLimits, Event
 from shared.lifecycle import Service
@@ -23,16 +28,27 @@ from shared.publisher import MessageT, Received, receive
 log = logging.getLogger(__name__)
 
 Handler = Callable[[str, Event], Awaitable[None]]
+NotTakenHandler = Callable[[NotTaken], Awaitable[None]]
 
 
 class Bus(Service):
-    """One NATS client shared by the edge nodes, with per-source sequence numbers."""
+    """One NATS client shared by the edge nodes, with per-source sequence numbers.
 
-    def __init__(self, url: str, *, limits: EnvelopeLimits | None = None) -> None:
+    ``asks_bridge``: an edge bridge half runs on this NATS, so :meth:`hand_over` asks
+    it to take each event; without one, events for home stay local and are published.
+    """
+
+    def __init__(
+        self, url: str, *, limits: EnvelopeLimits | None = None, asks_bridge: bool = False
+    ) -> None:
         self.url = url
         self.limits = limits or EnvelopeLimits()
+        self.asks_bridge = asks_bridge
         self.malformed = 0
         self.handler_errors = 0
+        self.not_taken = 0
+        # Told of each event for home the bridge did not take (set by the runtime).
+        self.on_not_taken: NotTakenHandler | None = None
         self._nc: Client | None = None
         self._sequences: dict[str, itertools.count[int]] = {}
         self._subs: list[Any] = []
@@ -63,6 +79,23 @@ class Bus(Service):
     async def publish(self, subject: str, event: Event) -> None:
         """Publish one envelope (limits enforced: text only, size)."""
         await self.client.publish(subject, event.to_json(self.limits))
+
+    async def hand_over(self, subject: str, event: Event) -> None:
+        """Send an event for home: asked of the bridge half until taken, when there is one.
+
+        What the half does not take is counted, logged and handed to
+        :attr:`on_not_taken`; the producer carries on either way.
+        """
+        if not self.asks_bridge:
+            await self.publish(subject, event)
+            return
+        try:
+            await hand_to_bridge(self.client, subject, event, limits=self.limits)
+        except NotTaken as exc:
+            self.not_taken += 1
+            log.warning("%s (%s)", exc, exc.verdict)
+            if self.on_not_taken is not None:
+                await self.on_not_taken(exc)
 
     async def subscribe(self, pattern: str, handler: Handler) -> None:
         """Call ``handler(subject, event)`` for every well-formed envelope on ``pattern``."""

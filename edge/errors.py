@@ -16,6 +16,8 @@ parentheses::
     ├── NatsServerError     (UnavailableError) the loopback nats-server did not start
     ├── BridgeUnavailable   (UnavailableError) the config names a bridge half but no bridge
     │                       node is installed
+    ├── NotTaken            (RefusedError) the edge bridge half did not take an event that
+    │                       must cross: refused, expired, or no answer within its TTL
     └── TuiError            the TUI's, drawn in :mod:`edge.tui.errors`
 
 Bad configuration is reported as :class:`shared.errors.SchemaError` (every
@@ -24,7 +26,7 @@ issue with file, line and key), like every other YAML document of tether.
 
 from __future__ import annotations
 
-from shared.errors import TetherError, UnavailableError
+from shared.errors import RefusedError, TetherError, UnavailableError
 
 
 class EdgeError(TetherError):
@@ -65,3 +67,22 @@ class NatsServerError(EdgeError, UnavailableError):
 
 class BridgeUnavailable(EdgeError, UnavailableError):
     """A bridge half is configured but this installation has no edge bridge node."""
+
+
+class NotTaken(EdgeError, RefusedError):
+    """The edge bridge half did not take an event that must cross to home.
+
+    ``verdict`` is the half's (``refused``, ``expired``), or ``unanswered`` when no
+    half took it within its TTL, or ``unsent`` when the local NATS would not carry
+    the request at all.
+    """
+
+    def __init__(
+        self, subject: str, event_id: str, binding_id: str | None, verdict: str, reason: str
+    ) -> None:
+        super().__init__(f"home will not get event {event_id} on {subject}: {reason}")
+        self.subject = subject
+        self.event_id = event_id
+        self.binding_id = binding_id
+        self.verdict = verdict
+        self.reason = reason

@@ -8,7 +8,9 @@ busy or the link is down:
   otherwise, home is taken as reachable. When home returns, nothing is said;
 - a turn home reports as ``failed`` or ``aborted`` on this device's reply rail
   (``events.workspace.<agent>.out.reply.<device>``) gets ``failure_text``, so a
-  failure is heard, not only written to the reply log.
+  failure is heard, not only written to the reply log;
+- a turn the bridge half did not take (refused, expired, or no answer within its
+  TTL: :mod:`edge.handover`) gets ``text`` too: home will not hear it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 
 from edge.audio.base import Pcm
 from edge.bus import Bus
+from edge.errors import NotTaken
 from edge.tts import PiperSynthesizer, Speaker
 from shared.errors import ContractError
 from shared.event import Event
@@ -62,6 +65,7 @@ class NoticeNode(Service):
         self.failure_text = failure_text
         self.notices_played = 0
         self.failure_notices_played = 0
+        self.not_taken_notices_played = 0
         self._links: dict[str, BridgeStatus] = {}
         self._pcm: Pcm | None = None
         self._failure_pcm: Pcm | None = None
@@ -124,12 +128,27 @@ class NoticeNode(Service):
         self.failure_notices_played += 1
         await self._say(self._failure_pcm, self.failure_text, event.binding_id)
 
+    async def on_not_taken(self, failure: NotTaken) -> None:
+        """An event for home the bridge did not take: a turn of this device gets ``text``.
+
+        Not while home is unreachable: that turn has had the notice already. A speech
+        ack not taken is only counted and logged (by the bus): what it acks was heard.
+        """
+        if failure.subject != sensation_turn_subject(self.device):
+            return
+        if not self.home_reachable or self._pcm is None:
+            return
+        self.not_taken_notices_played += 1
+        await self._say(self._pcm, self.text, failure.binding_id)
+
     async def _say(self, pcm: Pcm, text: str, binding_id: str | None) -> None:
         """Play a notice and say locally that it was spoken, for monitors and HIL runs."""
         self.speaker.say_local(pcm, text)
         notice = Notice(text, binding_id).to_event(
             source=f"edge.audio.{self.device}",
-            sequence_number=self.notices_played + self.failure_notices_played,
+            sequence_number=(
+                self.notices_played + self.failure_notices_played + self.not_taken_notices_played
+            ),
             binding_id=binding_id,
         )
         await self.bus.publish(edge_notice_subject(self.device), notice)

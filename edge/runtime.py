@@ -146,6 +146,7 @@ class RunSummary:
     acks: list[dict[str, Any]] = field(default_factory=list)
     unanswered: list[str] = field(default_factory=list)
     notices: int = 0
+    not_taken: int = 0  # events for home the bridge half did not take (edge/handover.py)
     barge_ins: int = 0
     echo_gate_dropped: int = 0
     malformed_events: int = 0
@@ -217,7 +218,9 @@ class EdgeRuntime(Service):
         models = self.models
         device = config.device
         self.nats = await self._enter("nats", LocalNatsServer(config.nats.host, config.nats.port))
-        self.bus = await self._enter("bus", Bus(self.nats.url))
+        # With a bridge on the board, turns and speech acks are asked of its half.
+        asks_bridge = config.bridge.half is not None
+        self.bus = await self._enter("bus", Bus(self.nats.url, asks_bridge=asks_bridge))
         sink = await self._enter("sink", self._sink or open_sink(config.audio))
         self.speaker = await self._enter(
             "speaker",
@@ -238,6 +241,7 @@ class EdgeRuntime(Service):
                 on_home_change=self._announce_home,
             ),
         )
+        self.bus.on_not_taken = self.notice.on_not_taken
         self.replies = await self._enter("replies", ReplyLog(self.bus, device=device))
         self.asr = await self._enter(
             "asr", AsrNode(self.bus, models.recognizer, device=device, partials=config.asr.partials)
@@ -323,6 +327,7 @@ class EdgeRuntime(Service):
             ],
             unanswered=self.unanswered(),
             notices=self.notice.notices_played,
+            not_taken=self.bus.not_taken,
             barge_ins=self.capture.barge_ins,
             echo_gate_dropped=self.gate.dropped,
             malformed_events=self.bus.malformed + self.speaker.stats.malformed,

@@ -337,7 +337,7 @@ class Speaker(Service):
         event = ack.to_event(
             source=self.source, sequence_number=self.bus.next_sequence(self.source)
         )
-        await self.bus.publish(ack.subject, event)
+        await self.bus.hand_over(ack.subject, event)
 
     async def _prerendered(self, pcm: Pcm) -> AsyncGenerator[Pcm, None]:
         yield pcm

@@ -21,6 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Input, RichLog, Static
 
+from edge.errors import NotTaken
 from edge.tui.conversation import Conversation, StatusLine, TurnRecord
 from edge.tui.errors import TuiError
 from edge.tui.link import LinkStatus
@@ -41,7 +42,9 @@ def render_turn(turn: TurnRecord) -> Text:
         out.append(turn.text)
     else:
         out.append("(unprompted)", style="dim")
-    if turn.sent_while_down and not turn.answers:
+    if turn.not_taken is not None:
+        out.append(f"\n    not sent: {turn.not_taken}", style="bold red")
+    elif turn.sent_while_down and not turn.answers:
         out.append("\n    home is unreachable: queued until the link returns", style="dim red")
     for answer in turn.answers:
         out.append("\n")
@@ -177,14 +180,19 @@ class TetherTui(App[None]):
         event.input.value = ""
         if not text:
             return
+        not_taken: NotTaken | None = None
         try:
-            turn = await self.session.send_turn(text)
+            binding_id = (await self.session.send_turn(text)).binding_id
+        except NotTaken as exc:
+            not_taken, binding_id = exc, exc.binding_id or ""
         except TuiError as exc:
             self.notify(str(exc), severity="error")
             return
         record = self.conversation.start_turn(
-            turn.binding_id, text, time.monotonic(), link_up=self.status.link_up
+            binding_id, text, time.monotonic(), link_up=self.status.link_up
         )
+        if not_taken is not None:
+            record.not_taken = f"{not_taken.reason} ({not_taken.verdict})"
         await self._show(record)
         self.refresh_status()
 
@@ -284,3 +292,6 @@ class _ScreenObserver(SessionObserver):
 
     def on_refused(self, subject: str, reason: str) -> None:
         self.app.raw("in", subject, f"refused: {reason}".encode())
+
+    def on_not_taken(self, failure: NotTaken) -> None:
+        self.app.warn(f"home was not told the answer was shown: {failure.reason}")

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from bridge.node.edge import EdgeBridgeNode
 from bridge.pair import PairingFiles
-from edge.errors import BridgeUnavailable
+from edge.errors import BridgeUnavailable, NotTaken
 from edge.pair_through_home import HomePairing, pair_through_home
 from edge.tui.errors import TransportError, TuiError, TurnTimeout
 from edge.tui.say import SayResult, say_once
@@ -163,7 +163,8 @@ def tui(
 
     async def run() -> int:
         async with opened as url:
-            app = TetherTui(EdgeSession(url, device), transport=label)
+            session = EdgeSession(url, device, asks_bridge=label == "bridge")
+            app = TetherTui(session, transport=label)
             await app.run_async()
             return app.return_code or 0
 
@@ -185,7 +186,8 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
 
     Sends TEXT as the device's turn, waits for the first speak or reply of that
     turn (acknowledging a speak as played), prints it and exits 0; exits 1 if
-    nothing answers within --timeout seconds or home cannot be reached.
+    nothing answers within --timeout seconds, home cannot be reached, or the
+    bridge does not take the turn (the reason is printed).
 
     Example:
 
@@ -196,11 +198,13 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
     device = _check_device(device)
     if not text.strip():
         raise UsageError("TEXT is empty; there is nothing to say")
-    opened, _ = transport_for(direct_url, data_dir, device, wait_link_s=SAY_LINK_WAIT_S)
+    opened, label = transport_for(direct_url, data_dir, device, wait_link_s=SAY_LINK_WAIT_S)
 
     async def run() -> SayResult:
         async with opened as url:
-            return await say_once(url, device, text, timeout_s=timeout)
+            return await say_once(
+                url, device, text, timeout_s=timeout, asks_bridge=label == "bridge"
+            )
 
     try:
         result = asyncio.run(run())
@@ -217,7 +221,7 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
                 )
             )
         raise
-    except TuiError as exc:
+    except (TuiError, NotTaken) as exc:
         if as_json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
         raise

@@ -29,6 +29,8 @@ class TurnRecord:
     first_answer_at: float | None = None
     # Typed while home was unreachable: it waits in a queue (NATS's or the bridge's outbox).
     sent_while_down: bool = False
+    # Why the bridge half did not take the line (home never hears it), if it did not.
+    not_taken: str | None = None
 
     @property
     def latency_s(self) -> float | None:

@@ -3,6 +3,8 @@
 Sends the line, waits for the first speak or reply carrying its ``binding_id``
 (acking a speak with ``speech.completed`` like the TUI does), and returns it with
 its timings. Memory reports for the turn that arrive before the answer come along.
+Through the bridge, a turn or ack the edge half does not take ends the say at once
+with :class:`~edge.errors.NotTaken` saying why.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from edge.errors import NotTaken
 from edge.tui.errors import TurnTimeout
 from edge.tui.session import EdgeSession, SessionObserver
 from edge.tui.wire import AgentReply, Incoming, MemoryReport
@@ -81,6 +84,7 @@ class _Collector(SessionObserver):
     answered_wall: datetime | None = None
     notes: list[MemoryReport] = field(default_factory=list)
     early: list[Incoming] = field(default_factory=list)
+    not_taken: NotTaken | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def on_incoming(self, item: Incoming) -> None:
@@ -116,6 +120,11 @@ class _Collector(SessionObserver):
             text = f"{self.answer.text} {item.text}"
             self.answer = replace(self.answer, text=text, more=item.more)
 
+    def on_not_taken(self, failure: NotTaken) -> None:
+        if failure.binding_id == self.binding_id:
+            self.not_taken = failure
+            self.done.set()
+
     def on_acked(self, binding_id: str) -> None:
         answer = self.answer
         parts_follow = isinstance(answer, SpeakRequest) and answer.more
@@ -123,14 +132,18 @@ class _Collector(SessionObserver):
             self.done.set()
 
 
-async def say_once(nats_url: str, device: str, text: str, *, timeout_s: float) -> SayResult:
+async def say_once(
+    nats_url: str, device: str, text: str, *, timeout_s: float, asks_bridge: bool = False
+) -> SayResult:
     """Send ``text`` as one turn from ``device`` and wait for its answer.
 
     Raises :class:`TurnTimeout` if no speak or reply for the turn arrives within
-    ``timeout_s``, and ``TransportError`` if the NATS URL cannot be reached.
+    ``timeout_s``, ``TransportError`` if the NATS URL cannot be reached, and (with
+    ``asks_bridge``, the edge's NATS and its bridge half) :class:`NotTaken` if the half
+    did not take the turn or its answer's ack.
     """
     started = time.monotonic()
-    async with EdgeSession(nats_url, device) as session:
+    async with EdgeSession(nats_url, device, asks_bridge=asks_bridge) as session:
         collector = _Collector()
         await session.listen(collector)
         connected = time.monotonic()
@@ -139,6 +152,8 @@ async def say_once(nats_url: str, device: str, text: str, *, timeout_s: float) -
         collector.watch(turn.binding_id)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(collector.done.wait(), timeout_s)
+        if collector.not_taken is not None:
+            raise collector.not_taken
         answer, answered_mono = collector.answer, collector.answered_mono
         if answer is None or answered_mono is None or collector.answered_wall is None:
             raise TurnTimeout(turn.binding_id, timeout_s)

@@ -8,6 +8,11 @@ shown a speak event, the session publishes the ``speech.completed`` ack for its
 ``binding_id``, as the board does after playback. Malformed events are counted
 and logged with their subject, shown to the observer as refused, never passed on
 and never allowed to stop the session.
+
+Through the bridge (``asks_bridge``) turns and acks are handed to the edge bridge
+half as the board's are (:mod:`edge.handover`): a turn it does not take raises
+:class:`~edge.errors.NotTaken` from :meth:`EdgeSession.send_turn`, an ack it does not
+take is counted and told to the observer.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
+from edge.errors import NotTaken
+from edge.handover import hand_to_bridge
 from edge.tui.errors import TransportError
 from edge.tui.link import LinkStatus
 from edge.tui.wire import Incoming, TypedTurn, parse_incoming, speech_ack
@@ -71,24 +78,35 @@ class SessionObserver:
     def on_refused(self, subject: str, reason: str) -> None:
         """An event that failed to parse; it was counted and dropped."""
 
+    def on_not_taken(self, failure: NotTaken) -> None:
+        """A ``speech.completed`` ack the bridge half did not take: home will not hear it."""
+
 
 class EdgeSession(Service):
-    """Connect with ``async with``; :meth:`listen` starts the subscriptions."""
+    """Connect with ``async with``; :meth:`listen` starts the subscriptions.
+
+    ``asks_bridge``: the NATS is the edge's, with its bridge half beside it, so turns
+    and acks are asked of the half; on home's own NATS (``--direct``) no half answers,
+    and they are published.
+    """
 
     def __init__(
         self,
         nats_url: str,
         device: str,
         *,
+        asks_bridge: bool = False,
         connect_timeout_s: float = 5.0,
         rtt_interval_s: float = 2.0,
         limits: EnvelopeLimits | None = None,
     ) -> None:
         self.nats_url = nats_url
         self.device = check_name(device, "device")
+        self.asks_bridge = asks_bridge
         self.limits = limits or EnvelopeLimits()
         self.malformed = 0
         self.acked = 0
+        self.acks_not_taken = 0
         self.queued_while_down = 0
         self._connect_timeout_s = connect_timeout_s
         self._rtt_interval_s = rtt_interval_s
@@ -170,7 +188,11 @@ class EdgeSession(Service):
     # --- sending --------------------------------------------------------------------
 
     async def send_turn(self, text: str, *, now: datetime | None = None) -> TypedTurn:
-        """Publish a typed line as a turn with a fresh binding_id; return what was sent."""
+        """Publish a typed line as a turn with a fresh binding_id; return what was sent.
+
+        Raises :class:`NotTaken` (its ``binding_id`` the turn's) when the bridge half
+        did not take it, and :class:`TransportError` when it could not be published.
+        """
         turn = TypedTurn(self.device, new_binding_id(), text, now or utc_now())
         event = turn.to_event(source=TURN_SOURCE, sequence_number=self._next_seq(TURN_SOURCE))
         await self._publish(turn.subject, event)
@@ -219,6 +241,10 @@ class EdgeSession(Service):
         if not nc.is_connected:
             # nats-py keeps it in its reconnect buffer and flushes it on reconnect.
             self.queued_while_down += 1
+        if self.asks_bridge:
+            self._observer.on_raw("out", subject, data)
+            await hand_to_bridge(nc, subject, event, limits=self.limits)
+            return
         try:
             await nc.publish(subject, data)
         except NatsError as exc:
@@ -258,6 +284,10 @@ class EdgeSession(Service):
                 await self.ack_speech(item)
             except TransportError as exc:
                 log.warning("%s", exc)
+            except NotTaken as exc:
+                self.acks_not_taken += 1
+                log.warning("%s (%s)", exc, exc.verdict)
+                self._observer.on_not_taken(exc)
 
     async def _on_status(self, msg: Msg) -> None:
         event = self._parse(msg)

@@ -3,16 +3,15 @@
 Home runs with JetStream and a stream on ``events.>`` (its event log under
 ``home up``); the board's nats-server is plain, as on a battery board. Both halves
 keep a durable outbox. Events flow board -> home at a steady rate; the edge half is
-killed with events in flight (the publisher pauses while it is down: core NATS
-holds nothing for an absent subscriber), restarted, then the home half is killed
+killed with events in flight (no new event is made while it is down; those in
+flight are asked again), restarted, then the home half is killed
 while the board keeps publishing, and restarted.
 
-What the edge had taken is known from its outbox file after the kill: events it had
-not yet taken from its local bus (in its socket when it died) are lost at intake
-and must be the last ones published before the kill; everything else arrives once.
-With ``acked``, the publisher asks instead (``bridge/node/intake.publish_taken``):
-it asks again for every event the edge did not answer as taken, so none is lost
-at intake either.
+The board publishes as every shipped edge producer does, through
+:func:`edge.handover.hand_to_bridge`: each event is asked of the edge half and asked
+again until the half answers that it is in its outbox, for as long as the event lives.
+What the edge had taken at the kill is known from its outbox file; the events still in
+its socket then are asked again and must arrive too. So every event arrives, once.
 """
 
 from __future__ import annotations
@@ -34,8 +33,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import StorageType, StreamConfig
 
-from bridge.node.intake import publish_taken
 from bridge.node.outbox import store_path
+from edge.handover import hand_to_bridge
 from shared.event import Event
 from shared.messages.bridge import LINK_UP, BridgeStatus
 from shared.proc import free_port, terminate_blocking, wait_for_port
@@ -64,13 +63,6 @@ class CrashReport:
     def lost_at_intake(self) -> list[str]:
         """Published before the edge kill, never taken by the edge half, so never delivered."""
         return [e for e in self.published[: self.before_edge_kill] if e not in self.arrivals]
-
-    @property
-    def intake_loss_is_a_tail(self) -> bool:
-        """True if the events lost at intake are the last ones published before the kill."""
-        lost = self.lost_at_intake
-        before = self.published[: self.before_edge_kill]
-        return not lost or before[len(before) - len(lost) :] == lost
 
     @property
     def lost_edge_kill(self) -> list[str]:
@@ -188,12 +180,10 @@ async def run_crash(
     rate: int = 500,
     sync: str = "NORMAL",
     durable: bool = True,
-    acked: bool = False,
 ) -> CrashReport:
     """The scenario: ``events`` at ``rate``/s, edge killed at 30 %, home killed at 60 %.
 
-    ``durable=False`` runs both halves with their outbox in memory, for comparison;
-    ``acked`` publishes each event as a request answered by the edge half once taken.
+    ``durable=False`` runs both halves with their outbox in memory, for comparison.
     """
     report = CrashReport()
     outbox = tmp / "outbox" if durable else None
@@ -212,12 +202,12 @@ async def run_crash(
             await sides.start_home()
             sides.start_edge()
             await _until(lambda: watch.ups >= 1, "the link up", 30)
-            await _publish(report, sides, edge_nc, watch, events, rate, acked=acked)
-            # Asked events were all taken, so all are due; published ones but those lost
-            # at intake (computed now, so one still on its way may end the wait early).
-            expected = len(report.published) - (0 if acked else len(report.lost_at_intake))
+            await _publish(report, sides, edge_nc, watch, events, rate)
+            # Every event was taken by the edge half (asked until it was), so all are due.
             with contextlib.suppress(TimeoutError):  # the report says what is missing
-                await _until(lambda: len(report.arrivals) >= expected, "every event", 60)
+                await _until(
+                    lambda: len(report.arrivals) >= len(report.published), "every event", 60
+                )
             await asyncio.sleep(1.0)  # a duplicate would show up by now
         finally:
             sides.stop()
@@ -236,13 +226,11 @@ async def _publish(
     watch: _LinkWatch,
     events: int,
     rate: int,
-    *,
-    acked: bool,
 ) -> None:
     """Bursts of :data:`BURST` at ``rate``; each kill lands mid-burst, with events in flight.
 
-    With ``acked`` every event is asked, not published, and the asks run on while the
-    edge is down (each asking again until taken).
+    Every event is handed over as the board's producers do, and the asks run on while
+    the edge is down (each asking again until taken).
     """
     edge_kill = events * 3 // 10 // BURST * BURST + BURST // 2
     home_kill = events * 6 // 10 // BURST * BURST + BURST // 2
@@ -272,11 +260,7 @@ async def _publish(
             ttl_ms=TTL_MS,
         )
         report.published.append(event.event_id)
-        if acked:
-            ask = publish_taken(nc, UP, event.to_json(), timeout_s=TTL_MS / 1000)
-            asks.append(asyncio.create_task(ask))
-        else:
-            await nc.publish(UP, event.to_json())
+        asks.append(asyncio.create_task(hand_to_bridge(nc, UP, event)))
         if i % BURST == BURST - 1:
             await asyncio.sleep(BURST / rate)
     await nc.flush()

@@ -1,9 +1,15 @@
-"""A producer that asks, not publishes, learns whether the bridge half took its event."""
+"""A producer that asks, not publishes, learns whether the bridge half took its event.
+
+The edge's shipped producers (the TUI and `edge say`, the board's ASR and speaker) all
+ask through edge/handover.py; the last tests here drive that path.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import nats
 import pytest
@@ -11,7 +17,12 @@ from nats.aio.client import Client as NATS
 
 from bridge.node import BridgeCore
 from bridge.node.intake import EXPIRED, REFUSED, IntakeRefused, publish_taken
+from edge.errors import NotTaken
+from edge.handover import UNANSWERED, hand_to_bridge
+from edge.tui.session import EdgeSession
 from shared.event import Event
+from shared.schema import BridgeHalf
+from shared.subjects import sensation_turn_subject
 from tests.bridge.servers import Paired
 from tests.bridge.test_link import turn
 
@@ -81,5 +92,60 @@ async def test_with_no_half_the_producer_is_told_in_its_time(edge_nats: str) -> 
     try:
         with pytest.raises(TimeoutError, match="no bridge half took the event"):
             await publish_taken(nc, UP, turn(1), timeout_s=0.5)
+    finally:
+        await nc.close()
+
+
+# --- the shipped producers: edge/handover.py, as the TUI, `edge say` and `edge run` use it
+
+
+def refusing(half: BridgeHalf) -> BridgeHalf:
+    """``half`` with limits no envelope fits in: every event it is asked to take is refused."""
+    return replace(half, limits=replace(half.limits, max_event_bytes=64))
+
+
+async def test_the_tui_session_hands_its_turn_to_the_half(
+    half: tuple[NATS, BridgeCore], edge_nats: str
+) -> None:
+    _, core = half
+    await core.start()
+    async with EdgeSession(edge_nats, "board", asks_bridge=True) as session:
+        turn = await session.send_turn("is the kettle on")
+        # Taken means in the outbox by the time send_turn returns, not on its way.
+        assert len(core.outbox) == 1 and core.counters.accepted == 1
+    assert turn.device == "board"
+
+
+async def test_a_turn_the_half_refuses_is_not_taken_and_says_why(
+    paired: Paired, edge_nats: str
+) -> None:
+    nc = await nats.connect(edge_nats)
+    core = BridgeCore(refusing(paired.edge), nc)
+    await core.start()
+    try:
+        async with EdgeSession(edge_nats, "board", asks_bridge=True) as session:
+            with pytest.raises(NotTaken, match="home will not get event") as refused:
+                await session.send_turn("is the kettle on")
+        assert refused.value.verdict == REFUSED
+        assert refused.value.subject == sensation_turn_subject("board")
+        assert "refused the event" in refused.value.reason
+        assert refused.value.binding_id is not None
+        assert len(core.outbox) == 0 and sum(core.counters.refused.values()) == 1
+    finally:
+        await core.close()
+        await nc.close()
+
+
+async def test_with_no_half_a_handover_gives_up_at_the_events_ttl(edge_nats: str) -> None:
+    nc = await nats.connect(edge_nats)
+    try:
+        event = Event.new(
+            "sensation.turn", {"text": "hello?"}, source="edge.asr", sequence_number=1, ttl_ms=400
+        )
+        began = time.monotonic()
+        with pytest.raises(NotTaken, match="no bridge half took the event") as unanswered:
+            await hand_to_bridge(nc, UP, event)
+        assert unanswered.value.verdict == UNANSWERED
+        assert 0.4 <= time.monotonic() - began < 2.0  # asked for as long as the event lives
     finally:
         await nc.close()

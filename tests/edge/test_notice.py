@@ -1,19 +1,27 @@
-"""Never silently deaf: bridge down -> the local notice for a turn; bridge back -> normal turns."""
+"""Never silently deaf: bridge down -> the local notice for a turn; bridge back -> normal turns;
+a turn the bridge half does not take -> the notice too."""
 
 from __future__ import annotations
 
 import wave
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+import nats
 import pytest
 
+from bridge.node import BridgeCore
 from edge.audio import WavSink
+from edge.config import BridgeConfig
 from edge.runtime import EdgeRuntime, Models
 from shared.event import Event, new_binding_id
 from shared.messages.bridge import BridgeStatus
 from shared.messages.voice import Reply, Turn
 from shared.subjects import edge_notice_subject, reply_subject, speak_subject
+from tests.bridge.servers import make_pair
 from tests.edge.conftest import Collector, connect, file_config, wait_for
 
 pytestmark = pytest.mark.slow
@@ -126,3 +134,46 @@ async def test_a_turn_home_reports_failed_is_heard_as_the_failure_notice(
         "turn_binding_id": turn.binding_id,
     }
     assert bus.on(ACKS) == []  # a local notice acks nobody
+
+
+async def test_a_spoken_turn_the_bridge_half_refuses_gets_the_notice(
+    models: Models, annyeong_wav: Path, tmp_path: Path
+) -> None:
+    """The board asks its bridge half to take each turn (edge/handover.py). The half here
+    is real, with limits no envelope fits: it refuses the turn, and home never hears it,
+    so the board says so aloud, settles the turn and counts it."""
+    paired = make_pair(tmp_path / "pair")
+    half = replace(paired.edge, limits=replace(paired.edge.limits, max_event_bytes=64))
+    cores: list[BridgeCore] = []
+
+    @asynccontextmanager
+    async def refusing_half(*, nats_url: str, **_: object) -> AsyncIterator[BridgeCore]:
+        nc = await nats.connect(nats_url)
+        core = BridgeCore(half, nc)
+        await core.start()
+        cores.append(core)
+        try:
+            yield core
+        finally:
+            await core.close()
+            await nc.close()
+
+    out = tmp_path / "out.wav"
+    config = replace(
+        file_config(annyeong_wav, out, answer_timeout_s=10),
+        bridge=BridgeConfig(half=paired.result.edge_half),
+    )
+    sink = WavSink(out, realtime=False)
+    async with EdgeRuntime(config, models=models, sink=sink, bridge_factory=refusing_half) as edge:
+        client = await connect(edge.nats.url)
+        try:
+            bus = await Collector(client).watch(NOTICES)
+            assert await edge.drain() == []  # the notice settles the turn
+        finally:
+            await client.close()
+        (turn,) = edge.asr.turn_published
+        assert edge.notice.not_taken_notices_played == 1
+        assert edge.summary().not_taken == 1
+    (said,) = bus.on(NOTICES)
+    assert said.payload == {"text": config.notice.text, "turn_binding_id": turn.binding_id}
+    assert sum(cores[0].counters.refused.values()) == 1

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
 
+import nats
 from nats.aio.msg import Msg
 from textual.pilot import Pilot
 
+from bridge.node import BridgeCore
 from edge.natsd import LocalNatsServer
 from edge.tui.app import TetherTui, raw_body
 from edge.tui.session import EdgeSession
@@ -16,6 +20,7 @@ from shared.event import Event
 from shared.messages.history import HistoryReply, HistoryRequest, HistoryTurn, history_subject
 from shared.proc import free_port
 from shared.subjects import speech_completed_subject
+from tests.bridge.servers import make_pair
 from tests.edge.tui.conftest import DEVICE, PlayedAgent, until
 
 
@@ -244,3 +249,35 @@ async def test_f3_shows_the_devices_earlier_conversation_with_the_active_agent(
 def screen_text(app: TetherTui) -> str:
     """Every block of the conversation view, in screen order, as plain text."""
     return "\n".join(str(w.render()) for w in app.query(".turn"))
+
+
+async def test_a_line_the_bridge_half_refuses_shows_as_not_sent(
+    nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    """Through the bridge the TUI asks the edge half to take each turn and ack; here the
+    half (real, with limits no envelope fits) refuses both, and the screen says so."""
+    half = make_pair(tmp_path / "pair").edge
+    nc = await nats.connect(nats_server.url)
+    core = BridgeCore(replace(half, limits=replace(half.limits, max_event_bytes=64)), nc)
+    await core.start()
+    board = PlayedAgent(nc, device=half.device)
+    await board.start()
+    app = TetherTui(EdgeSession(nats_server.url, half.device, asks_bridge=True), transport="bridge")
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await until(lambda: app.session.connected, "the connection")
+            await type_line(pilot, "is the kettle on")
+            turn = await board.next_turn()
+            await until(lambda: "not sent" in app.conversation_text(), "the refusal shown")
+            assert turn.binding_id is not None
+            await board.speak(turn.binding_id, "It is.")
+            await board.next_ack()
+            await until(lambda: "home was not told" in str(app.notices), "the ack's refusal")
+    finally:
+        await core.close()
+        await nc.close()
+    shown = app.conversation_text()
+    assert "you is the kettle on" in shown
+    assert "not sent: the bridge refused the event" in shown and "(refused)" in shown
+    assert app.session.acks_not_taken == 1 and app.session.acked == 0
+    assert sum(core.counters.refused.values()) == 2

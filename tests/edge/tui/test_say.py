@@ -5,11 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
+import nats
+import pytest
+
+from bridge.node import BridgeCore
+from edge.errors import NotTaken
 from edge.natsd import LocalNatsServer
+from edge.tui.say import say_once
 from shared.proc import free_port
 from shared.subjects import speech_completed_subject
+from tests.bridge.servers import make_pair
 from tests.edge.tui.conftest import WAIT_S, PlayedAgent
 
 EDGE = str(Path(sys.executable).with_name("edge"))
@@ -140,3 +149,23 @@ async def test_say_through_the_bridge_without_a_home_says_how_to_start_one(
     assert code == 1
     assert f"no running home in {tmp_path}" in err
     assert f"start one with `home up --data-dir {tmp_path}`" in err
+
+
+async def test_say_through_a_bridge_half_that_refuses_the_turn_fails_at_once(
+    nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    """`edge say` asks the edge half to take its turn: a refusal ends it with the reason,
+    long before its timeout (the half here is real, with limits no envelope fits)."""
+    half = make_pair(tmp_path / "pair").edge
+    nc = await nats.connect(nats_server.url)
+    core = BridgeCore(replace(half, limits=replace(half.limits, max_event_bytes=64)), nc)
+    await core.start()
+    try:
+        began = time.monotonic()
+        with pytest.raises(NotTaken, match="the bridge refused the event") as refused:
+            await say_once(nats_server.url, half.device, "hello", timeout_s=30, asks_bridge=True)
+        assert time.monotonic() - began < 5
+    finally:
+        await core.close()
+        await nc.close()
+    assert refused.value.verdict == "refused" and refused.value.binding_id is not None
