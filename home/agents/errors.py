@@ -12,6 +12,8 @@ parentheses::
     │   └── TauRpcError         (RefusedError) τ answered a request with a JSON-RPC error
     ├── TauExited               (UnavailableError) the τ process is gone (exit code, last
     │                           stderr lines)
+    ├── InboxMissing            (UnavailableError) the event log holds the rail but not the
+    │                           agent's durable consumer (the substrate makes it)
     ├── SessionError            (UnavailableError) τ could not be moved onto a device's
     │                           conversation
     ├── SessionBookError        (InputError) the device → conversation map or the turn
@@ -65,6 +67,11 @@ class TauExited(AgentError, UnavailableError):
         self.stderr_tail = stderr_tail
         tail = f"; last stderr: {stderr_tail.strip()[-400:]}" if stderr_tail.strip() else ""
         super().__init__(f"τ exited with code {returncode}{tail}")
+
+
+class InboxMissing(AgentError, UnavailableError):
+    """The event log holds the agent's rail but not its durable inbox consumer, which only
+    the substrate may make (home/substrate/agent_inboxes.py)."""
 
 
 class SessionError(AgentError, UnavailableError):

@@ -5,11 +5,11 @@ decides, as pure functions, and writes what it decided:
 
 - :func:`node_user`: a catalog node publishes what the catalog says it publishes
   (an agent: its own ``events.workspace.<agent>.out.>``, whatever else it declares,
-  plus the JetStream calls of its own durable inbox consumer and nothing else of
-  JetStream) and subscribes what it declares, its own rails, its health subjects
-  (an agent: and its private ``_INBOX.<node>.>``); it may answer requests made to
-  it (``allow_responses``) and its health requests (``_HEALTH.<health subject>.>``),
-  nothing more.
+  plus the look-up, fetch and ack of its own durable inbox consumer, which the
+  substrate makes, and nothing else of JetStream) and subscribes what it declares,
+  its own rails, its health subjects (an agent: and its private ``_INBOX.<node>.>``);
+  it may answer requests made to it (``allow_responses``) and its health requests
+  (``_HEALTH.<health subject>.>``), nothing more.
 - :func:`bridge_user`: a device's bridge half publishes that device's imports and
   its link status, and subscribes that device's exports.
 - :func:`router_user`: the router subscribes the active bindings and the
@@ -94,15 +94,14 @@ def _unique(patterns: Iterable[str]) -> tuple[str, ...]:
 
 def durable_inbox_rights(agent: str) -> list[str]:
     """What an agent node publishes to read its rail through its own durable consumer
-    (``home/agents/inbox.py``): find the stream, make and look up that consumer, ack
-    its messages; nothing of any other consumer or stream."""
+    (``home/agents/inbox.py``): find the stream, look that consumer up, fetch from it and
+    ack its messages. Never make or change one: a consumer's maker chooses its filter,
+    so the substrate makes it (``home/substrate/agent_inboxes.py``)."""
     durable = agent_inbox_durable(agent)
     return [
         "$JS.API.STREAM.NAMES",
         f"$JS.API.CONSUMER.INFO.*.{durable}",
-        f"$JS.API.CONSUMER.CREATE.*.{durable}",
-        f"$JS.API.CONSUMER.CREATE.*.{durable}.>",
-        f"$JS.API.CONSUMER.DURABLE.CREATE.*.{durable}",
+        f"$JS.API.CONSUMER.MSG.NEXT.*.{durable}",
         f"$JS.ACK.*.{durable}.>",
     ]
 

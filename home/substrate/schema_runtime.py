@@ -40,6 +40,8 @@ SAVED_FILE = "active-schemas.json"
 StatusPublisher = Callable[[str, str, str, str], Awaitable[None]]
 # Gives the bus rights to exactly these nodes and routes (home.substrate.bus_auth).
 Authorize = Callable[[Sequence[NodeSpec], Sequence[Route]], Awaitable[None]]
+# Readies what a node needs before its first start (an agent's durable inbox).
+Prepare = Callable[[NodeSpec], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class SchemaRuntime:
         saved_file: Path | None = None,
         health_interval_s: float = 1.0,
         authorize: Authorize | None = None,
+        prepare: Prepare | None = None,
     ) -> None:
         self.catalog = catalog
         self.schema_dir = schema_dir
@@ -98,6 +101,7 @@ class SchemaRuntime:
         self._saved_file = saved_file
         self._health_interval_s = health_interval_s
         self._authorize = authorize
+        self._prepare = prepare
         self.active: dict[str, ActiveSchema] = {}
         self.runners: dict[str, NodeRunner] = {}
         self.refs: dict[str, set[str]] = {}
@@ -255,6 +259,8 @@ class SchemaRuntime:
 
     async def _start_node(self, node: str) -> None:
         spec = self.catalog[node]
+        if self._prepare is not None:
+            await self._prepare(spec)
         runner = NodeRunner(
             spec,
             self._launchers.get(spec.kind),

@@ -24,6 +24,7 @@ from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
+from home.substrate.agent_inboxes import AgentInboxes, reads_inbox
 from home.substrate.bus_auth import ROUTER_USER, SUBSTRATE_USER, BusAuthority
 from home.substrate.component import BusAddress, ComponentInfo, Health, until_answered
 from home.substrate.config import HomeConfig
@@ -44,7 +45,7 @@ from shared.control import ControlReply, ControlRequest, StatusChange
 from shared.errors import ControlError, SchemaError
 from shared.lifecycle import Service, cancel_and_wait
 from shared.nats_confirm import confirm_subscriptions
-from shared.schema import NodeCatalog, load_node_catalog
+from shared.schema import NodeCatalog, NodeSpec, load_node_catalog
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,8 @@ class Substrate(Service):
         self._sampler: asyncio.Task[None] | None = None
         # Times the event log stream was found missing (deleted) and made again.
         self.log_recreated = 0
+        # The agents' durable inbox consumers, made here and never by the agents.
+        self.inboxes = AgentInboxes(config.event_log.stream)
         # Control requests by outcome: "ok", an error code (bad_request, internal, ...),
         # or "unanswered" (the reply could not be sent).
         self.control_answers: Counter[str] = Counter()
@@ -151,6 +154,7 @@ class Substrate(Service):
             saved_file=self.config.data_dir / SAVED_FILE,
             health_interval_s=self.config.health_interval_s,
             authorize=None if self._authority is None else self._authority.authorize,
+            prepare=self._prepare_node,
         )
         handlers: dict[str, Handler] = {
             control.PING: self._ping,
@@ -201,28 +205,53 @@ class Substrate(Service):
             hint=" (are a majority of the members up?)",
         )
 
-    async def health(self) -> Health:
-        """Connected to NATS (or reconnecting by itself: restarting would not help), and
-        the event log stream exists.
+    async def _prepare_node(self, spec: NodeSpec) -> None:
+        """Make an agent's durable inbox before its node first starts (on a member that
+        takes over a lost one's schemas too: the consumer is kept as that one left it).
 
-        A missing stream (any local client can delete it) is a silent outage: turns
-        time out while everything looks green. It is reported unhealthy for one
-        check, counted, and made again at once.
+        A failure is logged, not raised: the node then finds no consumer and is restarted
+        under its policy, and the next health check makes it.
+        """
+        if self.nc is None or spec.agent is None or not reads_inbox(spec):
+            return
+        try:
+            await self.inboxes.prepare(self.nc, spec.agent)
+        except (NatsError, TimeoutError) as exc:
+            self.last_error = f"durable inbox of {spec.name}: {exc!r}"
+            log.error("cannot make the durable inbox of %s: %r", spec.name, exc)
+
+    async def health(self) -> Health:
+        """Connected to NATS (or reconnecting by itself: restarting would not help), the
+        event log stream exists, and so does each running agent's durable inbox.
+
+        A missing stream (any local client can delete it, and its consumers with it) is
+        a silent outage: turns time out while everything looks green. It is reported
+        unhealthy for one check, counted, and made again at once, and so are the inboxes.
         """
         if self.nc is None or self.nc.is_closed:
             return Health(False, "the NATS connection is closed")
         if not self.nc.is_connected:
             return Health(True, "reconnecting to nats-server")
         stream = self.config.event_log.stream
+        missing: list[str] = []
         try:
             await self.nc.jetstream().stream_info(stream)
         except NotFoundError:
             self.log_recreated += 1
             log.warning("the event log stream %s is missing; recreating it", stream)
             await ensure_stream(self.nc, self.config.event_log)
-            return Health(False, f"the event log stream {stream} was missing; recreated it")
+            missing.append(f"the event log stream {stream}")
         except (NatsError, TimeoutError) as exc:
             return Health(False, f"the event log stream {stream} cannot be read: {exc!r}")
+        runners = self.runtime.runners.values() if self.runtime is not None else ()
+        agents = [r.spec.agent for r in runners if r.spec.agent and reads_inbox(r.spec)]
+        try:
+            made = await self.inboxes.check(self.nc, agents)
+        except (NatsError, TimeoutError) as exc:
+            return Health(False, f"the agents' durable inboxes cannot be read: {exc!r}")
+        missing += [f"the durable inbox of agent {agent}" for agent in made]
+        if missing:
+            return Health(False, "; ".join(f"{m} was missing" for m in missing) + "; recreated")
         return Health(True)
 
     async def close(self) -> None:
@@ -353,6 +382,8 @@ class Substrate(Service):
             except NatsError as exc:
                 log_stats = {"error": str(exc)}
             log_stats["recreated"] = self.log_recreated
+            log_stats["inboxes_recreated"] = self.inboxes.recreated
+            log_stats["inboxes_replaced"] = self.inboxes.replaced
         return {
             "pid": os.getpid(),
             "uptime_s": round(time.time() - self._started_at, 3),

@@ -16,11 +16,13 @@ from typing import Any
 import nats
 from nats.aio.msg import Msg
 
-from home.substrate.config import EventLogConfig
+from home.substrate.agent_inboxes import AgentInboxes, reads_inbox
+from home.substrate.config import DEFAULT_CATALOG, EventLogConfig
 from home.substrate.eventlog import ensure_stream
 from home.substrate.nats_server import NatsServer
 from shared.errors import ContractError
 from shared.event import DEFAULT_TTL_MS, Event, new_binding_id
+from shared.schema import load_node_catalog
 from shared.subjects import speech_completed_subject, workspace_in_subject
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -141,13 +143,19 @@ def payload_json(event: BusEvent) -> str:
 async def event_log_server(work: Path) -> AsyncIterator[str]:
     """nats-server as `home up` runs it: JetStream on, the event log recording ``events.>``.
 
-    Yields its URL. An agent node on it reads its rail through its durable inbox.
+    Yields its URL. An agent node on it reads its rail through its durable inbox, made
+    here for every agent of the shipped catalog, as the substrate makes it before it
+    starts the node.
     """
     server = NatsServer(work / "nats")
     await server.start()
     try:
         nc = await nats.connect(server.url)
         await ensure_stream(nc, EventLogConfig())
+        inboxes = AgentInboxes(EventLogConfig().stream)
+        for spec in load_node_catalog(DEFAULT_CATALOG).nodes.values():
+            if spec.agent is not None and reads_inbox(spec):
+                await inboxes.prepare(nc, spec.agent)
         await nc.close()
         yield server.url
     finally:

@@ -17,13 +17,15 @@ import pytest
 
 from home.agents import inbox
 from home.agents.agent_node import AgentNode
+from home.agents.errors import InboxMissing
 from home.llm.endpoint import ModelEndpoint
+from home.substrate.agent_inboxes import AgentInboxes
 from home.substrate.config import EventLogConfig
 from home.substrate.eventlog import ensure_stream
 from shared.event import Event
 from shared.nats_confirm import confirm_subscriptions
 from shared.schema.catalog import NodeCatalog, NodeSpec
-from shared.subjects import workspace_in_subject
+from shared.subjects import agent_inbox_durable, workspace_in_subject
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide, event_log_server
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
@@ -64,7 +66,7 @@ async def test_an_utterance_routed_while_no_node_runs_is_answered_by_the_next(
     catalog: NodeCatalog, event_log: str, edge_side: EdgeSide, tmp_path: Path
 ) -> None:
     async with ScriptedModel(responder=speak_back) as model:
-        # The first life makes the durable consumer, then the node goes away.
+        # The first life reads the durable consumer the substrate made, then goes away.
         async with node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path) as first:
             assert first._inbox is not None and first._inbox.durable
         said = await edge_side.say("is anyone there")
@@ -80,9 +82,10 @@ async def test_a_turn_abandoned_mid_flight_is_redelivered_to_the_next_life(
     event_log: str,
     edge_side: EdgeSide,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(inbox, "ACK_WAIT_S", 2.0)
+    # The substrate's consumer, made again with a short ack wait (it replaces one whose
+    # settings differ).
+    await AgentInboxes(EventLogConfig().stream, ack_wait_s=2.0).prepare(edge_side.nc, AGENT)
     gate = asyncio.Event()
     held: list[RecordedRequest] = []
 
@@ -179,10 +182,28 @@ async def test_after_the_event_log_is_deleted_the_inbox_is_made_again_and_answer
         js = edge_side.nc.jetstream()
         await js.delete_stream(EventLogConfig().stream)
         await asyncio.sleep(inbox.CHECK_S * 1.5)  # the node finds its consumer gone
-        await ensure_stream(edge_side.nc, EventLogConfig())  # as the substrate does
+        # As the substrate's health check does: the stream, then the inboxes in it.
+        await ensure_stream(edge_side.nc, EventLogConfig())
+        await AgentInboxes(EventLogConfig().stream).check(edge_side.nc, [AGENT])
         said = await edge_side.say("after the deletion")
         speaks = await edge_side.wait_for("speak.tui", 2, timeout_s=30)
         assert agent._inbox is not None
         assert agent._inbox.recreated == 1
     assert speaks[1].event.binding_id == said.binding_id
     assert speaks[1].event.payload["text"] == "You said after the deletion."
+
+
+async def test_a_node_makes_no_consumer_of_its_own(
+    catalog: NodeCatalog, event_log: str, edge_side: EdgeSide, tmp_path: Path
+) -> None:
+    """Before: a node whose durable consumer was missing made one, with whatever filter it
+    chose; now only the substrate makes it, and the node does not start without it."""
+    js = edge_side.nc.jetstream()
+    stream = EventLogConfig().stream
+    await js.delete_consumer(stream, agent_inbox_durable(AGENT))
+    async with ScriptedModel(responder=speak_back) as model:
+        with pytest.raises(InboxMissing, match=agent_inbox_durable(AGENT)):
+            async with node(catalog[f"agent.{AGENT}"], event_log, model, tmp_path):
+                pass
+    names = [info.name for info in await js.consumers_info(stream)]
+    assert agent_inbox_durable(AGENT) not in names

@@ -155,3 +155,12 @@ def test_violations_are_read_from_the_server_log_once_each(tmp_path: Path) -> No
     assert server.violations_view()[0] == {
         "user": "agent.edge_asr", "kind": "publish", "subject": "home.control.ping", "count": 2,
     }  # fmt: skip
+
+
+def test_an_agent_may_fetch_from_and_ack_its_inbox_but_not_make_one() -> None:
+    """Before: it might make its own durable consumer, and so choose the consumer's filter."""
+    user = node_user(shipped()["agent.edge_asr"])
+    jetstream = [p for p in user.publish if p.startswith("$JS")]
+    assert not any("CREATE" in p or "UPDATE" in p for p in jetstream), jetstream
+    assert "$JS.API.CONSUMER.MSG.NEXT.*.agent_edge_asr_inbox" in jetstream
+    assert "$JS.ACK.*.agent_edge_asr_inbox.>" in jetstream

@@ -25,6 +25,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
+from nats.js.api import AckPolicy, ConsumerConfig
 
 from home.substrate.client import HomeClient
 from home.substrate.config import DEFAULT_CATALOG, DEFAULT_SCHEMA_DIR, HomeConfig
@@ -33,6 +34,7 @@ from home.substrate.launchers import health_reply_prefix, node_health_subject
 from home.up import run_home
 from shared import control
 from shared.bus_credentials import BusCredentials, credentials_file
+from shared.subjects import agent_inbox_durable, private_inbox_prefix, workspace_in_subject
 from tests.home.substrate.conftest import wait_for
 
 DEVICES = ("board", "tui")
@@ -109,13 +111,14 @@ class Probe:
         self.refusals = refusals
 
     @classmethod
-    async def connect(cls, url: str) -> Probe:
+    async def connect(cls, url: str, *, inbox_prefix: str | None = None) -> Probe:
         refusals: list[str] = []
 
         async def on_error(exc: Exception) -> None:
             refusals.append(str(exc))
 
-        nc = await nats.connect(url, error_cb=on_error, max_reconnect_attempts=0)
+        prefix = {"inbox_prefix": inbox_prefix} if inbox_prefix is not None else {}
+        nc = await nats.connect(url, error_cb=on_error, max_reconnect_attempts=0, **prefix)
         return cls(nc, refusals)
 
     def refused(self, kind: str, subject: str) -> bool:
@@ -454,3 +457,51 @@ async def test_a_health_answer_after_a_reload_of_the_users_is_delivered(home: Li
     finally:
         await node.nc.close()
         await asker.close()
+
+
+async def test_an_agent_reads_its_own_inbox_but_can_neither_make_nor_widen_it(
+    home: LiveHome,
+) -> None:
+    """Before: an agent's user could make its durable consumer with any filter (another
+    device's turns, the whole event log) and read that through its private inbox."""
+    stream = home.config.event_log.stream
+    durable = agent_inbox_durable("edge_asr")
+    rail = workspace_in_subject("edge_asr")
+    agent = await Probe.connect(
+        home.url_as("agent.edge_asr"), inbox_prefix=private_inbox_prefix("agent.edge_asr")
+    )
+    admin = await nats.connect(home.url_as("admin"))
+    try:
+        for make in (
+            f"$JS.API.CONSUMER.CREATE.{stream}.{durable}",
+            f"$JS.API.CONSUMER.CREATE.{stream}.{durable}.events.>",
+            f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
+        ):
+            assert not await can_ask_jetstream(agent, admin, make), f"{make} is not refused"
+        # As a client library would try it: the request is refused and nothing changes.
+        widened = ConsumerConfig(
+            name=durable, durable_name=durable, filter_subject="events.>",
+            ack_policy=AckPolicy.EXPLICIT,
+        )  # fmt: skip
+        with pytest.raises((NatsError, TimeoutError)):
+            await agent.nc.jetstream().add_consumer(stream, widened, timeout=2)
+        assert agent.refused("publish", f"$JS.API.CONSUMER.CREATE.{stream}.{durable}.events.>")
+        # The substrate made the consumer when the schema was applied, on the rail alone.
+        js = agent.nc.jetstream()
+        assert (await js.consumer_info(stream, durable)).config.filter_subject == rail
+
+        await admin.jetstream().publish(workspace_in_subject("jmfts_operator"), b"not yours")
+        await admin.jetstream().publish(rail, b"for edge_asr")
+        sub = await js.pull_subscribe_bind(durable, stream=stream)
+        (msg,) = await sub.fetch(1, timeout=DELIVERY_S)
+        assert (msg.subject, msg.data) == (rail, b"for edge_asr")
+        await msg.ack_sync(timeout=DELIVERY_S)
+        info = await admin.jetstream().consumer_info(stream, durable)
+        assert (
+            info.ack_floor is not None and info.ack_floor.stream_seq == msg.metadata.sequence.stream
+        )
+        assert info.num_ack_pending == 0 and info.num_pending == 0
+        assert not any("next" in r.lower() or "$js.ack" in r.lower() for r in agent.refusals)
+    finally:
+        await agent.nc.close()
+        await admin.close()
