@@ -76,7 +76,7 @@ async def js_server(tmp_path: Path) -> AsyncIterator[NatsClient]:
         finally:
             await nc.close()
     finally:
-        await server.stop()
+        await server.close()
 
 
 async def fetch_all(nc: NatsClient) -> list[bytes]:
