@@ -26,6 +26,14 @@ from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import EVENTS_PATTERN
 
 
+async def close_watch(nc: Client | None) -> None:
+    """Close a board's NATS connection that a target watches; the board may be gone
+    already, and a target's close must still end the rest."""
+    if nc is not None:
+        with contextlib.suppress(Exception):
+            await nc.close()
+
+
 @dataclass(frozen=True)
 class Headroom:
     """Free disk and memory on the board."""

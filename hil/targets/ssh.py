@@ -14,7 +14,6 @@ edge's NATS when its edge.yaml gives a fixed ``nats.port``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shlex
 import time
 import uuid
@@ -32,7 +31,7 @@ from nats.aio.msg import Msg
 from hil.runner import CaseFailed, HilError
 from hil.speech import Clip, SpeechLibrary
 from hil.targets.address import SshAddress
-from hil.targets.base import Headroom, HomeWatch, ResourceSample
+from hil.targets.base import Headroom, HomeWatch, ResourceSample, close_watch
 from hil.targets.edge_view import SPOOL, EdgeConfigError, EdgeView, parse_edge_view
 from hil.targets.home_side import HomeSide
 from hil.targets.profile import BoardProfile
@@ -109,10 +108,8 @@ class SshBoard(Service):
 
     async def close(self) -> None:
         """Close the edge's NATS connection and the SSH link."""
-        if self._edge_nc is not None:
-            with contextlib.suppress(Exception):
-                await self._edge_nc.close()
-            self._edge_nc = None
+        nc, self._edge_nc = self._edge_nc, None
+        await close_watch(nc)
         await self._stack.aclose()
 
     async def _open(self) -> None:

@@ -9,7 +9,6 @@ sink, whose monitor is the board's microphone: paced in real time like a room.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ from nats.aio.msg import Msg
 from edge.audio.null_server import pulse_daemon
 from hil.runner import HilError
 from hil.speech import SpeechLibrary
-from hil.targets.base import Headroom, HomeWatch, ResourceSample
+from hil.targets.base import Headroom, HomeWatch, ResourceSample, close_watch
 from hil.targets.home_side import HomeSide
 from hil.targets.proxy import CuttableRelay
 from shared.errors import ContractError
@@ -114,10 +113,8 @@ class VirtualBoard(Service):
 
     async def close(self) -> None:
         """Close the edge's NATS connection, terminate the edge and the home."""
-        if self._edge_nc is not None:
-            with contextlib.suppress(Exception):
-                await self._edge_nc.close()
-            self._edge_nc = None
+        nc, self._edge_nc = self._edge_nc, None
+        await close_watch(nc)
         for proc in (self._edge, self._home):
             if proc is not None:
                 await asyncio.to_thread(terminate_blocking, proc, 30)
