@@ -28,6 +28,7 @@ from shared.event import Event
 from shared.lifecycle import Service
 from shared.messages.bridge import BridgeStatus
 from shared.messages.voice import Notice, Reply
+from shared.publisher import Received
 from shared.subjects import (
     BRIDGE_STATUS_PATTERN,
     device_rail_pattern,
@@ -78,7 +79,9 @@ class NoticeNode(Service):
         self._failure_pcm = await asyncio.to_thread(self.synth.render, self.failure_text)
         await self.bus.subscribe(BRIDGE_STATUS_PATTERN, self._on_status)
         await self.bus.subscribe(sensation_turn_subject(self.device), self._on_turn)
-        await self.bus.subscribe(device_rail_pattern("reply", self.device), self._on_reply)
+        await self.bus.subscribe_to(
+            device_rail_pattern("reply", self.device), Reply.from_event, self._on_reply
+        )
 
     @property
     def samples(self) -> int:
@@ -116,17 +119,13 @@ class NoticeNode(Service):
         self.notices_played += 1
         await self._say(self._pcm, self.text, event.binding_id)
 
-    async def _on_reply(self, subject: str, event: Event) -> None:
-        try:
-            reply = Reply.from_event(event)
-        except ContractError as exc:
-            log.warning("ignored a malformed reply on %s: %s", subject, exc)
-            return
+    async def _on_reply(self, received: Received[Reply]) -> None:
+        reply = received.message
         if reply.kind not in FAILED_KINDS or self._failure_pcm is None:
             return
-        log.warning("home reports turn %s %s: %s", event.binding_id, reply.kind, reply.reason)
+        log.warning("home reports turn %s %s: %s", received.binding_id, reply.kind, reply.reason)
         self.failure_notices_played += 1
-        await self._say(self._failure_pcm, self.failure_text, event.binding_id)
+        await self._say(self._failure_pcm, self.failure_text, received.binding_id)
 
     async def on_not_taken(self, failure: NotTaken) -> None:
         """An event for home the bridge did not take: a turn of this device gets ``text``.

@@ -10,10 +10,9 @@ from __future__ import annotations
 import logging
 
 from edge.bus import Bus
-from shared.errors import EnvelopeError
-from shared.event import Event
 from shared.lifecycle import Service
 from shared.messages.voice import Reply
+from shared.publisher import Received
 from shared.subjects import device_rail_pattern
 
 log = logging.getLogger(__name__)
@@ -28,20 +27,18 @@ class ReplyLog(Service):
         self.replies = 0
 
     async def start(self) -> None:
-        """Subscribe to the device's reply rail."""
-        await self.bus.subscribe(device_rail_pattern("reply", self.device), self._on_reply)
+        """Subscribe to the device's reply rail (an unreadable reply is the bus's to count)."""
+        await self.bus.subscribe_to(
+            device_rail_pattern("reply", self.device), Reply.from_event, self._on_reply
+        )
 
-    async def _on_reply(self, subject: str, event: Event) -> None:
+    async def _on_reply(self, received: Received[Reply]) -> None:
         self.replies += 1
-        try:
-            reply = Reply.from_event(event)
-        except EnvelopeError as exc:
-            log.warning("reply on %s [%s] unreadable: %s", subject, event.binding_id or "-", exc)
-            return
+        reply = received.message
         log.warning(
-            "reply (not spoken%s) on %s [%s]: %s",
+            "reply (not spoken%s) from %s [%s]: %s",
             f": {reply.reason}" if reply.reason is not None else "",
-            subject,
-            event.binding_id or "-",
+            received.subject.agent,
+            received.binding_id or "-",
             reply.text,
         )

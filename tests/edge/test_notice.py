@@ -55,6 +55,8 @@ async def test_a_spoken_turn_while_home_is_unreachable_gets_the_notice(
             await bus.publish(*status(reachable=False))
             await wait_for(lambda: not edge.notice.home_reachable, "the status to land")
             assert await edge.drain() == []  # the notice settles the turn
+            # The notice event may reach this client after the turn settled on the board.
+            await wait_for(lambda: bus.on(NOTICES), "the notice event")
         finally:
             await client.close()
         assert len(edge.asr.turn_published) == 1
@@ -169,6 +171,8 @@ async def test_a_spoken_turn_the_bridge_half_refuses_gets_the_notice(
         try:
             bus = await Collector(client).watch(NOTICES)
             assert await edge.drain() == []  # the notice settles the turn
+            # The notice event may reach this client after the turn settled on the board.
+            await wait_for(lambda: bus.on(NOTICES), "the notice event")
         finally:
             await client.close()
         (turn,) = edge.asr.turn_published
