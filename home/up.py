@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from home.agents.launchers import TOKENS_DIR, EffectorLauncher, ModelChoice, TauAgentLauncher
+from home.agents.launchers import TOKENS_DIR, EffectorLauncher, TauAgentLauncher
 from home.bridge import HomeBridgeComponent
 from home.bridge.component import PairedHalves
 from home.jmfts.component import JmftsComponent
 from home.jmfts.locate import HOME_SUBDIR as JMFTS_HOME_SUBDIR
-from home.llm.component import EmbeddedLlmComponent, ExternalLlmComponent
+from home.llm.choice import ModelChoice
 from home.substrate.bus_auth import BusAuthority
 from home.substrate.component import Component, ComponentRegistry, ComponentStatus
 from home.substrate.config import HomeConfig
@@ -81,7 +81,8 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
         port=config.bridge_port,
         authority=authority,
     )
-    llm = llm_component(config)
+    model = ModelChoice.from_option(config.llm_url, config.llm_model)
+    llm = model.component(config.data_dir / "logs" / "llm.log", config.host)
     jmfts = None
     if config.memory:
         jmfts = JmftsComponent(
@@ -92,7 +93,7 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
     substrate = Substrate(
         config,
         nats_server,
-        launchers=node_launchers(config),
+        launchers=node_launchers(config, model),
         status_extra=components_view,
         services=RunningServices(llm, jmfts),
         handlers={control.BRIDGE_PAIR: bridge.pair_device},
@@ -168,21 +169,9 @@ def catalog_agents(catalog: Path) -> dict[str, tuple[str, ...]]:
     return {node.agent: node.memory_reads for node in nodes if node.agent is not None}
 
 
-def llm_component(config: HomeConfig) -> EmbeddedLlmComponent | ExternalLlmComponent | None:
-    """The model every agent talks to, as configured (None: no model at all)."""
-    if config.llm_url is None:
-        return EmbeddedLlmComponent(config.data_dir / "logs" / "llm.log", host=config.host)
-    if config.llm_url == "none":
-        return None
-    return ExternalLlmComponent(config.llm_url)
-
-
-def node_launchers(config: HomeConfig) -> dict[str, Launcher]:
+def node_launchers(config: HomeConfig, model: ModelChoice) -> dict[str, Launcher]:
     """Every node kind home can run: services, τ agents and effectors."""
-    profile = "embedded" if config.llm_url is None else "openai"
-    agents = TauAgentLauncher(
-        config.catalog, config.data_dir, ModelChoice(profile=profile, model=config.llm_model)
-    )
+    agents = TauAgentLauncher(config.catalog, config.data_dir, model)
     return {
         **LAUNCHERS,
         "tau_agent": agents,

@@ -12,9 +12,9 @@ credentials (docs/architecture.md "Security"), so it goes by environment
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+from home.llm.choice import ModelChoice
 from home.substrate.config import inherited_environment
 from home.substrate.errors import ComponentError, LaunchError
 from home.substrate.launchers import (
@@ -29,14 +29,6 @@ from shared.schema import NodeSpec
 TOKENS_DIR = "tokens"
 # The variable the node and effector programs read their bus URL (with credentials) from.
 NATS_URL_ENV = "TETHER_NATS_URL"
-
-
-@dataclass(frozen=True)
-class ModelChoice:
-    """Which model every agent talks to: the embedded server's, or one given by URL."""
-
-    profile: str = "embedded"  # "embedded" (llama.cpp, prose answers) or "openai"
-    model: str = "default"
 
 
 def token_file(data_dir: Path, agent: str) -> Path:
@@ -72,8 +64,7 @@ class TauAgentLauncher:
         argv = [
             sys.executable, "-m", "home.agents.node_process", "--catalog", str(self.catalog),
             "--node", spec.name, "--data-dir", str(self.data_dir),
-            "--llm-url", llm_url, "--llm-profile", self.model.profile,
-            "--llm-model", self.model.model, "--json",
+            *self.model.node_args(llm_url), "--json",
         ]  # fmt: skip
         jmfts_url = ctx.services.jmfts_url
         token = token_file(self.data_dir, spec.agent or "")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import json
 import logging
 import sys
@@ -27,7 +26,7 @@ import home
 from home.agents.agent_node import AgentNode
 from home.agents.errors import AgentError
 from home.agents.sessions import JmftsStore, SessionStore, file_store, jmfts_sessions_path
-from home.llm.endpoint import ModelEndpoint, embedded_endpoint
+from home.llm.choice import LlmProfile, model_endpoint
 from home.llm.server import LlamaServer, LlamaServerConfig
 from shared.cli import CommandApp, finish
 from shared.errors import UsageError
@@ -38,26 +37,12 @@ from shared.schema.catalog import NodeSpec, load_node_catalog
 PACKAGE_ROOT = Path(home.__file__).resolve().parent.parent
 
 
-class LlmProfile(enum.StrEnum):
-    """How the node talks to the model at ``--llm-url``."""
-
-    embedded = "embedded"
-    openai = "openai"
-
-
 app = CommandApp(add_completion=False, help=__doc__)
 
 
 def answer_tool(spec: NodeSpec) -> str | None:
     """The tool an agent answers through: ``speak`` when it has a handset."""
     return "speak" if any(ext.name == "handset" for ext in spec.extensions) else None
-
-
-def model_endpoint(spec: NodeSpec, url: str, profile: LlmProfile, model: str) -> ModelEndpoint:
-    """The endpoint for ``spec`` at ``url`` under ``profile``."""
-    if profile is LlmProfile.embedded:
-        return embedded_endpoint(url, answer_tool(spec))
-    return ModelEndpoint(base_url=url, model=model)
 
 
 @app.command()
@@ -194,7 +179,7 @@ async def _serve(
                 spec,
                 nats_url=nats_url,
                 data_dir=data_dir,
-                model=model_endpoint(spec, llm_url, profile, llm_model),
+                model=model_endpoint(llm_url, profile, llm_model, answer_tool(spec)),
                 repo_root=PACKAGE_ROOT,
                 jmfts_url=jmfts_url,
                 jmfts_token_file=jmfts_token_file,
