@@ -118,12 +118,14 @@ async def in_flight(nc: Any) -> None:
     """Wait until the durable inbox shows the told turn acked and the question delivered
     and not acked: the question is in flight as far as the bus can tell."""
     js = nc.jetstream()
-    async with asyncio.timeout(60):
-        while True:
-            info = await js.consumer_info(STREAM, agent_inbox_durable(AGENT))
-            if (info.delivered.consumer_seq, info.ack_floor.consumer_seq) == (2, 1):
-                return
-            await asyncio.sleep(0.1)
+    seen: tuple[int | None, int | None] = (None, None)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(60):
+            while seen != (2, 1):
+                info = await js.consumer_info(STREAM, agent_inbox_durable(AGENT))
+                seen = (info.delivered.consumer_seq, info.ack_floor.consumer_seq)
+                await asyncio.sleep(0.1)
+    assert seen == (2, 1), f"inbox (delivered, acked) is {seen}, not (2, 1): nothing in flight"
 
 
 async def memories(home: RunningHome) -> list[str]:
