@@ -223,9 +223,9 @@ class HomeBridgeEndpoint(Service):
             raise
         log.info("home bridge endpoint now serves %s (on %s)", half.device, self.listening)
 
-    async def remove(self, device: str) -> None:
+    async def remove(self, device: str) -> int:
         """Stop serving ``device``: its key is no longer accepted, every connection that
-        logged in with it is closed, its link ends."""
+        logged in with it is closed, its link ends. How many connections were closed."""
         self._forget(device)
         dropped = self.connections.close_device(device)
         if dropped:
@@ -234,6 +234,7 @@ class HomeBridgeEndpoint(Service):
         if core is not None:
             await core.close()
         await self._drain(self._device_nc.pop(device, None))
+        return dropped
 
     @staticmethod
     async def _drain(nc: NATS | None) -> None:
