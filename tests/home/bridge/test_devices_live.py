@@ -57,7 +57,7 @@ class Board:
 
     @property
     def up(self) -> bool:
-        return self.node.health()["state"] == "up"
+        return bool(self.node.health()["state"] == "up")
 
 
 async def pair(home: LiveHome, device: str) -> tuple[BridgeHalf, Path]:
