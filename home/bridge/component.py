@@ -355,7 +355,8 @@ class HomeBridgeComponent(Service):
                 )
                 try:
                     # First, so that a revocation cut short still refuses the key.
-                    await asyncio.to_thread(self._paired.revoked.add, record)
+                    if fingerprint not in self._paired.revoked.fingerprints():
+                        await asyncio.to_thread(self._paired.revoked.add, record)
                 except (OSError, SchemaError) as exc:
                     raise ControlError(
                         control.REFUSED, f"cannot record the revocation: {exc}"
