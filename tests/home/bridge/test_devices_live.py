@@ -162,6 +162,8 @@ async def test_a_revoked_key_is_refused_at_once_and_after_pairing_again(
         assert [(r["device"], r["fingerprint"]) for r in listed["revoked"]] == [
             ("kitchen", fingerprint)
         ]
+        code, out = await devices(home, "list")
+        assert code == 0 and "hall" in out and "revoked keys" in out and "kitchen" in out, out
 
         # Paired again: a new key, which the endpoint takes; the old one stays refused.
         new_half, new_key = await pair(home, "kitchen")
