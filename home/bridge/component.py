@@ -240,7 +240,7 @@ class HomeBridgeComponent(Service):
             f"{device} {state.get('state', '?')}"
             for device, state in sorted(report["devices"].items())
         )
-        return Health(bool(report["ok"]), links)
+        return Health(bool(report["ok"]), links or "no device paired")
 
     async def close(self) -> None:
         """Stop listening and end every link; idempotent."""
