@@ -27,8 +27,8 @@ from nats.aio.client import Client as NatsClient
 from bridge.errors import TransportRefused
 from bridge.node import EdgeBridgeNode
 from bridge.transport import Backoff, open_bridge_channel
-from home.substrate import control
 from home.substrate.bus_auth import bridge_user_name
+from shared import control
 from shared.bus_credentials import credentials_file
 from shared.event import Event
 from shared.schema import BridgeHalf, load_bridge_half
