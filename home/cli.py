@@ -9,6 +9,7 @@ from __future__ import annotations
 from home.agents.node_process import app as agent_app
 from home.agents.sessions import turn_words
 from home.agents.sessions_cli import sessions_app
+from home.bridge.devices_cli import devices_app
 from home.jmfts.cli import jmfts_app, memory_app
 from home.llm.cli import app as llm_app
 from home.memory.cli import register as register_memory_commands
@@ -28,6 +29,7 @@ app.command("up")(up)
 register_substrate(app, trace_annexes=[print_turn_memories])
 app.add_typer(agent_app, name="agent", help="Run one τ agent node.")
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(devices_app, name="devices")
 app.add_typer(llm_app, name="llm")
 app.add_typer(jmfts_app, name="jmfts")
 register_memory_commands(memory_app)

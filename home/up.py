@@ -96,7 +96,12 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
         launchers=node_launchers(config, model),
         status_extra=components_view,
         services=RunningServices(llm, jmfts),
-        handlers={control.BRIDGE_PAIR: bridge.pair_device},
+        handlers={
+            control.BRIDGE_PAIR: bridge.pair_device,
+            control.BRIDGE_DEVICES: bridge.list_devices,
+            control.BRIDGE_UNPAIR: bridge.unpair_device,
+            control.BRIDGE_REVOKE: bridge.revoke_device,
+        },
         authority=authority,
     )
     registry.register(nats_server)

@@ -38,7 +38,22 @@ SCHEMA_UNAPPLY = "schema.unapply"
 SCHEMA_LIST = "schema.list"
 # Answered by the bridge component: pair a device on this machine and serve it at once.
 BRIDGE_PAIR = "bridge.pair"
-VERBS = (PING, STATUS, SCHEMA_APPLY, SCHEMA_UNAPPLY, SCHEMA_LIST, BRIDGE_PAIR)
+# Also the bridge component's (`home devices`): list the paired devices and the revoked
+# keys; unpair a device (forget it); revoke its key (refused for good, and recorded).
+BRIDGE_DEVICES = "bridge.devices"
+BRIDGE_UNPAIR = "bridge.unpair"
+BRIDGE_REVOKE = "bridge.revoke"
+VERBS = (
+    PING,
+    STATUS,
+    SCHEMA_APPLY,
+    SCHEMA_UNAPPLY,
+    SCHEMA_LIST,
+    BRIDGE_PAIR,
+    BRIDGE_DEVICES,
+    BRIDGE_UNPAIR,
+    BRIDGE_REVOKE,
+)
 
 # Error codes of a reply.
 BAD_REQUEST, NOT_FOUND, REFUSED, OVERLAP, INTERNAL = (

@@ -68,6 +68,7 @@ class EdgeBridgeNode(Service):
         self._core: BridgeCore | None = None
         self._task: asyncio.Task[None] | None = None
         self._failed_attempts = 0
+        self._closing = False
 
     @property
     def core(self) -> BridgeCore:
@@ -78,6 +79,7 @@ class EdgeBridgeNode(Service):
 
     async def start(self) -> None:
         """Connect to local NATS, subscribe the exports, start connecting to home."""
+        self._closing = False
         try:
             self._nc = await nats.connect(self._nats_url, name=f"bridge-{self.half.bridge}-edge")
         except (NatsError, OSError) as exc:
@@ -107,6 +109,9 @@ class EdgeBridgeNode(Service):
 
     async def close(self) -> None:
         """Close the link and NATS; idempotent."""
+        # Python 3.11's wait_for (inside asyncssh.connect) swallows a cancellation that
+        # lands as the connect completes (a refused key, say): the loop must also see this.
+        self._closing = True
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
@@ -121,7 +126,7 @@ class EdgeBridgeNode(Service):
         core = self.core
         addresses = self.half.endpoint.addresses()
         attempt = 0
-        while True:
+        while not self._closing:
             # After each link that ends or never comes up, the next member of the home.
             endpoint = addresses[attempt % len(addresses)]
             attempt += 1
@@ -143,6 +148,8 @@ class EdgeBridgeNode(Service):
                 detail = str(exc)
                 log.warning("bridge link to %s down: %s", where, exc)
             self._failed_attempts += 1
+            if self._closing:
+                return
             if core.counters.link_ups > ups:
                 # The link was up (hello accepted): start over from the base delay. A link
                 # refused at hello keeps backing off, so a mispaired board does not hammer home.

@@ -22,7 +22,12 @@ from bridge.errors import BridgeError, HelloRefused, LinkError, ProtocolError
 from bridge.node.clock import WallClock
 from bridge.node.core import BridgeCore
 from bridge.node.outbox import OutboxStore, Synchronous, store_path
-from bridge.transport.server import AuthorizedClient, LoginGate, listen_bridge
+from bridge.transport.server import (
+    AuthenticatedConnections,
+    AuthorizedClient,
+    LoginGate,
+    listen_bridge,
+)
 from bridge.transport.streams import ByteReader, ByteWriter
 from shared.lifecycle import Service
 from shared.schema.bridge_half import BridgeHalf, ssh_fingerprint
@@ -103,6 +108,7 @@ class HomeBridgeEndpoint(Service):
         self.cores: dict[str, BridgeCore] = {}
         self._acceptors: list[asyncssh.SSHAcceptor] = []
         self.logins = LoginGate()
+        self.connections = AuthenticatedConnections()
 
     def _authorize(self, half: BridgeHalf) -> None:
         if half.side != "home":
@@ -189,7 +195,13 @@ class HomeBridgeEndpoint(Service):
 
     async def _listen(self, host: str, port: int) -> tuple[str, int]:
         acceptor = await listen_bridge(
-            host, port, self._host_key, self.clients, self._on_link, gate=self.logins
+            host,
+            port,
+            self._host_key,
+            self.clients,
+            self._on_link,
+            gate=self.logins,
+            connections=self.connections,
         )
         self._acceptors.append(acceptor)
         return host, acceptor.get_port()
@@ -211,13 +223,18 @@ class HomeBridgeEndpoint(Service):
             raise
         log.info("home bridge endpoint now serves %s (on %s)", half.device, self.listening)
 
-    async def remove(self, device: str) -> None:
-        """Stop serving ``device``: its link ends, its key is no longer accepted."""
+    async def remove(self, device: str) -> int:
+        """Stop serving ``device``: its key is no longer accepted, every connection that
+        logged in with it is closed, its link ends. How many connections were closed."""
         self._forget(device)
+        dropped = self.connections.close_device(device)
+        if dropped:
+            log.info("closed %d SSH connection(s) of device %r", dropped, device)
         core = self.cores.pop(device, None)
         if core is not None:
             await core.close()
         await self._drain(self._device_nc.pop(device, None))
+        return dropped
 
     @staticmethod
     async def _drain(nc: NATS | None) -> None:

@@ -61,6 +61,37 @@ class LoginGate:
             del self.pending[address]
 
 
+@dataclass
+class AuthenticatedConnections:
+    """The connections that logged in, by the device their key proved.
+
+    A device that stops being served (unpaired, its key revoked, paired anew) loses
+    them all at once: an authenticated connection could otherwise open another
+    bridge channel with a key that is no longer accepted.
+    """
+
+    by_device: dict[str, set[asyncssh.SSHServerConnection]] = field(default_factory=dict)
+
+    def add(self, device: str, conn: asyncssh.SSHServerConnection) -> None:
+        """``conn`` logged in as ``device``."""
+        self.by_device.setdefault(device, set()).add(conn)
+
+    def discard(self, device: str, conn: asyncssh.SSHServerConnection) -> None:
+        """``conn`` went away."""
+        conns = self.by_device.get(device)
+        if conns is not None:
+            conns.discard(conn)
+            if not conns:
+                del self.by_device[device]
+
+    def close_device(self, device: str) -> int:
+        """Close every connection logged in as ``device``; how many there were."""
+        conns = self.by_device.pop(device, set())
+        for conn in conns:
+            conn.close()
+        return len(conns)
+
+
 @dataclass(frozen=True)
 class AuthorizedClient:
     """One authorized key: the device it speaks for and the user it must log in as."""
@@ -103,16 +134,24 @@ class _BridgeSSHServer(asyncssh.SSHServer):
     """One per connection: authenticates the key, remembers its device, refuses the rest."""
 
     def __init__(
-        self, clients: Mapping[str, AuthorizedClient], handler: LinkHandler, gate: LoginGate
+        self,
+        clients: Mapping[str, AuthorizedClient],
+        handler: LinkHandler,
+        gate: LoginGate,
+        connections: AuthenticatedConnections,
     ) -> None:
         self._clients = clients
         self._handler = handler
         self._gate = gate
+        self._connections = connections
         self._gated: str | None = None  # the address this connection is counted under
         self._peer = "?"
+        self._conn: asyncssh.SSHServerConnection | None = None
+        self._fingerprint: str | None = None
         self.device: str | None = None
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
         addr = conn.get_extra_info("peername")
         self._peer = f"{addr[0]}:{addr[1]}" if addr else "?"
         address = str(addr[0]) if addr else "?"
@@ -129,9 +168,13 @@ class _BridgeSSHServer(asyncssh.SSHServer):
 
     def auth_completed(self) -> None:
         self._release()
+        if self.device is not None and self._conn is not None:
+            self._connections.add(self.device, self._conn)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._release()
+        if self.device is not None and self._conn is not None:
+            self._connections.discard(self.device, self._conn)
 
     def _release(self) -> None:
         if self._gated is not None:
@@ -171,6 +214,7 @@ class _BridgeSSHServer(asyncssh.SSHServer):
             )
             return False
         self.device = client.device
+        self._fingerprint = fingerprint
         return True
 
     def session_requested(self) -> _BridgeSession:
@@ -178,6 +222,17 @@ class _BridgeSSHServer(asyncssh.SSHServer):
         if device is None:  # asyncssh only opens sessions after auth; guard all the same
             raise asyncssh.ChannelOpenError(
                 asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, "not authenticated"
+            )
+        client = self._clients.get(self._fingerprint or "")
+        if client is None or client.device != device:
+            # Its key was revoked or replaced after it logged in.
+            log.warning(
+                "refused a session from %s: key %s no longer accepted",
+                self._peer,
+                self._fingerprint,
+            )
+            raise asyncssh.ChannelOpenError(
+                asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, "key no longer accepted"
             )
         handler = self._handler
         peer = self._peer
@@ -230,12 +285,15 @@ async def listen_bridge(
     handler: LinkHandler,
     *,
     gate: LoginGate | None = None,
+    connections: AuthenticatedConnections | None = None,
 ) -> asyncssh.SSHAcceptor:
     """Start the SSH endpoint; ``port`` 0 picks a free one (read it off the acceptor).
 
-    ``gate`` bounds unauthenticated connections; listeners may share one.
+    ``gate`` bounds unauthenticated connections; ``connections`` keeps the
+    authenticated ones by device; listeners may share both.
     """
     gate = gate if gate is not None else LoginGate()
+    book = connections if connections is not None else AuthenticatedConnections()
     try:
         key = asyncssh.read_private_key(str(host_key))
     except (OSError, asyncssh.KeyImportError) as exc:
@@ -245,7 +303,7 @@ async def listen_bridge(
             host,
             port,
             server_host_keys=[key],
-            server_factory=lambda: _BridgeSSHServer(clients, handler, gate),
+            server_factory=lambda: _BridgeSSHServer(clients, handler, gate, book),
             login_timeout=LOGIN_TIMEOUT_S,
             encoding=None,
             allow_pty=False,

@@ -15,14 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bridge.check import Severity, check_pair
 from bridge.errors import BridgeError, PairError
 from bridge.node.home import HomeBridgeEndpoint
-from bridge.node.outbox import OUTBOX_DIR
+from bridge.node.outbox import OUTBOX_DIR, store_path
 from bridge.pair import HOST_KEY_NAME, PairingFiles, pair
+from home.bridge.devices import (
+    KEY_REVOKED,
+    NOT_SERVED,
+    DeviceRemoved,
+    DevicesView,
+    PairedDevice,
+    pairing_files,
+    remove_files,
+)
+from home.bridge.revoked import RevokedKey, RevokedKeys
 from home.substrate.bus_auth import BusAuthority, bridge_user_name
 from home.substrate.component import BusAddress, ComponentInfo, Health
 from home.substrate.errors import ComponentError
@@ -33,13 +44,19 @@ from shared.errors import ControlError, SchemaError, SubjectError
 from shared.lifecycle import Service
 from shared.proc import free_port
 from shared.schema import BridgeHalf, load_bridge_half
-from shared.schema.bridge_half import DEFAULT_PORT
+from shared.schema.bridge_half import DEFAULT_PORT, ssh_fingerprint
 from shared.subjects import check_name
 
 BRIDGE_DIR = "bridge"
 # A paired device's name names its files; well under any file-name limit.
 MAX_DEVICE_CHARS = 64
 log = logging.getLogger("tether.home.bridge")
+
+
+def key_fingerprint(half: BridgeHalf) -> str:
+    """The fingerprint of the key ``half`` authorizes ("" for none)."""
+    key = half.endpoint.client_key
+    return ssh_fingerprint(key) if key else ""
 
 
 def paired_home_halves(data_dir: Path) -> list[Path]:
@@ -58,19 +75,38 @@ class PairedHalves:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         self._parsed: dict[Path, tuple[tuple[int, int, int], BridgeHalf]] = {}
+        self.revoked = RevokedKeys(data_dir / BRIDGE_DIR)
+        # Halves left out at the last load because they authorize a revoked key.
+        self.refused: list[BridgeHalf] = []
 
     def load(self) -> tuple[list[BridgeHalf], list[tuple[Path, SchemaError]]]:
-        """Every half that loads, and each one that does not with why, in file order."""
+        """Every half that loads, and each one that does not with why, in file order.
+
+        A half that authorizes a revoked key is in neither list but in :attr:`refused`:
+        nothing serves it and no bus user is made for it. A revocation record that
+        cannot be read leaves every half out, the record named as the unusable file.
+        """
+        try:
+            revoked = self.revoked.fingerprints()
+        except SchemaError as exc:
+            return [], [(self.revoked.path, exc)]
         halves: list[BridgeHalf] = []
         unusable: list[tuple[Path, SchemaError]] = []
+        refused: list[BridgeHalf] = []
         paths = paired_home_halves(self.data_dir)
         for path in paths:
             try:
-                halves.append(self._half(path))
+                half = self._half(path)
             except SchemaError as exc:
                 unusable.append((path, exc))
+                continue
+            (refused if key_fingerprint(half) in revoked else halves).append(half)
         for gone in set(self._parsed) - set(paths):
             del self._parsed[gone]
+        if refused and {h.device for h in refused} != {h.device for h in self.refused}:
+            for half in refused:
+                log.warning("bridge: not serving %s: it authorizes a revoked key", half.file)
+        self.refused = refused
         return halves, unusable
 
     def _half(self, path: Path) -> BridgeHalf:
@@ -204,7 +240,7 @@ class HomeBridgeComponent(Service):
             f"{device} {state.get('state', '?')}"
             for device, state in sorted(report["devices"].items())
         )
-        return Health(bool(report["ok"]), links)
+        return Health(bool(report["ok"]), links or "no device paired")
 
     async def close(self) -> None:
         """Stop listening and end every link; idempotent."""
@@ -251,16 +287,7 @@ class HomeBridgeComponent(Service):
 
     async def pair_device(self, request: ControlRequest) -> dict[str, Any]:
         """Control verb ``bridge.pair``: pair ``device`` on this machine (once) and serve it."""
-        device = request.text("device")
-        try:
-            check_name(str(device), "device")
-        except SubjectError as exc:
-            raise ControlError(control.BAD_REQUEST, str(exc)) from None
-        if len(str(device)) > MAX_DEVICE_CHARS:
-            # The name becomes file names (DEVICE.edge.key): refuse before the filesystem does.
-            raise ControlError(
-                control.BAD_REQUEST, f"device names are at most {MAX_DEVICE_CHARS} characters"
-            )
+        device = _device_argument(request)
         async with self._lock:
             files = PairingFiles.of(self._dir, str(device))
             edge_half, key = files.edge_half, files.client_key
@@ -281,3 +308,103 @@ class HomeBridgeComponent(Service):
                 raise ControlError(control.REFUSED, str(exc)) from None
         endpoint = f"ssh://{self._host}:{self.port}"
         return PairResult(str(device), str(edge_half), str(key.parent), endpoint).to_dict()
+
+    # --- home devices: list, unpair, revoke (docs/architecture.md "Security") ---------
+
+    async def list_devices(self, request: ControlRequest) -> dict[str, Any]:
+        """Control verb ``bridge.devices``: every paired device and its link, every revoked key."""
+        async with self._lock:
+            halves, _ = self._paired.load()
+            try:
+                revoked = self._paired.revoked.load()
+            except SchemaError as exc:
+                raise ControlError(control.REFUSED, str(exc)) from None
+            links = self._endpoint.health()["devices"] if self._endpoint is not None else {}
+            rows = [
+                PairedDevice(
+                    h.device, key_fingerprint(h), links.get(h.device, {}).get("state", NOT_SERVED)
+                )
+                for h in halves
+            ]
+            rows += [
+                PairedDevice(h.device, key_fingerprint(h), KEY_REVOKED)
+                for h in self._paired.refused
+            ]
+        rows.sort(key=lambda row: row.device)
+        return DevicesView(tuple(rows), revoked).to_dict()
+
+    async def unpair_device(self, request: ControlRequest) -> dict[str, Any]:
+        """Control verb ``bridge.unpair``: forget ``device`` (its halves, key and outbox)."""
+        return await self._remove_device(request, revoke=False)
+
+    async def revoke_device(self, request: ControlRequest) -> dict[str, Any]:
+        """Control verb ``bridge.revoke``: refuse ``device``'s key for good, and record it."""
+        return await self._remove_device(request, revoke=True)
+
+    async def _remove_device(self, request: ControlRequest, *, revoke: bool) -> dict[str, Any]:
+        device = _device_argument(request)
+        async with self._lock:
+            half = self._paired_half(device)
+            fingerprint = key_fingerprint(half)
+            if revoke:
+                record = RevokedKey(
+                    device,
+                    fingerprint,
+                    half.endpoint.client_key or "",
+                    datetime.now(UTC).isoformat(),
+                )
+                try:
+                    # First, so that a revocation cut short still refuses the key.
+                    if fingerprint not in self._paired.revoked.fingerprints():
+                        await asyncio.to_thread(self._paired.revoked.add, record)
+                except (OSError, SchemaError) as exc:
+                    raise ControlError(
+                        control.REFUSED, f"cannot record the revocation: {exc}"
+                    ) from None
+            closed = 0
+            if self._endpoint is not None and device in self._endpoint.halves:
+                closed = await self._endpoint.remove(device)
+            # Revoked, the device may be paired again under its name: what waits for it stays.
+            outbox = None if revoke else store_path(self._dir / OUTBOX_DIR, half)
+            try:
+                removed = await asyncio.to_thread(
+                    remove_files, pairing_files(self._dir, device, outbox)
+                )
+            except OSError as exc:
+                raise ControlError(
+                    control.REFUSED, f"cannot remove {device}'s pairing: {exc}"
+                ) from None
+            if self._authority is not None:
+                await self._authority.refresh()
+        log.warning(
+            "bridge: %s %s (key %s)", "revoked" if revoke else "unpaired", device, fingerprint
+        )
+        return DeviceRemoved(device, fingerprint, revoke, closed, removed).to_dict()
+
+    def _paired_half(self, device: str) -> BridgeHalf:
+        """``device``'s home half here; ControlError ``not_found`` when it has none."""
+        path = PairingFiles.of(self._dir, device).home_half
+        if not path.is_file():
+            raise ControlError(control.NOT_FOUND, f"no device {device!r} is paired here")
+        try:
+            return load_bridge_half(path)
+        except SchemaError as exc:
+            raise ControlError(
+                control.REFUSED,
+                f"{device}'s home half cannot be read, so neither can its key: {exc}",
+            ) from None
+
+
+def _device_argument(request: ControlRequest) -> str:
+    """The request's ``device``, a name a pairing can have; ControlError ``bad_request`` if not."""
+    device = str(request.text("device"))
+    try:
+        check_name(device, "device")
+    except SubjectError as exc:
+        raise ControlError(control.BAD_REQUEST, str(exc)) from None
+    if len(device) > MAX_DEVICE_CHARS:
+        # The name becomes file names (DEVICE.edge.key): refuse before the filesystem does.
+        raise ControlError(
+            control.BAD_REQUEST, f"device names are at most {MAX_DEVICE_CHARS} characters"
+        )
+    return device
