@@ -7,18 +7,14 @@ read out wrongly (entities, markup, symbols, links) is unspeakable.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from home.llm.endpoint import EMBEDDED_SAMPLING, embedded_endpoint
+from home.llm.endpoint import embedded_endpoint
 from home.llm.server import LlamaServer
 from shared.schema.catalog import NodeCatalog
-from tests.support.answer_quality import AnswerSetup, measure
-
-# The shipped sampling, seeded: a run answers as the last one did.
-SEEDED = replace(EMBEDDED_SAMPLING, seed=20261203)
+from tests.support.answer_quality import SEEDED, AnswerSetup, measure
 
 
 @pytest.mark.slow
