@@ -8,7 +8,11 @@ from collections.abc import Iterator
 import pytest
 
 from shared.proc import free_port, nats_server_binary, terminate_blocking, wait_for_port_blocking
+from tests.support import hypothesis_profiles
 from tests.support.board_image import BuiltQemuImage, build_qemu_image
+
+# Before any test module builds its @settings: they inherit what they leave unnamed.
+hypothesis_profiles.load()
 
 
 @pytest.fixture(scope="session")

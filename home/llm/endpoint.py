@@ -120,6 +120,11 @@ class Sampling:
 
     temperature: float = 0.2
     repeat_penalty: float = 1.1
+    # The sampler's seed for every request, or None for the server's own. llama-cpp-python
+    # draws each unseeded request's seed from the previous one, so without a seed an answer
+    # depends on every request the server took before it (a memory completion, a
+    # compaction); a test that must repeat gives one.
+    seed: int | None = None
 
 
 EMBEDDED_ANSWER_MODE = AnswerMode.PROSE
@@ -142,6 +147,8 @@ def embedded_endpoint(
     An agent that answers aloud in prose is capped at ``prose_max_tokens`` a request.
     """
     extra: dict[str, Any] = {"repeat_penalty": sampling.repeat_penalty}
+    if sampling.seed is not None:
+        extra["seed"] = sampling.seed
     max_tokens = EMBEDDED_MAX_TOKENS
     forced = answer_tool is not None and mode is AnswerMode.FORCED_TOOL
     if forced and answer_tool is not None:

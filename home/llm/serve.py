@@ -28,6 +28,9 @@ Given a whole session, SmolLM2-135M answered most turns with a copy of its
 previous answer ("The answer is ... in Spanish." to every question after the
 twentieth; ``make bench NAME=answers``). The session itself stays whole in τ, and
 what the user told earlier is the memory reflex's to recall.
+
+And it honours a request's ``seed``, which the same handler accepts and never passes
+on to the completion: the wrapper seeds the model before the handler runs.
 """
 
 from __future__ import annotations
@@ -96,6 +99,11 @@ def _plain_message_handler(library_handler: Any, history_turns: int | None) -> A
     """``library_handler`` given :func:`plain_messages` of every request's messages."""
 
     def handler(*, messages: list[ChatCompletionRequestMessage], **options: Any) -> Any:
+        llama, seed = options.get("llama"), options.get("seed")
+        if isinstance(llama, Llama) and isinstance(seed, int):
+            # The library handler drops the request's seed; its completion draws its own
+            # from the model's, so seeding the model makes the answer repeat.
+            llama.set_seed(seed)
         return library_handler(messages=plain_messages(messages, history_turns), **options)
 
     handler.library_handler = library_handler  # type: ignore[attr-defined]  # to wrap it afresh

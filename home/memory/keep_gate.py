@@ -137,9 +137,13 @@ def nearest_mean(vector: Vectors, examples: Vectors, neighbours: int = NEIGHBOUR
     return float(top.mean())
 
 
-def judge(vector: Vectors, text: str, prototypes: Prototypes) -> Verdict:
-    """Keep or skip one utterance, given its unit embedding and its text."""
-    cue = opening_cue(text)
+def judge(vector: Vectors, text: str, prototypes: Prototypes, *, cues: bool = True) -> Verdict:
+    """Keep or skip one utterance, given its unit embedding and its text.
+
+    With ``cues`` off the opening is not read (every cue is :attr:`Cue.NONE`): the
+    embeddings decide alone, which measures what the cue lists add.
+    """
+    cue = opening_cue(text) if cues else Cue.NONE
     margin = nearest_mean(vector, prototypes.keep) - nearest_mean(vector, prototypes.skip)
     score = margin + cue.weight
     return Verdict(keep=score >= THRESHOLD, score=round(score, 4), cue=cue)
@@ -193,13 +197,13 @@ class KeepGate:
         except Exception as exc:  # the embedder's own failures stop here, named
             raise KeepGateError(f"the embedder failed on {len(texts)} utterances: {exc}") from exc
 
-    def judge(self, texts: Sequence[str]) -> list[Verdict]:
-        """A verdict per utterance, in order."""
+    def judge(self, texts: Sequence[str], *, cues: bool = True) -> list[Verdict]:
+        """A verdict per utterance, in order (``cues`` as for :func:`judge`)."""
         if not texts:
             return []
         vectors = self._embed(texts)
         return [
-            judge(vector, text, self.prototypes)
+            judge(vector, text, self.prototypes, cues=cues)
             for vector, text in zip(vectors, texts, strict=True)
         ]
 

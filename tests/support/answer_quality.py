@@ -28,18 +28,20 @@ import contextlib
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import nats
 import yaml
 
 from home.agents.agent_node import AgentNode
-from home.llm.endpoint import ModelEndpoint
+from home.llm.endpoint import EMBEDDED_SAMPLING, ModelEndpoint
 from shared.schema.catalog import NodeSpec
 from tests.support.home_fixtures import REPO_ROOT, EdgeSide, event_log_server
 
 PROMPT_SET = Path(__file__).parents[1] / "home" / "llm" / "everyday_prompts.yaml"
+# The shipped sampling, seeded: a run answers as the last one did.
+SEEDED = replace(EMBEDDED_SAMPLING, seed=20261203)
 
 # How long one turn may take before it is scored as unanswered (2 shared cores,
 # a re-prompt possible).

@@ -11,6 +11,8 @@ import yaml
 from home.memory.keep_gate import KeepGate
 
 LABELLED_SET = Path(__file__).parents[1] / "home" / "memory" / "keep_gate_set.yaml"
+# The second set, in the recogniser's wording, written after the gate's tuning.
+ASR_SET = LABELLED_SET.with_name("keep_gate_asr_set.yaml")
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,11 @@ class LabelledSet:
 
     def __len__(self) -> int:
         return len(self.keep) + len(self.skip)
+
+    def half(self, held_out: bool) -> LabelledSet:
+        """Every second utterance of each side: the 2nd, 4th, ... when ``held_out``."""
+        start = 1 if held_out else 0
+        return LabelledSet(keep=self.keep[start::2], skip=self.skip[start::2])
 
 
 def read_labelled_set(path: Path = LABELLED_SET) -> LabelledSet:
@@ -52,13 +59,16 @@ class GateScore:
         return self.true_keeps / (self.true_keeps + len(self.missed))
 
 
-def score_gate(gate: KeepGate, labelled: LabelledSet) -> GateScore:
-    """Judge every utterance of the set one at a time (as the reflex does) and count."""
+def score_gate(gate: KeepGate, labelled: LabelledSet, *, cues: bool = True) -> GateScore:
+    """Judge every utterance of the set one at a time (as the reflex does) and count.
+
+    ``cues=False`` judges on the embeddings alone (:func:`home.memory.keep_gate.judge`).
+    """
     texts = [*labelled.keep, *labelled.skip]
     kept: list[bool] = []
     started = time.perf_counter()
     for text in texts:
-        (verdict,) = gate.judge([text])
+        (verdict,) = gate.judge([text], cues=cues)
         kept.append(verdict.keep)
     elapsed_ms = (time.perf_counter() - started) * 1000
     should = [True] * len(labelled.keep) + [False] * len(labelled.skip)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from home.agents.admission import Admission
@@ -188,6 +188,10 @@ class Request:
     | st.binary(max_size=200)
     | st.sampled_from(POISONED)
 )
+# Found when this suite was written: nesting too deep for json, and a request read whole
+# however long it was (now refused unread past 1 KiB).
+@example(POISONED[0])
+@example(POISONED[3])
 async def test_every_history_request_gets_one_readable_answer_and_the_next_good_one_too(
     node: AgentNode, raw: bytes
 ) -> None:

@@ -14,14 +14,14 @@ import pytest
 from home.llm.endpoint import embedded_endpoint
 from home.llm.server import LlamaServer
 from shared.schema.catalog import NodeCatalog
-from tests.support.answer_quality import AnswerSetup, measure
+from tests.support.answer_quality import SEEDED, AnswerSetup, measure
 
 
 @pytest.mark.slow
 async def test_answers_to_everyday_prompts_rarely_parrot_and_are_always_speakable(
     llm: LlamaServer, catalog: NodeCatalog, tmp_path: Path
 ) -> None:
-    shipped = AnswerSetup("shipped", lambda url: embedded_endpoint(url, "speak"))
+    shipped = AnswerSetup("shipped", lambda url: embedded_endpoint(url, "speak", sampling=SEEDED))
     report = await measure(shipped, llm.url, catalog["agent.edge_asr"], tmp_path)
 
     assert len(report.answers) >= 60

@@ -14,7 +14,7 @@ import pytest
 
 from home.agents.agent_node import AgentNode
 from home.agents.compaction import context_tokens
-from home.llm.endpoint import embedded_endpoint, forced_tool_choice
+from home.llm.endpoint import EMBEDDED_SAMPLING, embedded_endpoint, forced_tool_choice
 from home.llm.errors import ModelFileError
 from home.llm.model_file import packaged_gguf
 from home.llm.serve import render_chat_prompt
@@ -51,6 +51,29 @@ async def test_server_lifecycle_and_a_schema_constrained_tool_call(llm: LlamaSer
     assert call["function"]["name"] == "speak"
     arguments = json.loads(call["function"]["arguments"])
     assert isinstance(arguments["text"], str)
+
+
+@pytest.mark.slow
+async def test_a_seeded_answer_repeats_whatever_the_server_answered_in_between(
+    llm: LlamaServer,
+) -> None:
+    """The shipped sampling with a seed: the same request answers the same text."""
+    endpoint = embedded_endpoint(llm.url, None, sampling=replace(EMBEDDED_SAMPLING, seed=11))
+    entry = endpoint.tau_entry()
+
+    def asking(prompt: str) -> dict[str, object]:
+        return {
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": 40, "temperature": entry["temperature"], **entry["extra_body"],
+        }  # fmt: skip
+
+    story = asking("tell me a very short story about a cat")
+    async with httpx.AsyncClient(timeout=120) as client:
+        answers = []
+        for body in (story, asking("name a colour"), story):
+            reply = (await client.post(f"{llm.url}/chat/completions", json=body)).json()
+            answers.append(reply["choices"][0]["message"]["content"])
+    assert answers[0] and answers[0] == answers[2], answers
 
 
 @pytest.mark.slow

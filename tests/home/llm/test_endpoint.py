@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from home.llm.endpoint import (
     EMBEDDED_ANSWER_MODE,
     EMBEDDED_MAX_TOKENS,
+    EMBEDDED_SAMPLING,
     PROSE_MAX_TOKENS,
     AnswerMode,
     Sampling,
@@ -34,6 +37,13 @@ def test_sampling_rides_in_the_request() -> None:
     entry = endpoint.tau_entry()
     assert entry["temperature"] == 0.5
     assert entry["extra_body"]["repeat_penalty"] == 1.2
+
+
+def test_a_seed_rides_in_the_request_only_when_one_is_given() -> None:
+    url = "http://127.0.0.1:1/v1"
+    seeded = embedded_endpoint(url, "speak", sampling=replace(EMBEDDED_SAMPLING, seed=7))
+    assert seeded.tau_entry()["extra_body"]["seed"] == 7
+    assert "seed" not in embedded_endpoint(url, "speak").tau_entry()["extra_body"]
 
 
 def test_prose_answers_stream_and_forced_tool_calls_do_not() -> None:

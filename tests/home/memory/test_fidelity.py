@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from home.memory.extract import drafted, from_model
@@ -133,6 +133,8 @@ _WORDS = st.text(
     ),
     mark=st.sampled_from(["", ".", "?", "!", ","]),
 )
+# Found by this property in a full run: "İ".lower() is two characters, no key of the swap.
+@example(opening="", person="", words=["İ", "like", "tea"], mark="")
 def test_no_draft_holds_a_content_word_that_is_neither_said_nor_frame(
     opening: str, person: str, words: list[str], mark: str
 ) -> None:

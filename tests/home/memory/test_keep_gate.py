@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from home.memory import keep_gate, spoken
 from home.memory.errors import KeepGateError
 from home.memory.evaluator import normalized
 from home.memory.keep_gate import (
@@ -21,7 +23,7 @@ from home.memory.keep_gate import (
     opening_cue,
     read_examples,
 )
-from tests.support.keep_gate_set import read_labelled_set, score_gate
+from tests.support.keep_gate_set import ASR_SET, read_labelled_set, score_gate
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +36,51 @@ def gate() -> Iterator[KeepGate]:
 
 
 def test_the_gate_keeps_facts_and_skips_the_rest_on_the_labelled_set(gate: KeepGate) -> None:
+    """Measured: precision 1.000 (100 of 100 kept), recall 0.901 (11 of 111 missed).
+
+    Asserted within one utterance each way (precision >= 100/101, recall >= 99/111):
+    the gate before its last two tunings fails it (0.971 with 3 wrongly kept, then
+    recall 0.883 with 13 missed), as a gate that kept less well would.
+    """
     labelled = read_labelled_set()
     score = score_gate(gate, labelled)
     print(
         f"keep precision {score.precision:.3f}, recall {score.recall:.3f}, "
         f"{score.ms_per_utterance:.2f} ms per utterance"
     )
-    assert score.precision >= 0.9, f"wrongly kept: {score.wrongly_kept}"
-    assert score.recall >= 0.8, f"missed: {score.missed}"
+    assert len(labelled.keep) == 111 and len(labelled.skip) == 99, "the claim is on this set"
+    assert score.false_keeps <= 1, f"wrongly kept: {score.wrongly_kept}"
+    assert len(score.missed) <= 12, f"missed: {score.missed}"
+
+
+# Measured on the half the assertions were written from (25 keep, 25 skip): with cues
+# precision 1.000, recall 0.960; without, 0.923 (2 wrongly kept) and 0.960. Asserted
+# within one utterance each way, on both halves (wrongly kept, missed at most).
+ASR_BOUNDS = {True: (1, 2), False: (3, 2)}
+
+
+@pytest.mark.parametrize("cues", [True, False], ids=["cues", "no cues"])
+@pytest.mark.parametrize("held_out", [False, True], ids=["written from", "held out"])
+def test_the_gate_on_a_set_in_the_recognisers_wording_written_after_its_tuning(
+    gate: KeepGate, held_out: bool, cues: bool
+) -> None:
+    labelled = read_labelled_set(ASR_SET).half(held_out)
+    score = score_gate(gate, labelled, cues=cues)
+    print(f"keep precision {score.precision:.3f}, recall {score.recall:.3f}")
+    wrongly_kept, missed = ASR_BOUNDS[cues]
+    assert (len(labelled.keep), len(labelled.skip)) == (25, 25)
+    assert score.false_keeps <= wrongly_kept, f"wrongly kept: {score.wrongly_kept}"
+    assert len(score.missed) <= missed, f"missed: {score.missed}"
+
+
+def test_the_asr_set_is_worded_as_the_recogniser_writes_and_new_to_the_gate() -> None:
+    labelled = read_labelled_set(ASR_SET)
+    assert (len(labelled.keep), len(labelled.skip)) == (50, 50)
+    texts = (*labelled.keep, *labelled.skip)
+    assert all(t == t.lower() and not re.search(r"[^a-z' ]", t) for t in texts)
+    first, examples = read_labelled_set(), read_examples()
+    seen = {normalized(t) for t in (*first.keep, *first.skip, *examples.keep, *examples.skip)}
+    assert len({normalized(t) for t in texts} - seen) == len(texts)
 
 
 def test_the_labelled_set_is_large_varied_and_apart_from_the_gates_own_examples() -> None:
@@ -127,6 +166,13 @@ def test_judge_keeps_what_is_nearer_the_keep_examples_and_the_cue_moves_the_scor
     assert not judge(unit(0.2, 1, 0), "my flat is small", PROTOTYPES).keep
 
 
+def test_with_cues_off_the_embeddings_decide_alone() -> None:
+    near_keep = unit(1, 0.2, 0)
+    asked = judge(near_keep, "how small is my flat", PROTOTYPES, cues=False)
+    assert asked.cue is Cue.NONE
+    assert asked.score == judge(near_keep, "my flat is small", PROTOTYPES).score
+
+
 def test_a_utterance_on_the_boundary_is_pushed_by_its_cue() -> None:
     between = unit(1, 1, 0)
     assert judge(between, "remember that the flat is small", PROTOTYPES).keep
@@ -160,3 +206,42 @@ def test_a_bad_examples_file_is_an_error_naming_the_file_and_key(
 def test_the_shipped_examples_read() -> None:
     examples = read_examples()
     assert len(examples.keep) >= 50 and len(examples.skip) >= 50
+
+
+# -- the cue lists, frozen -----------------------------------------------------------------
+# The lists as the gate was tuned and measured with them. The command openers hold the
+# first word of 25 skip items of the first labelled set and the question openers of 30,
+# so a word added or dropped moves the measured numbers: change this copy on purpose, and
+# measure again on both labelled sets (the second one with its held-out half) when you do.
+FROZEN_QUESTION_OPENERS = """
+what what's whats who who's whom whose where where's when when's why how how's which
+is isn't are aren't was wasn't were do does did don't doesn't didn't can can't could
+will won't would should shall may might have has am
+"""
+FROZEN_COMMAND_OPENERS = """
+set turn play stop tell read add call pause cancel repeat switch open close start skip
+put give find show text send remind wake lower raise dim check translate count spell
+go say shuffle next let's please be search look order book make remember
+"""
+FROZEN_REMEMBER_OPENERS = (
+    "i want you to remember that", "i want you to remember", "i'd like you to remember that",
+    "can you remember that", "could you remember that", "can you remember",
+    "could you remember", "please remember that", "please remember", "please note that",
+    "remember this", "remember that", "make a note that", "take a note that", "note that",
+    "just so you know", "for the record", "don't forget that", "keep in mind that",
+    "keep in mind", "fyi",
+)  # fmt: skip
+
+
+FROZEN_BARE_WH = "what who whom whose where when why how which"
+FROZEN_CLAUSE_SUBJECTS = "i i'm i've we we're we've my our"
+FROZEN_BARE_REMEMBER = r"(?:remember|don't\s+forget)[\s,:;]+(?!to\b|your?\b|you're\b)(?=\w)"
+
+
+def test_the_cue_lists_are_the_ones_the_gate_was_measured_with() -> None:
+    assert frozenset(FROZEN_QUESTION_OPENERS.split()) == keep_gate._QUESTION_OPENERS
+    assert frozenset(FROZEN_COMMAND_OPENERS.split()) == keep_gate._COMMAND_OPENERS
+    assert frozenset(FROZEN_BARE_WH.split()) == keep_gate._BARE_WH
+    assert frozenset(FROZEN_CLAUSE_SUBJECTS.split()) == keep_gate._CLAUSE_SUBJECTS
+    assert FROZEN_REMEMBER_OPENERS == spoken._REMEMBER_OPENERS
+    assert FROZEN_BARE_REMEMBER == spoken._BARE_REMEMBER
