@@ -22,8 +22,34 @@ from nats.aio.msg import Msg
 from shared.errors import ContractError
 from shared.event import Event
 from shared.lifecycle import Service
+from shared.messages.bridge import BridgeStatus
 from shared.nats_confirm import confirm_subscriptions
-from shared.subjects import EVENTS_PATTERN
+from shared.subjects import EVENTS_PATTERN, bridge_status_subject, edge_notice_subject
+
+
+class BoardSignals:
+    """What a target reads off a board's own NATS: the local notices it played and its
+    bridge's view of the link (None until the bridge has said)."""
+
+    def __init__(self) -> None:
+        self.notices = 0
+        self.link_up: bool | None = None
+
+    async def watch(self, nc: Client, device: str) -> None:
+        """Count ``device``'s notices and follow its bridge status on ``nc``."""
+
+        async def on_notice(msg: Msg) -> None:
+            self.notices += 1
+
+        async def on_status(msg: Msg) -> None:
+            try:
+                self.link_up = BridgeStatus.from_event(Event.from_json(msg.data)).reachable
+            except ContractError:
+                return
+
+        await nc.subscribe(edge_notice_subject(device), cb=on_notice)
+        await nc.subscribe(bridge_status_subject(device), cb=on_status)
+        await confirm_subscriptions(nc)
 
 
 async def close_watch(nc: Client | None) -> None:

@@ -26,25 +26,20 @@ from pathlib import Path
 
 import nats
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 
 from hil.runner import CaseFailed, HilError
 from hil.speech import Clip, SpeechLibrary
 from hil.targets.address import SshAddress
-from hil.targets.base import Headroom, HomeWatch, ResourceSample, close_watch
+from hil.targets.base import BoardSignals, Headroom, HomeWatch, ResourceSample, close_watch
 from hil.targets.edge_view import SPOOL, EdgeConfigError, EdgeView, parse_edge_view
 from hil.targets.home_side import HomeSide
 from hil.targets.profile import BoardProfile
 from hil.targets.proxy import CuttableRelay
 from hil.targets.sshlink import HostKeyPin, SshError, SshLink
-from shared.errors import ContractError, SchemaError
-from shared.event import Event
+from shared.errors import SchemaError
 from shared.lifecycle import Service
-from shared.messages.bridge import BridgeStatus
-from shared.nats_confirm import confirm_subscriptions
 from shared.schema import load_bridge_half
 from shared.schema.bridge_half import parse_bridge_half
-from shared.subjects import bridge_status_subject, edge_notice_subject
 from shared.yaml_source import parse_yaml
 
 LOG_LINES = 300
@@ -98,8 +93,7 @@ class SshBoard(Service):
         self._stack = AsyncExitStack()
         self._speech = SpeechLibrary(work_dir / "speech")
         self._edge_nc: Client | None = None
-        self._notices = 0
-        self._link_up: bool | None = None
+        self._signals = BoardSignals()
         self._injected = 0
 
     async def start(self) -> None:
@@ -147,18 +141,7 @@ class SshBoard(Service):
         except Exception:  # noqa: BLE001
             return None  # the board's events are then read on home alone
 
-        async def on_notice(msg: Msg) -> None:
-            self._notices += 1
-
-        async def on_status(msg: Msg) -> None:
-            try:
-                self._link_up = BridgeStatus.from_event(Event.from_json(msg.data)).reachable
-            except ContractError:
-                return
-
-        await nc.subscribe(edge_notice_subject(self.device), cb=on_notice)
-        await nc.subscribe(bridge_status_subject(self.device), cb=on_status)
-        await confirm_subscriptions(nc)
+        await self._signals.watch(nc, self.device)
         return nc
 
     @property
@@ -295,7 +278,7 @@ class SshBoard(Service):
             if up and await asyncio.to_thread(home.link_up, self.device):
                 return True
             if not up:
-                if self._edge_nc is not None and self._link_up is False:
+                if self._edge_nc is not None and self._signals.link_up is False:
                     return True
                 if self._edge_nc is None and not await asyncio.to_thread(home.link_up, self.device):
                     return True
@@ -304,7 +287,7 @@ class SshBoard(Service):
 
     async def notices(self) -> int:
         if self._edge_nc is not None:
-            return self._notices
+            return self._signals.notices
         edge = self._edge()
         if edge.output_kind == SPOOL and edge.output_dir is not None:
             # The output spool names each playback NNNNNN-LABEL.wav; the local notice's

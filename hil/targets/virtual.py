@@ -26,23 +26,18 @@ import nats
 import psutil
 import yaml
 from nats.aio.client import Client
-from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 
 from edge.audio.null_server import pulse_daemon
 from hil.runner import HilError
 from hil.speech import SpeechLibrary
-from hil.targets.base import Headroom, HomeWatch, ResourceSample, close_watch
+from hil.targets.base import BoardSignals, Headroom, HomeWatch, ResourceSample, close_watch
 from hil.targets.home_side import HomeSide
 from hil.targets.proxy import CuttableRelay
-from shared.errors import ContractError
-from shared.event import Event
 from shared.home_state import state_file
-from shared.lifecycle import Service
-from shared.messages.bridge import BridgeStatus
-from shared.nats_confirm import confirm_subscriptions
+from shared.lifecycle import Pacing, Service, retry_until_deadline
 from shared.proc import free_port, terminate_blocking
 from shared.schema import load_bridge_half
-from shared.subjects import bridge_status_subject, edge_notice_subject
 
 DEVICE = "board"
 START_TIMEOUT_S = 120.0
@@ -101,8 +96,7 @@ class VirtualBoard(Service):
         self._relay: CuttableRelay | None = None
         self._edge_nc: Client | None = None
         self._pulse_env: dict[str, str] = {}
-        self._notices = 0
-        self._link_up: bool | None = None
+        self._signals = BoardSignals()
         self.home_url = ""
 
     # --- lifecycle -------------------------------------------------------------
@@ -223,33 +217,25 @@ class VirtualBoard(Service):
         return await asyncio.to_thread(path.read_text)
 
     async def _connect_edge(self, url: str) -> Client:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
+        async def connect(_left_s: float) -> Client:
             if self._edge is not None and self._edge.poll() is not None:
                 raise HilError(f"edge run exited with {self._edge.returncode}: {await self.logs()}")
-            try:
-                nc = await nats.connect(
-                    url, name="hil-board", allow_reconnect=False, error_cb=_ignore
-                )
-                break
-            # Asked again until the deadline, whatever the attempt raised.
-            except Exception:  # noqa: BLE001
-                if time.monotonic() > deadline:
-                    raise HilError(f"the edge's NATS at {url} never answered") from None
-                await asyncio.sleep(0.2)
+            return await nats.connect(
+                url, name="hil-board", allow_reconnect=False, error_cb=_ignore
+            )
 
-        async def on_notice(msg: Msg) -> None:
-            self._notices += 1
+        def give_up(exc: Exception) -> HilError:
+            return HilError(f"the edge's NATS at {url} never answered: {exc!r}")
 
-        async def on_status(msg: Msg) -> None:
-            try:
-                self._link_up = BridgeStatus.from_event(Event.from_json(msg.data)).reachable
-            except ContractError:
-                return
-
-        await nc.subscribe(edge_notice_subject(DEVICE), cb=on_notice)
-        await nc.subscribe(bridge_status_subject(DEVICE), cb=on_status)
-        await confirm_subscriptions(nc)
+        # The edge starts its NATS a moment after it starts: asked again until the deadline.
+        nc = await retry_until_deadline(
+            connect,
+            within_s=START_TIMEOUT_S,
+            retry_on=(NatsError, OSError, TimeoutError),
+            give_up=give_up,
+            pacing=Pacing(0.2),
+        )
+        await self._signals.watch(nc, DEVICE)
         return nc
 
     # --- the Board interface ---------------------------------------------------
@@ -260,7 +246,7 @@ class VirtualBoard(Service):
         while time.monotonic() < deadline:
             if up and await asyncio.to_thread(self._home_link_state) == "up":
                 return True
-            if not up and self._link_up is False:
+            if not up and self._signals.link_up is False:
                 return True
             await asyncio.sleep(0.2)
         return False
@@ -331,7 +317,7 @@ class VirtualBoard(Service):
         return time.monotonic() - clip.tail_s
 
     async def notices(self) -> int:
-        return self._notices
+        return self._signals.notices
 
     async def cut_link(self) -> None:
         if self._relay is None:
