@@ -100,10 +100,13 @@ def test_an_empty_right_denies_everything_rather_than_allowing_it() -> None:
 
 def test_the_rendered_block_names_every_user_with_its_password_hash() -> None:
     users = [BusUser("a", ("x",), ("y",), allow_responses=True)]
-    text = render_authorization(users, {"a": hash_password("pw")})
+    # Long enough that a random bcrypt salt cannot contain it by chance (a
+    # two-letter password once did, about one run in eighty).
+    secret = "plain-text-secret-never-rendered"
+    text = render_authorization(users, {"a": hash_password(secret)})
     (entry,) = json.loads(text)["authorization"]["users"]
-    assert "pw" not in entry["password"]
-    assert bcrypt.checkpw(b"pw", entry.pop("password").encode())
+    assert secret not in entry["password"] and entry["password"].startswith("$2")
+    assert bcrypt.checkpw(secret.encode(), entry.pop("password").encode())
     assert entry == {
         "user": "a",
         "permissions": {
