@@ -74,6 +74,13 @@ class OutboxFull(Refused):
         super().__init__("outbox_full", f"the outbox already holds {capacity} unacked events")
 
 
+class Unstored(Refused):
+    """The durable outbox could not commit the event; ``detail`` names the file and why."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("unstored", detail)
+
+
 class PairError(BridgeError, InputError):
     """`bridge pair` cannot do what it was asked (bad device, keys under schemas/, ...)."""
 

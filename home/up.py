@@ -32,6 +32,7 @@ from home.substrate.errors import HomeConfigError
 from home.substrate.launchers import LAUNCHERS, Launcher
 from home.substrate.membership import Membership
 from home.substrate.nats_server import NatsServer
+from home.substrate.storage import StorageComponent
 from home.substrate.substrate_component import Substrate
 from shared import control
 from shared.errors import SchemaError
@@ -104,6 +105,8 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
         },
         authority=authority,
     )
+    # First: a data directory that cannot take writes is named before anything fails on it.
+    registry.register(StorageComponent(config.data_dir))
     registry.register(nats_server)
     for component in (llm, jmfts):
         if component is not None:

@@ -81,6 +81,8 @@ class BridgeCore(Service):
         self.device = device or half.device
         self.session = BridgeSession(half, self.device, durable=store is not None)
         self.store = store
+        # Why the durable outbox last failed to commit an event; None once one commits.
+        self.store_fault: str | None = None
         # Delivered on local NATS since the last commit of the receive state.
         self._delivered: list[tuple[str, float]] = []
         self.state = LINK_DOWN
@@ -146,7 +148,14 @@ class BridgeCore(Service):
         entries = self.session.restore(
             restored.pending, seen, (inbound.stream, inbound.seq) if inbound else None
         )
-        store.renumber(entries)
+        try:
+            store.renumber(entries)
+        except StoreError as exc:
+            # The file keeps the last run's numbers: the next run resends what it holds,
+            # and the peer's dedupe window delivers each event once. Until an event
+            # commits, the half is unhealthy and refuses what it cannot keep.
+            log.error("%s: %s", self.label, exc)
+            self.store_fault = str(exc)
         log.info(
             "%s: restored %d unacked event(s) and %d delivered id(s) from %s",
             self.label,
@@ -166,6 +175,7 @@ class BridgeCore(Service):
             "detail": self.detail,
             "peer": self.peer,
             "outbox": len(self.outbox),
+            "store_fault": self.store_fault,
             "peer_clock": None if peer_clock is None else peer_clock.describe(),
             "counters": self.counters.snapshot(),
         }
@@ -191,18 +201,22 @@ class BridgeCore(Service):
 
     # --- carrying out the session's actions -------------------------------------
 
-    async def carry_out(self, actions: list[Action], link: Link | None = None) -> None:
+    async def carry_out(self, actions: list[Action], link: Link | None = None) -> list[RefuseEvent]:
         """Carry out ``actions`` in order, and whatever the session answers to a publish.
 
         ``link`` is the link the actions came from (None for local events and the sweep).
+        Returns the events refused on the way: those the durable outbox could not commit.
         """
+        refused: list[RefuseEvent] = []
         todo = deque(actions)
         while todo:
             match todo.popleft():
                 case PublishLocal() as publish:
                     todo.extend(await self._publish(publish))
                 case StoreEvent() | ForgetAcked() as stored:
-                    self._persist(stored, self.clock.now())
+                    if (refusal := self._persist(stored, self.clock.now())) is not None:
+                        self._log_noted(refusal)
+                        refused.append(refusal)
                 case SendFrame(frame):
                     if link is not None:
                         link.send(frame)
@@ -223,6 +237,7 @@ class BridgeCore(Service):
                         with contextlib.suppress(LinkError):
                             await link.write([Refuse(reason, findings)])
                     raise HelloRefused(reason, findings)
+        return refused
 
     async def _publish(self, publish: PublishLocal) -> list[Action]:
         """Publish one event from the peer on local NATS; the session's answer to that."""
@@ -235,23 +250,31 @@ class BridgeCore(Service):
             self._delivered.append((publish.event_id, publish.expires_at))
         return self.session.published(publish)
 
-    def _persist(self, action: StoreEvent | ForgetAcked | None, now: float) -> None:
+    def _persist(self, action: StoreEvent | ForgetAcked | None, now: float) -> RefuseEvent | None:
         """One write to the durable outbox (None: the expiry sweep's).
 
-        A failing file is logged, never ends the bridge: the event stays in memory.
+        A failing file never ends the bridge; it is logged and held as :attr:`store_fault`
+        (health names it) until an event commits again. An event that did not commit is
+        taken back and refused (its producer is told); a failed ack or sweep leaves
+        entries the next run resends or drops, which the dedupe window and expiry absorb.
         """
         if self.store is None:
-            return
+            return None
         try:
             match action:
                 case StoreEvent(entry):
                     self.store.add(entry)
+                    self.store_fault = None
                 case ForgetAcked(seq):
                     self.store.ack(seq)
                 case None:
                     self.store.expire(now)
         except StoreError as exc:
             log.error("%s: %s", self.label, exc)
+            self.store_fault = str(exc)
+            if isinstance(action, StoreEvent):
+                return self.session.unstored(action.entry, str(exc))
+        return None
 
     def _log_noted(self, noted: RefuseEvent | DropExpired | ExpireOutbox) -> None:
         """Log what the session decided without anything to carry out."""
@@ -272,7 +295,7 @@ class BridgeCore(Service):
             if self._link is not None:
                 self._link.wake.set()
         else:
-            await self.carry_out(actions)
+            actions = [*actions, *await self.carry_out(actions)]
         if msg.reply:
             # Asked, not just published: say whether it is in the outbox (bridge/node/intake.py).
             said, message = verdict(actions)

@@ -96,14 +96,15 @@ class EdgeBridgeNode(Service):
         )
 
     def health(self) -> dict[str, Any]:
-        """``ok`` while the link to home is up, with the core's state and counters.
+        """``ok`` while the link to home is up and the outbox commits; state and counters.
 
         ``failed_attempts`` counts the connections that ended or never came up.
         """
         if self._core is None:
             return {"ok": False, "state": "stopped"}
         report = self._core.health()
-        report["ok"] = report["state"] == "up"
+        # A link carries nothing new while the outbox cannot commit (store_fault names it).
+        report["ok"] = report["state"] == "up" and report["store_fault"] is None
         report["failed_attempts"] = self._failed_attempts
         return report
 

@@ -265,13 +265,16 @@ class HomeBridgeEndpoint(Service):
             )
 
     def health(self) -> dict[str, Any]:
-        """``ok`` while listening on every address; each device's link state and counters."""
+        """``ok`` while listening on every address and every device's outbox commits; each
+        device's link state and counters (``store_fault`` names a file that would not)."""
+        devices = {device: core.health() for device, core in self.cores.items()}
         return {
-            "ok": len(self._acceptors) == len(self.addresses),
+            "ok": len(self._acceptors) == len(self.addresses)
+            and all(report["store_fault"] is None for report in devices.values()),
             "listen": self.listening,
             "unauthenticated": sum(self.logins.pending.values()),
             "refused_connections": self.logins.refused,
-            "devices": {device: core.health() for device, core in self.cores.items()},
+            "devices": devices,
         }
 
     async def close(self) -> None:

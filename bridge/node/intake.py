@@ -47,8 +47,8 @@ def verdict(actions: Sequence[Action]) -> tuple[str, str]:
     """``(verdict, message)`` for what the session answered to one local event."""
     for action in actions:
         match action:
-            case RefuseEvent(reason, where, message):
-                return REFUSED, f"{reason}: {message} ({where})"
+            case RefuseEvent(_, where, message):  # the message starts with its reason
+                return REFUSED, f"{message} ({where})"
             case DropExpired(event_id, where):
                 return EXPIRED, f"{event_id} {where} is past its expiry"
     return TAKEN, ""

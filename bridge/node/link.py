@@ -17,7 +17,7 @@ from typing import Protocol
 
 from bridge.errors import LinkError
 from bridge.node.clock import WallClock
-from bridge.node.session import Action, BridgeSession
+from bridge.node.session import Action, BridgeSession, RefuseEvent
 from bridge.protocol import Ack, Events, Frame, FrameDecoder, FrameEncoder, HelloFrame, Ping
 from bridge.transport.streams import ByteReader, ByteWriter
 from shared.lifecycle import cancel_and_wait
@@ -49,8 +49,8 @@ class LinkHost(Protocol):
     def clock(self) -> WallClock:
         """This side's wall clock: what events expire by, what the hello says of it."""
 
-    async def carry_out(self, actions: list[Action], link: Link | None = None) -> None:
-        """Do what the session answered, on this link."""
+    async def carry_out(self, actions: list[Action], link: Link | None = None) -> list[RefuseEvent]:
+        """Do what the session answered, on this link; the events refused on the way."""
 
     async def flush_local(self) -> None:
         """Wait until local NATS has what was published (before an ack)."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from bridge.errors import FrameError, HelloRefused, Refused
+from bridge.errors import FrameError, HelloRefused, Refused, Unstored
 from bridge.node.counters import BridgeCounters
 from bridge.protocol import (
     Ack,
@@ -228,6 +228,17 @@ class BridgeSession:
         self._queue.append(entry)
         actions.append(_TRANSMIT)
         return actions
+
+    def unstored(self, entry: OutboxEntry, why: str) -> RefuseEvent:
+        """The durable outbox could not commit ``entry`` (``why`` names the file): take it
+        back and refuse it.
+
+        Its store comes before its transmit, so the link has not carried it, and its
+        producer has not been answered: told ``refused``, it knows the event is not here.
+        """
+        self.outbox.remove(entry.seq)
+        self.counters.accepted -= 1
+        return self._refused(Unstored(why), f"{entry.event_id} on {entry.subject}")
 
     def restore(
         self,

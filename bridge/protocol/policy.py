@@ -42,6 +42,8 @@ OVERSIZE = "oversize"
 MALFORMED = "malformed"
 LOOP = "loop"
 FOREIGN_DEVICE = "foreign_device"
+# The durable outbox could not commit the event (a full disk, a read-only data dir).
+UNSTORED = "unstored"
 # Verdicts on subjects are cached: a link carries few distinct subjects, many times over.
 _SUBJECT_CACHE = 4096
 _PASS = ("", "")
@@ -65,7 +67,9 @@ _CANONICAL_UUID = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
 
-REASONS = (NOT_DECLARED, NOT_TEXT, OVERSIZE, MALFORMED, LOOP, FOREIGN_DEVICE, "outbox_full")
+REASONS = (
+    NOT_DECLARED, NOT_TEXT, OVERSIZE, MALFORMED, LOOP, FOREIGN_DEVICE, "outbox_full", UNSTORED
+)  # fmt: skip
 
 
 def hop_name(half: BridgeHalf) -> str:

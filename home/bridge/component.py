@@ -238,6 +238,7 @@ class HomeBridgeComponent(Service):
         report = self._endpoint.health()
         links = ", ".join(
             f"{device} {state.get('state', '?')}"
+            + (f" ({state['store_fault']})" if state.get("store_fault") else "")
             for device, state in sorted(report["devices"].items())
         )
         return Health(bool(report["ok"]), links or "no device paired")

@@ -86,10 +86,12 @@ async def running_bridge(
     edge_half: BridgeHalf | None = None,
     home_clock: WallClock | None = None,
     edge_clock: WallClock | None = None,
+    edge_outbox: Path | None = None,
 ) -> AsyncIterator[Rig]:
     """Start the home endpoint (port 0) and the edge node; ``proxy`` puts a FaultyProxy between.
 
-    ``home_clock`` and ``edge_clock`` stand in for each side's wall clock (default: the system's).
+    ``home_clock`` and ``edge_clock`` stand in for each side's wall clock (default: the system's);
+    ``edge_outbox`` makes the edge side durable, with its outbox file in that folder.
     """
     home = HomeBridgeEndpoint(
         [paired.home],
@@ -118,6 +120,7 @@ async def running_bridge(
             backoff=backoff or Backoff(base_s=0.05, cap_s=0.5, rng=random.Random(7)),
             status_interval_s=0.5,
             clock=edge_clock,
+            outbox_dir=edge_outbox,
         )
         await edge.start()
         yield Rig(home, edge, home_nc, edge_nc, home_url, edge_url, home.port, faults)

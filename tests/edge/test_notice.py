@@ -4,7 +4,7 @@ a turn the bridge half does not take -> the notice too."""
 from __future__ import annotations
 
 import wave
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -12,8 +12,10 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.aio.client import Client as NATS
 
 from bridge.node import BridgeCore
+from bridge.node.outbox import OutboxStore, store_path
 from edge.audio import WavSink
 from edge.config import BridgeConfig
 from edge.runtime import EdgeRuntime, Models
@@ -21,8 +23,9 @@ from shared.event import Event, new_binding_id
 from shared.messages.bridge import BridgeStatus
 from shared.messages.voice import Reply, Turn
 from shared.subjects import edge_notice_subject, reply_subject, speak_subject
-from tests.bridge.servers import make_pair
+from tests.bridge.servers import Paired, make_pair
 from tests.edge.conftest import Collector, connect, file_config, wait_for
+from tests.support.small_fs import small_filesystem
 
 pytestmark = pytest.mark.slow
 
@@ -146,12 +149,49 @@ async def test_a_spoken_turn_the_bridge_half_refuses_gets_the_notice(
     so the board says so aloud, settles the turn and counts it."""
     paired = make_pair(tmp_path / "pair")
     half = replace(paired.edge, limits=replace(paired.edge.limits, max_event_bytes=64))
+    core = await _spoken_turn_refused(
+        models, annyeong_wav, tmp_path, paired, lambda nc: BridgeCore(half, nc)
+    )
+    assert sum(core.counters.refused.values()) == 1
+
+
+async def test_a_spoken_turn_a_full_outbox_cannot_keep_gets_the_notice(
+    models: Models, annyeong_wav: Path, tmp_path: Path
+) -> None:
+    """The half's outbox is on a disk filled to the last byte: it cannot commit the turn,
+    refuses it naming the file, and the board says so aloud (issue 38, item 4)."""
+    paired = make_pair(tmp_path / "pair")
+    with small_filesystem(tmp_path / "outbox", 512) as small:
+        path = store_path(small.path, paired.edge)
+        store = OutboxStore(path)
+        small.fill()
+        core = await _spoken_turn_refused(
+            models,
+            annyeong_wav,
+            tmp_path,
+            paired,
+            lambda nc: BridgeCore(paired.edge, nc, store=store),
+        )
+        store.close()
+    assert core.counters.refused == {"unstored": 1}
+    assert core.store_fault is not None and str(path) in core.store_fault
+
+
+async def _spoken_turn_refused(
+    models: Models,
+    wav: Path,
+    tmp_path: Path,
+    paired: Paired,
+    make_core: Callable[[NATS], BridgeCore],
+) -> BridgeCore:
+    """Speak one turn to an edge whose bridge half ``make_core`` makes; check the turn
+    was not taken and the notice said so; the half, for its counters."""
     cores: list[BridgeCore] = []
 
     @asynccontextmanager
     async def refusing_half(*, nats_url: str, **_: object) -> AsyncIterator[BridgeCore]:
         nc = await nats.connect(nats_url)
-        core = BridgeCore(half, nc)
+        core = make_core(nc)
         await core.start()
         cores.append(core)
         try:
@@ -162,7 +202,7 @@ async def test_a_spoken_turn_the_bridge_half_refuses_gets_the_notice(
 
     out = tmp_path / "out.wav"
     config = replace(
-        file_config(annyeong_wav, out, answer_timeout_s=10),
+        file_config(wav, out, answer_timeout_s=10),
         bridge=BridgeConfig(half=paired.result.edge_half),
     )
     sink = WavSink(out, realtime=False)
@@ -180,4 +220,4 @@ async def test_a_spoken_turn_the_bridge_half_refuses_gets_the_notice(
         assert edge.summary().not_taken == 1
     (said,) = bus.on(NOTICES)
     assert said.payload == {"text": config.notice.text, "turn_binding_id": turn.binding_id}
-    assert sum(cores[0].counters.refused.values()) == 1
+    return cores[0]
