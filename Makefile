@@ -17,6 +17,8 @@ STAMP_PIP   := $(VENV)/.pip-stamp
 STAMP_ONNX  := $(VENV)/.onnx-stamp
 NAME        ?=
 DATA_DIR    ?=
+# pytest-xdist workers for `make test` (tests/conftest.py keeps what must share one together).
+TEST_WORKERS ?= auto
 
 .PHONY: up test lint typecheck bench bootstrap clean
 
@@ -65,7 +67,8 @@ typecheck: bootstrap
 	$(TIMED) mypy $(BIN)/mypy
 
 test: bootstrap lint typecheck $(STAMP_ONNX)
-	$(TIMED) tests $(BIN)/python -m pytest tests --ignore=tests/bench --durations=15
+	$(TIMED) tests $(BIN)/python -m pytest tests --ignore=tests/bench --durations=15 \
+	  -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 bench: bootstrap $(STAMP_ONNX)
 	@mkdir -p bench-results

@@ -6,6 +6,8 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
 
 from shared.proc import free_port, nats_server_binary, terminate_blocking, wait_for_port_blocking
 from tests.support import hypothesis_profiles
@@ -39,3 +41,49 @@ def nats_url() -> Iterator[str]:
         yield f"nats://127.0.0.1:{port}"
     finally:
         terminate_blocking(proc)
+
+
+# Parallel workers (pytest-xdist; `make test` runs `-n auto`): a module's tests stay on
+# one worker, so its module fixtures start once, and modules that share a session
+# fixture too costly to make twice share a worker too. (xdist's own ``loadgroup`` marks
+# rename node ids, which pytest 9 no longer lets a plugin do: a scheduler says it here.)
+SHARED_WORKER = {
+    # the one qemu image and its one boot (tests/support/board_image.py)
+    "tests/firmware/test_image_boot.py": "board-image",
+    "tests/hil/test_qemu.py": "board-image",
+}
+# The longest work units first, so no worker is left alone with one of them at the end.
+LONGEST_FIRST = (
+    "board-image",
+    "tests/home/llm/test_loaded_machine.py",
+    "tests/hil/test_virtual.py",
+    "tests/home/llm/test_answer_quality.py",
+    "tests/home/llm/test_factual_answers.py",
+    "tests/hil/test_ssh_board.py",
+    "tests/home/memory/test_embedded_correction.py",
+    "tests/home/substrate/test_cluster.py",
+)
+
+
+def work_unit(nodeid: str) -> str:
+    """The work unit of the test ``nodeid``: its module, or the group its module shares."""
+    module = nodeid.split("::", 1)[0]
+    return SHARED_WORKER.get(module, module)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadScopeScheduling:
+    """Schedule whole work units (:func:`work_unit`) in collection order."""
+
+    class WorkUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnits(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a worker, collect the longest work units first (every worker sorts alike)."""
+    if hasattr(config, "workerinput"):
+        rank = {unit: n for n, unit in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.errors import EnvelopeError
-from shared.event import Event, new_binding_id
+from shared.event import Event
 from shared.messages.bridge import BridgeStatus
 from shared.messages.fields import words_and_rest
 from shared.messages.memory import (
@@ -35,7 +35,9 @@ from shared.messages.voice import (
 )
 from tests.support.json_strategy import json_values
 
-BID = new_binding_id()
+# Fixed, not new_binding_id(): it names parametrized cases, and parallel workers must
+# collect the same names.
+BID = "0123456789abcdef0123456789abcdef"
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 

@@ -1,10 +1,14 @@
-"""50 back-to-back turns with the embedded model while both cores burn (issue 23, item 12).
+"""Back-to-back turns with the embedded model while both cores burn (issue 23, item 12).
 
 The ``llm`` component's health check used to kill the model server while it
 generated: under load, long answers failed three checks in a row and the server
-was restarted mid-turn. Here a CPU burner runs on every core, 50 turns go one
-after another through `home up`'s router to the agent, and the model server must
-never restart while every turn is answered. Latencies go to
+was restarted mid-turn. Here a CPU burner runs on every core, turns go one after
+another through `home up`'s router to the agent, and the model server must never
+restart while every turn is answered. The health check asks once a second and
+restarts after three misses in a row, so the test runs until the model has spent
+``LOADED_S`` seconds answering on burning cores (that many checks landed mid-answer,
+each prompt asked at least twice); it ran 50 turns, about three minutes, for the
+same claim. Latencies go to
 ``bench-results/loaded_turns.json``; no timer is asserted.
 """
 
@@ -30,11 +34,14 @@ from shared.subjects import sensation_turn_subject, speech_completed_subject
 from tests.bench.report import Result, publish
 from tests.support.home_up import running_home
 
-# Bounded: 50 turns of a few seconds to a minute each on two burning cores.
+# Bounded: at most MAX_TURNS turns of a few seconds to a minute each on two burning cores.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 DEVICE = "tui"
-TURNS = 50
+# Seconds of answering under load the claim needs: sixty health checks mid-answer.
+LOADED_S = 60.0
+MIN_TURNS = 10
+MAX_TURNS = 50
 # One turn's bound: the agent's wall clock (120 s) and a re-prompt's share on top.
 TURN_TIMEOUT_S = 240.0
 PROMPTS = (
@@ -110,7 +117,7 @@ async def answered_turn(nc: NatsClient, text: str, seq: int) -> tuple[str, float
         await answers.unsubscribe()
 
 
-async def test_fifty_turns_on_a_loaded_machine_never_restart_the_model(tmp_path: Path) -> None:
+async def test_turns_on_a_loaded_machine_never_restart_the_model(tmp_path: Path) -> None:
     async with running_home(tmp_path / "home", None) as home:
         before = await home.status()
         assert before is not None
@@ -121,7 +128,10 @@ async def test_fifty_turns_on_a_loaded_machine_never_restart_the_model(tmp_path:
         try:
             await ack_every_speak(nc)
             with cpu_burners():
-                for seq in range(TURNS):
+                while len(kinds) < MIN_TURNS or (
+                    sum(latencies) < LOADED_S and len(kinds) < MAX_TURNS
+                ):
+                    seq = len(kinds)
                     kind, latency = await answered_turn(nc, PROMPTS[seq % len(PROMPTS)], seq + 1)
                     kinds.append(kind)
                     latencies.append(latency)
@@ -132,15 +142,17 @@ async def test_fifty_turns_on_a_loaded_machine_never_restart_the_model(tmp_path:
         assert after is not None
         llm_after = next(c for c in after["components"] if c["name"] == "llm")
 
+    turns = len(kinds)
     ordered = sorted(latencies)
     publish(
         "loaded_turns",
         [
-            Result("turn latency p50", ordered[len(ordered) // 2], "s", TURNS),
-            Result("turn latency max", ordered[-1], "s", TURNS),
-            Result("model server restarts", float(llm_after["restarts"]), "", TURNS),
+            Result("turn latency p50", ordered[len(ordered) // 2], "s", turns),
+            Result("turn latency max", ordered[-1], "s", turns),
+            Result("model server restarts", float(llm_after["restarts"]), "", turns),
         ],
     )
     assert llm_after["restarts"] == 0, llm_after
     assert llm_after["pid"] == llm_before["pid"]
-    assert kinds == ["speak"] * TURNS, kinds
+    assert kinds == ["speak"] * turns, kinds
+    assert sum(latencies) >= LOADED_S or turns == MAX_TURNS
