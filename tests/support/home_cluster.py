@@ -20,6 +20,7 @@ from typing import Any
 
 from shared.bus_credentials import home_admin_url
 from shared.proc import free_port
+from tests.support.home_up import home_status
 
 START_TIMEOUT_S = 240.0
 SECRET = "loopback-cluster-secret"
@@ -86,16 +87,7 @@ class Member:
 
     async def status(self) -> dict[str, Any] | None:
         """``home status --json`` asked of this member, or None while it cannot say."""
-        run = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "home.cli", "status", "--json", "--data-dir", str(self.data_dir),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
-        out, _ = await run.communicate()
-        try:
-            result: dict[str, Any] = json.loads(out)
-        except json.JSONDecodeError:
-            return None
-        return result
+        return await home_status(self.data_dir)
 
     def kill(self) -> None:
         """SIGKILL the member's whole process tree at once."""

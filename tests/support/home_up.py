@@ -15,10 +15,27 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from nats.errors import Error as NatsError
+
+from home.substrate.client import HomeClient
+from shared import control
 from shared.bus_credentials import home_admin_url
+from shared.errors import ControlError, HomeNotRunning
 
 # The embedded model loads before its agent reports running.
 START_TIMEOUT_S = 180.0
+
+
+async def home_status(data_dir: Path, timeout_s: float = 10.0) -> dict[str, Any] | None:
+    """What ``home status --json --data-dir DATA_DIR`` prints, or None while home cannot
+    say: the same control request, asked from this process, so a test that polls does
+    not start a Python interpreter for every look."""
+    try:
+        async with HomeClient(data_dir, timeout_s=timeout_s) as home:
+            result: dict[str, Any] = await home.request(control.STATUS)
+    except (HomeNotRunning, ControlError, NatsError, OSError, TimeoutError):
+        return None
+    return result
 
 
 class RunningHome:
@@ -43,13 +60,8 @@ class RunningHome:
         return (self.data_dir / "nats" / "nats-server.log").read_text(encoding="utf-8")
 
     async def status(self) -> dict[str, Any] | None:
-        """``home status --json``, or None while home cannot say."""
-        _, out = await self.cli("status", "--json")
-        try:
-            result: dict[str, Any] = json.loads(out)
-        except json.JSONDecodeError:
-            return None
-        return result
+        """``home status --json``, or None while home cannot say (:func:`home_status`)."""
+        return await home_status(self.data_dir)
 
     async def ready(self) -> bool:
         """Every applied schema active and every node running."""
