@@ -78,8 +78,9 @@ def _strip_comment(line: str) -> str:
     return line
 
 
-def blocks(readme: str, sections: tuple[str, ...] = SECTIONS) -> list[Block]:
-    """The ``sh`` blocks of ``sections``, in README order, each with its expectations."""
+def blocks(readme: str, sections: tuple[str, ...] | None = SECTIONS) -> list[Block]:
+    """The ``sh`` blocks of ``sections`` (None: every section), in README order, each
+    with its expectations."""
     found: list[Block] = []
     section = ""
     lines = readme.splitlines()
@@ -96,10 +97,11 @@ def blocks(readme: str, sections: tuple[str, ...] = SECTIONS) -> list[Block]:
         while end < len(lines) and not lines[end].startswith("```"):
             end += 1
         body = "\n".join(lines[i + 1 : end])
-        if section in sections and fence.group(1) == "sh":
+        wanted = sections is None or section in sections
+        if wanted and fence.group(1) == "sh":
             found.append(Block(section, i + 1, command_lines(body)))
         elif (
-            section in sections
+            wanted
             and fence.group(1) == "text"
             and found
             and found[-1].line == _prev_block_line(lines, i)
