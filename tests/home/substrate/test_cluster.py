@@ -138,9 +138,13 @@ class Board:
     async def all_answered_once(self) -> None:
         """Every turn sent was acknowledged and answered within its TTL, and none twice."""
         assert self.acked == set(self.sent)
-        async with asyncio.timeout(TTL_MS / 1000):
-            while set(self.answers) != self.acked:
-                await asyncio.sleep(0.5)
+        try:
+            async with asyncio.timeout(TTL_MS / 1000):
+                while set(self.answers) != self.acked:
+                    await asyncio.sleep(0.5)
+        except TimeoutError:
+            unanswered = sorted(self.acked - set(self.answers))
+            raise AssertionError(f"acknowledged, never answered: {unanswered}") from None
         await asyncio.sleep(3)  # a second answer would come now
         twice = {b: n for b, n in self.answers.items() if n != 1}
         assert not twice, twice
