@@ -179,7 +179,8 @@ def change_said(text: str) -> str | None:
 _NOT_SUBJECT = frozenset({stem(w) for w in CHANGE_WORDS | WEAK_CHANGE_WORDS} | {"call", "name"})
 
 
-def _stems(text: str) -> set[str]:
+def subject_stems(text: str) -> set[str]:
+    """The content stems of ``text`` that may name what it is about (no change words)."""
     return content_stems(text) - _NOT_SUBJECT
 
 
@@ -191,7 +192,7 @@ def revision_overlap(new: str, old: str, score: float) -> int:
     least = REVISION_MIN_SCORE if change == "strong" else WEAK_REVISION_MIN_SCORE
     if change is None or score < least:
         return 0
-    new_stems, old_stems = _stems(new), _stems(old)
+    new_stems, old_stems = subject_stems(new), subject_stems(old)
     if not new_stems - old_stems:
         return 0
     return len(new_stems & old_stems)

@@ -483,7 +483,11 @@ def main() -> None:
 
     ``LIFE_HALVES=tuning`` reports the tuning half alone (both halves always live);
     ``LIFE_ARMS=on,off`` leaves the peer out; ``LIFE_THRESHOLD`` and ``LIFE_RANK_FLOOR``
-    try another gate threshold or rank floor than the shipped ones."""
+    try another gate threshold or rank floor than the shipped ones;
+    ``LIFE_REVISION_SHARERS=0`` links no revision at recall but by its slot (what recall
+    did before revisions came first)."""
+    if "LIFE_REVISION_SHARERS" in os.environ:
+        recall_module.REVISION_LINK_MAX_SHARERS = int(os.environ["LIFE_REVISION_SHARERS"])
     if "LIFE_RANK_FLOOR" in os.environ:
         recall_module.RANK_FLOOR = float(os.environ["LIFE_RANK_FLOOR"])
     halves = os.environ.get("LIFE_HALVES", ",".join(HALVES)).split(",")

@@ -109,6 +109,56 @@ def test_the_first_shown_by_rank_pass_and_a_newer_memory_outranks_an_old_equal()
     ]  # fmt: skip
 
 
+RAMIPRIL = "The user is on ramipril for the user's blood pressure."
+AMLODIPINE = "The gp's taken the user off ramipril and put the user on amlodipine instead."
+
+
+def test_a_revision_under_the_gate_is_shown_above_what_it_revises_which_stays_shown() -> None:
+    hits = [
+        ("r", memory(1, 0.38, days_old=60, text=RAMIPRIL)),
+        ("r", memory(2, 0.34, days_old=30, text="The user is allergic to penicillin.")),
+        ("r", memory(3, 0.27, days_old=10, text=AMLODIPINE)),
+    ]
+    scored = gate(hits, 0.3, lambda root, m: 1.0, shown=5)
+    assert [(h.memory.id, h.passed) for h in scored] == [(3, True), (1, True), (2, True)]
+    assert scored[0].score > scored[1].score and scored[0].raw_score == 0.27
+
+
+def test_an_older_memory_is_never_read_as_the_revision_of_a_newer_one() -> None:
+    hits = [
+        ("r", memory(1, 0.38, days_old=10, text=RAMIPRIL)),
+        ("r", memory(3, 0.27, days_old=60, text=AMLODIPINE)),
+    ]
+    scored = gate(hits, 0.3, lambda root, m: 1.0, shown=5)
+    assert [(h.memory.id, h.passed) for h in scored] == [(1, True), (3, False)]
+
+
+def test_a_later_fact_sharing_only_who_it_is_about_moves_nothing() -> None:
+    # "priya" is in every candidate: it names who, not what changed.
+    texts = [
+        "The user said: priya does yoga on monday evenings.",
+        "The user said: priya's brother is arjun.",
+        "The user said: priya works at the royal infirmary.",
+        "The user said: Priya finished her retraining, she's a midwife now.",
+    ]
+    hits = [("r", memory(i, 0.6 - i / 10, days_old=30 - i, text=t)) for i, t in enumerate(texts)]
+    scored = gate(hits, 0.3, lambda root, m: 1.0, shown=5)
+    assert [h.memory.id for h in scored] == [0, 1, 2, 3]
+
+
+def test_of_two_revisions_the_latest_comes_first_and_nothing_is_hidden() -> None:
+    hits = [
+        (
+            "r",
+            memory(1, 0.7, days_old=90, text="The user said: the wifi password is bluefalcon72."),
+        ),
+        ("r", memory(2, 0.5, days_old=40, text="We changed the wifi password to otter9.")),
+        ("r", memory(3, 0.4, days_old=5, text="The wifi password changed again, it's heron4.")),
+    ]
+    scored = gate(hits, 0.3, lambda root, m: 1.0, shown=5)
+    assert [(h.memory.id, h.passed) for h in scored] == [(3, True), (2, True), (1, True)]
+
+
 def test_shown_memories_run_oldest_first_each_with_its_age() -> None:
     hits = [
         ("r", memory(1, 0.9, 1, "The user moved to Porto.", "1 day ago")),
