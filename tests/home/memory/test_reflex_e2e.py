@@ -78,3 +78,37 @@ async def test_a_search_below_the_threshold_injects_nothing_but_is_recorded(
     assert report.event.payload["scores"] == [hit["score"]]
     assert report.event.payload["document_ids"] == [stored]
     assert report.event.payload["passed"] == 0
+
+
+async def test_a_correction_stored_beside_what_it_corrects_is_shown_with_it(
+    catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
+) -> None:
+    """Said too far from the memory it corrects to be linked when written, a correction
+    is shown with it, and ranked above it, though its own cosine is under the gate."""
+    token = await jmfts.principal(AGENT, [ROOT])
+    now = datetime.now(UTC)
+    old = await jmfts.write(
+        ROOT,
+        "The user is on ramipril for the user's blood pressure.",
+        event_time=now - timedelta(days=60),
+    )
+    new = await jmfts.write(
+        ROOT,
+        "The gp's taken the user off ramipril and put the user on amlodipine instead.",
+        event_time=now - timedelta(days=10),
+    )
+    await jmfts.write(ROOT, "The user's bicycle is a green Brompton.")
+    spec = reflex_spec(catalog, every_n=0, threshold=0.3)
+    async with converse(spec, token) as (edge, _node):
+        await edge.say("what medication am i on")
+        await edge.wait_for("speak.tui")
+        (report,) = await edge.wait_for("recall.tui")
+
+    recalled = user_texts(brain.turns[0])[-2]
+    assert "ramipril for" in recalled and "amlodipine instead" in recalled
+    payload = report.event.payload
+    assert set(payload["injected_ids"]) == {old, new}
+    scores = dict(zip(payload["document_ids"], payload["scores"], strict=True))
+    ranked = payload["document_ids"]
+    assert ranked.index(new) < ranked.index(old), "the correction ranks first"
+    assert scores[new] >= scores[old]
