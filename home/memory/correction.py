@@ -196,3 +196,21 @@ def revision_overlap(new: str, old: str, score: float) -> int:
     if not new_stems - old_stems:
         return 0
     return len(new_stems & old_stems)
+
+
+#: How far under the keep gate's boundary a correction may score and still be kept when
+#: it revises a memory recall showed on its turn. Corrections score like facts; chatter
+#: that says "not" or "new" (questions, commands, small talk) mostly far lower.
+CORRECTION_KEEP_MARGIN = 0.05
+
+
+def revises_recalled(utterance: str, score: float, recalled: list[str]) -> bool:
+    """Whether ``utterance``, which the keep gate scored ``score`` (its margin, skipped
+    under 0), is a correction to keep all the same: it scores within
+    :data:`CORRECTION_KEEP_MARGIN` of keeping, says outright that something changed,
+    and shares a word with a memory in ``recalled`` (what recall showed on its turn)
+    while bringing one of its own. A correction lost leaves the old value standing."""
+    if score < -CORRECTION_KEEP_MARGIN or change_said(utterance) != "strong":
+        return False
+    said = subject_stems(utterance)
+    return any((said & (old := subject_stems(m))) and (said - old) for m in recalled)

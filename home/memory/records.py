@@ -110,6 +110,8 @@ class GateRecord:
     utterance: str
     keep: bool
     score: float
+    # Kept though the gate scored it under its boundary: it corrects a recalled memory.
+    correction: bool = False
 
 
 @dataclass(frozen=True)

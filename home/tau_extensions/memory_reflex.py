@@ -46,6 +46,7 @@ from typing import Any
 
 from home.jmfts.errors import JmftsError
 from home.memory.config import ReflexConfig, parse_config
+from home.memory.correction import revises_recalled
 from home.memory.errors import MemoryReflexError
 from home.memory.evaluator import (
     EVALUATOR_PROMPT,
@@ -372,14 +373,21 @@ class MemoryReflex:
             raise MemoryReflexError(f"the evaluator failed: {result.error}")
         return assistant_text(result.messages)
 
-    async def _gate(self, window: list[str]) -> list[GateRecord]:
-        """The keep gate's verdict on each utterance; the gate is built on first use."""
+    async def _gate(self, window: list[str], recalled: list[str]) -> list[GateRecord]:
+        """The keep gate's verdict on each utterance (the gate is built on first use); a
+        correction of a memory recalled on the window's turns that the gate nearly
+        skipped is kept (:func:`home.memory.correction.revises_recalled`)."""
         if self._keep_gate is None:
             # Off the turn, on a thread: loading MiniLM and embedding the examples takes ~1 s.
             self._keep_gate = await asyncio.to_thread(load_keep_gate)
         verdicts = await asyncio.to_thread(self._keep_gate.judge, window)
         return [
-            GateRecord(utterance, verdict.keep, verdict.score)
+            GateRecord(
+                utterance,
+                verdict.keep or (rescued := revises_recalled(utterance, verdict.score, recalled)),
+                verdict.score,
+                correction=not verdict.keep and rescued,
+            )
             for utterance, verdict in zip(window, verdicts, strict=True)
         ]
 
@@ -406,7 +414,7 @@ class MemoryReflex:
                 answer = await self._branch_answer(ctx, chosen, position)
                 extracted = from_model(parse_facts(answer), window, recalled)
             else:  # the embedded model: the kept utterances' drafts, no model asked
-                base = replace(base, gated=await self._gate(window))
+                base = replace(base, gated=await self._gate(window, recalled))
                 extracted = [
                     e for g in base.gated if g.keep and (e := drafted(g.utterance)) is not None
                 ]

@@ -50,6 +50,7 @@ import yaml
 from home.jmfts.testing import running_jmfts
 from home.memory import recall as recall_module
 from home.memory.config import ReflexConfig, parse_config
+from home.memory.correction import revises_recalled
 from home.memory.extract import drafted
 from home.memory.fsrs import ReviewBook, stability_after_success
 from home.memory.keep_gate import KeepGate, load_keep_gate
@@ -301,7 +302,9 @@ async def live(
             if record is not None:
                 arm.tally.latency_ms.append(record.latency_ms)  # type: ignore[attr-defined]
             (verdict,) = await asyncio.to_thread(gate.judge, [event.text])
-            extracted = drafted(event.text) if verdict.keep else None
+            recalled = [h.memory.content for h in shown]
+            keep = verdict.keep or revises_recalled(event.text, verdict.score, recalled)
+            extracted = drafted(event.text) if keep else None
             if extracted is not None and extracted.faithful:
                 await arm.depositor.deposit([extracted])
                 arm.tally.kept += 1

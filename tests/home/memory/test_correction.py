@@ -6,7 +6,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from home.memory.correction import Slot, change_said, corrects, read_slot, revision_overlap
+from home.memory.correction import (
+    Slot,
+    change_said,
+    corrects,
+    read_slot,
+    revises_recalled,
+    revision_overlap,
+)
 from home.memory.evaluator import decide
 from home.memory.memories import StoredMemory
 
@@ -186,3 +193,27 @@ def test_the_memory_revised_is_the_one_sharing_most_words_then_the_nearest() -> 
     ]
     decision = decide(new, stored, 0.9)
     assert decision.action == "correct" and decision.existing == stored[1]
+
+
+DAN = "The user said: dan walks biscuit at lunchtime on weekdays."
+KOFI = "scratch the dog walker thing, we've let him go and a lad called kofi walks biscuit now"
+
+
+def test_a_near_skipped_correction_of_a_recalled_memory_is_kept() -> None:
+    # The keep gate scored it -0.018: a correction lost leaves "dan" walking the dog.
+    assert revises_recalled(KOFI, -0.018, [DAN])
+
+
+@pytest.mark.parametrize(
+    ("utterance", "score", "recalled"),
+    [
+        (KOFI, -0.2, [DAN]),  # far under the gate's boundary
+        (KOFI, -0.018, ["The user's gp is parkview medical centre."]),  # about nothing shown
+        ("dan walks biscuit at lunchtime now", -0.018, [DAN]),  # no change said outright
+        ("what's the time in new york right now", -0.4, ["The user's sister lives in york."]),
+    ],
+)
+def test_chatter_and_unrelated_changes_are_not_rescued(
+    utterance: str, score: float, recalled: list[str]
+) -> None:
+    assert not revises_recalled(utterance, score, recalled)
