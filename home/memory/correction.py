@@ -30,6 +30,7 @@ nor revises corrects nothing; it can still replace a near-duplicate
 from __future__ import annotations
 
 import re
+from collections.abc import Set
 from dataclasses import dataclass
 
 from home.memory.fidelity import content_stems, stem
@@ -198,6 +199,12 @@ def revision_overlap(new: str, old: str, score: float) -> int:
     return len(new_stems & old_stems)
 
 
+def shares_and_brings(new: set[str], old: set[str], common: Set[str] = frozenset()) -> bool:
+    """Whether stems ``new`` share one with ``old`` that is not in ``common`` (what changed,
+    not who it happened to) and bring one ``old`` lacks (the new value)."""
+    return bool((new & old) - common) and bool(new - old)
+
+
 #: How far under the keep gate's boundary a correction may score and still be kept when
 #: it revises a memory recall showed on its turn. Corrections score like facts; chatter
 #: that says "not" or "new" (questions, commands, small talk) mostly far lower.
@@ -213,4 +220,4 @@ def revises_recalled(utterance: str, score: float, recalled: list[str]) -> bool:
     if score < -CORRECTION_KEEP_MARGIN or change_said(utterance) != "strong":
         return False
     said = subject_stems(utterance)
-    return any((said & (old := subject_stems(m))) and (said - old) for m in recalled)
+    return any(shares_and_brings(said, subject_stems(memory)) for memory in recalled)

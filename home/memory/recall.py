@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from home.memory.correction import change_said, corrects, subject_stems
+from home.memory.correction import change_said, corrects, shares_and_brings, subject_stems
 from home.memory.memories import StoredMemory
 
 MEMORY_TEXT_CHARS = 500
@@ -117,8 +117,7 @@ def revises(newer: StoredMemory, older: StoredMemory, common: set[str]) -> bool:
         return True
     if change_said(newer.content) is None:
         return False
-    new, old = subject_stems(newer.content), subject_stems(older.content)
-    return bool((new & old) - common) and bool(new - old)
+    return shares_and_brings(subject_stems(newer.content), subject_stems(older.content), common)
 
 
 def revisions_first(ranked: list[ScoredHit]) -> list[ScoredHit]:

@@ -381,15 +381,13 @@ class MemoryReflex:
             # Off the turn, on a thread: loading MiniLM and embedding the examples takes ~1 s.
             self._keep_gate = await asyncio.to_thread(load_keep_gate)
         verdicts = await asyncio.to_thread(self._keep_gate.judge, window)
-        return [
-            GateRecord(
-                utterance,
-                verdict.keep or (rescued := revises_recalled(utterance, verdict.score, recalled)),
-                verdict.score,
-                correction=not verdict.keep and rescued,
+        records = []
+        for utterance, verdict in zip(window, verdicts, strict=True):
+            rescued = not verdict.keep and revises_recalled(utterance, verdict.score, recalled)
+            records.append(
+                GateRecord(utterance, verdict.keep or rescued, verdict.score, correction=rescued)
             )
-            for utterance, verdict in zip(window, verdicts, strict=True)
-        ]
+        return records
 
     async def _evaluate(
         self, ctx: Any, evaluation_id: str, *, position: str | None, window: list[str],

@@ -487,8 +487,8 @@ def main() -> None:
     ``LIFE_HALVES=tuning`` reports the tuning half alone (both halves always live);
     ``LIFE_ARMS=on,off`` leaves the peer out; ``LIFE_THRESHOLD`` and ``LIFE_RANK_FLOOR``
     try another gate threshold or rank floor than the shipped ones;
-    ``LIFE_REVISION_SHARERS=0`` links no revision at recall but by its slot (what recall
-    did before revisions came first)."""
+    ``LIFE_REVISION_SHARERS`` tries another bound on the candidates that may share the
+    word linking a revision at recall (0 links far fewer)."""
     if "LIFE_REVISION_SHARERS" in os.environ:
         recall_module.REVISION_LINK_MAX_SHARERS = int(os.environ["LIFE_REVISION_SHARERS"])
     if "LIFE_RANK_FLOOR" in os.environ:
