@@ -10,6 +10,7 @@ from home.agents.node_process import app as agent_app
 from home.agents.sessions import turn_words
 from home.agents.sessions_cli import sessions_app
 from home.bridge.devices_cli import devices_app
+from home.intent.cli import intent_app
 from home.jmfts.cli import jmfts_app, memory_app
 from home.llm.cli import app as llm_app
 from home.memory.cli import register as register_memory_commands
@@ -35,6 +36,7 @@ app.add_typer(jmfts_app, name="jmfts")
 register_memory_commands(memory_app)
 register_trust_commands(memory_app, turn_words=turn_words)
 app.add_typer(memory_app, name="memory")
+app.add_typer(intent_app, name="intent")
 
 
 def main() -> None:
