@@ -36,11 +36,12 @@ def judge(
 ) -> None:
     """Say which verb each utterance asks for, with its score and margin.
 
-    Each verb scores the mean cosine of its 3 nearest shipped examples
-    (home/intent/intent_examples.yaml), plus 0.3 when one of its cues matches the words
-    (a cue is the shape a request takes: "remind me to ...", never "remind me what ...").
-    The highest score wins; the margin is how far ahead of the runner-up it is. `cues`
-    lists the verbs whose cues matched.
+    A classifier fitted when the step loads, on the shipped labelled utterances
+    (home/intent/intent_examples.yaml, intent_training.yaml), reads the turn's MiniLM
+    embedding, that of its first three words, and which verbs' cues match its words (a
+    cue is the shape a request takes: "remind me to ...", never "remind me what ...").
+    `score` is the winning verb's probability, `margin` how far ahead of the runner-up
+    it is; `cues` lists the verbs whose cues matched.
 
     Example: home intent judge "remind me in ten minutes to take the bread out" "i forgot my keys"
     """
@@ -59,5 +60,7 @@ def judge(
         table.add_column(column, justify="right" if column in ("score", "margin") else "left")
     for utterance, d in zip(utterances, decisions, strict=True):
         cue_text = ", ".join(sorted(v.value for v in d.cues)) or "-"
-        table.add_row(escape(utterance), d.verb.value, f"{d.score:.3f}", f"{d.margin:.3f}", cue_text)
+        table.add_row(
+            escape(utterance), d.verb.value, f"{d.score:.3f}", f"{d.margin:.3f}", cue_text
+        )
     console.print(table)

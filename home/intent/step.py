@@ -4,26 +4,23 @@ A person can ask home for a few things that are not conversation: write a note i
 journal, remember or forget a fact, correct one, hand a question to the operator, set,
 cancel or list reminders. The embedded model (SmolLM2-135M) answers everything in prose
 and never names a tool, so the choice is made here, in the spirit of the keep gate
-(:mod:`home.memory.keep_gate`): the turn's MiniLM embedding against labelled examples per
-verb (:data:`EXAMPLES_FILE`, embedded when the step loads; no stored weights), the mean
-cosine of the :data:`NEIGHBOURS` nearest of each, plus cues read off the words.
+(:mod:`home.memory.keep_gate`): on the turn's MiniLM embedding and its words, against
+labelled utterances (:data:`EXAMPLES_FILE`, :data:`TRAINING_FILE`), embedded and fitted
+when the step loads; no weights are stored.
 
 What a turn asks is said in its first words; the rest is what it is about. MiniLM's
 vector of a whole turn is mostly the latter ("remember my boiler is a combi" sits by
-"my boiler is a combi"), so each verb is scored twice and the two averaged: the whole
-turn against whole examples, and its *frame* (:func:`frame`, the first
-:data:`FRAME_WORDS` words past any "um" or "can you") against the examples' frames.
+"my boiler is a combi"), so a turn is also embedded by its *frame* (:func:`frame`, the
+first :data:`FRAME_WORDS` words past any "um" or "can you").
 
-The cues carry what the embedding blurs. "remind me to take the bread out" and "remind me
+Cues carry what the embedding blurs. "remind me to take the bread out" and "remind me
 what my sister's name is" sit close in MiniLM's space; only the word after "remind me"
-tells a reminder from a question. So each verb has patterns of the form a request to
-the assistant takes ("forget ..." at the start, after any "um" or "can you", never "i
-forgot ..."), and a pattern that matches adds :data:`CUE_WEIGHT` to its verb's score.
-The verb with the highest score wins; ``chat`` has examples (near-misses among them) but
-no cue.
+tells a reminder from a question. Each verb has patterns of the form a request to the
+assistant takes ("forget ..." at the start, after any "um" or "can you", never "i
+forgot ..."); each is one column of the classifier's input (:func:`features`).
 
-:func:`decide` is the pure decision over vectors; :class:`IntentStep` is the thin shell
-that reads the examples and embeds text.
+:func:`decide` reads the classifier's probabilities; :class:`IntentStep` fits the classifier
+and embeds text.
 """
 
 from __future__ import annotations
@@ -40,7 +37,6 @@ import numpy.typing as npt
 import yaml
 
 from home.intent.errors import IntentError
-from home.memory.keep_gate import nearest_mean
 
 if TYPE_CHECKING:
     from home.jmfts.embedder import Embedder
@@ -90,12 +86,16 @@ _REMINDERS = (
     r"(?!\s+(?:codes?|clocks?|systems?|company|panel|letters?|lights?|sounds?|buttons?))"
 )
 _QUESTION_WORD = r"(?:what|who|whom|whose|where|when|which|how|whether|if|of)"
-_DURATION = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|fifteen|twenty|thirty|forty|half|\d+)"
+_DURATION = (
+    r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|fifteen|twenty|thirty|forty|"
+    r"half|\d+)"
+)
 
 _CUES: dict[Verb, tuple[str, ...]] = {
     Verb.REMIND: (
         _LEAD + rf"remind\s+me\b(?!\s+{_QUESTION_WORD}\b)",
-        _LEAD + r"(?:set|start|put\s+on)\s+(?:up\s+)?(?:a|an|the|me\s+a)?\s*(?:[\w-]+\s+){0,2}(?:timer|reminder|alarm)\b",
+        _LEAD + r"(?:set|start|put\s+on)\s+(?:up\s+)?(?:a|an|the|me\s+a)?\s*(?:[\w-]+\s+){0,2}"
+        r"(?:timer|reminder|alarm)\b",
         _LEAD + r"(?:a\s+)?(?:timer|alarm)\s+(?:for|at|of|in)?\s*" + _DURATION,
         _LEAD + r"wake\s+me\b",
         _LEAD + r"(?:in|at|after|on)\s+.{1,40}?\b(?:remind|tell|ping|nudge|wake|call)\s+me\b",
@@ -137,16 +137,19 @@ _CUES: dict[Verb, tuple[str, ...]] = {
         _LEAD + r"(?:forget|erase|delete|wipe|scrub|remove|unlearn|drop|purge|get\s+rid\s+of)\b"
         r"(?!\s+(?:it|to)\b)(?!.*\b(?:list|contacts?|e-?mails?|songs?|playlist|files?|photos?|apps?|"
         r"events?|meetings?|calendar|messages?|texts?)\b)",
-        _LEAD + r"(?:stop\s+remembering|don't\s+(?:remember|keep|store|save)|do\s+not\s+(?:remember|keep))\b",
+        _LEAD + r"(?:stop\s+remembering|don't\s+(?:remember|keep|store|save)|"
+        r"do\s+not\s+(?:remember|keep))\b",
         r"\bi\s+don't\s+want\s+you\s+to\s+(?:remember|keep|know)\b",
         r"\bdon't\s+(?:keep|store|save|remember)\s+(?:it|that|this)\b",
         r"\byou\s+can\s+(?:forget|delete|erase|drop|bin)\b",
         r"\b(?:everything|all|what)\s+you\s+know\s+about\b(?!.*\?$)(?=.*\b(?:forget|erase|delete|wipe|purge|clear)\b|^(?:forget|erase|delete|wipe|purge|clear)\b)",
     ),
     Verb.REMEMBER: (
-        _LEAD + r"(?:remember|memori[sz]e|don't\s+forget|do\s+not\s+forget|make\s+sure\s+you\s+remember)"
+        _LEAD
+        + r"(?:remember|memori[sz]e|don't\s+forget|do\s+not\s+forget|make\s+sure\s+you\s+remember)"
         r"\b(?!\s+to\b)",
-        _LEAD + r"(?:keep\s+(?:this\s+|that\s+)?in\s+mind|don't\s+let\s+me\s+forget|for\s+future\s+reference|"
+        _LEAD + r"(?:keep\s+(?:this\s+|that\s+)?in\s+mind|don't\s+let\s+me\s+forget|"
+        r"for\s+future\s+reference|"
         r"(?:save|store|commit|hold\s+on\s+to|hang\s+on\s+to|hold\s+onto|keep\s+hold\s+of|keep)\s+(?:this|that)"
         r"(?:\s+to\s+memory)?)\b",
     ),
@@ -178,7 +181,8 @@ _CUES: dict[Verb, tuple[str, ...]] = {
 # A recogniser or a keyboard may drop the apostrophe: "dont", "whats". Every apostrophe
 # in a cue is optional.
 _COMPILED: dict[Verb, tuple[re.Pattern[str], ...]] = {
-    verb: tuple(re.compile(p.replace("'", "'?")) for p in patterns) for verb, patterns in _CUES.items()
+    verb: tuple(re.compile(p.replace("'", "'?")) for p in patterns)
+    for verb, patterns in _CUES.items()
 }
 _NOT_WORDS = re.compile(r"[^a-z0-9' ]+")
 
@@ -206,7 +210,9 @@ def frame(text: str) -> str:
 def cues(text: str) -> frozenset[Verb]:
     """The verbs whose cue patterns match ``text`` (read in :func:`spoken_form`)."""
     spoken = spoken_form(text)
-    return frozenset(v for v, patterns in _COMPILED.items() if any(p.search(spoken) for p in patterns))
+    return frozenset(
+        v for v, patterns in _COMPILED.items() if any(p.search(spoken) for p in patterns)
+    )
 
 
 @dataclass(frozen=True)
@@ -231,7 +237,9 @@ class Decision:
         }
 
 
-def features(whole: Vectors, framed: Vectors, matched: frozenset[Verb], *, use_cues: bool) -> Vectors:
+def features(
+    whole: Vectors, framed: Vectors, matched: frozenset[Verb], *, use_cues: bool
+) -> Vectors:
     """One turn's row: its whole and frame embeddings, then one column per verb for its cue."""
     parts = [whole, framed]
     if use_cues:
@@ -239,7 +247,9 @@ def features(whole: Vectors, framed: Vectors, matched: frozenset[Verb], *, use_c
     return np.concatenate(parts)
 
 
-def decide(probabilities: Sequence[float], verbs: Sequence[Verb], matched: frozenset[Verb]) -> Decision:
+def decide(
+    probabilities: Sequence[float], verbs: Sequence[Verb], matched: frozenset[Verb]
+) -> Decision:
     """The decision from the classifier's probabilities over ``verbs`` (its class order)."""
     scores = {verb: round(float(p), 4) for verb, p in zip(verbs, probabilities, strict=True)}
     ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
@@ -258,12 +268,16 @@ def _read_yaml(path: Path) -> object:
 
 def _read_section(path: Path, where: str, raw: object) -> dict[Verb, tuple[str, ...]]:
     if not isinstance(raw, dict):
-        raise IntentError(f"{path}: {where}expected a mapping of verb to utterances, got {raw!r:.80}")
+        raise IntentError(
+            f"{path}: {where}expected a mapping of verb to utterances, got {raw!r:.80}"
+        )
     names = {v.value for v in Verb}
     examples: dict[Verb, tuple[str, ...]] = {}
     for key, items in raw.items():
         if key not in names:
-            raise IntentError(f"{path}: {where}{key!r}: not a verb (one of {', '.join(sorted(names))})")
+            raise IntentError(
+                f"{path}: {where}{key!r}: not a verb (one of {', '.join(sorted(names))})"
+            )
         if not isinstance(items, list):
             raise IntentError(f"{path}: {where}{key}: expected a list of utterances")
         for i, item in enumerate(items):
