@@ -1,6 +1,7 @@
 """``home intent judge TEXT...``: what the intent step makes of each utterance.
 
-Exit codes: 0 judged; 1 the step could not load (its examples or its embedder).
+Exit codes: 0 judged; otherwise the wrapper's (shared/cli.py) for the step's
+IntentError when it cannot load (its examples or its embedder).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from home.intent.errors import IntentError
 from home.intent.step import load_intent_step
 from home.substrate.cli.common import AsJson, console
 from shared.cli import CommandApp
@@ -45,11 +45,7 @@ def judge(
 
     Example: home intent judge "remind me in ten minutes to take the bread out" "i forgot my keys"
     """
-    try:
-        step = load_intent_step()
-    except IntentError as exc:
-        console.print(f"[red]intent judge: {escape(str(exc))}[/red]")
-        raise typer.Exit(1) from exc
+    step = load_intent_step()  # an IntentError is named and given its exit code by the wrapper
     decisions = step.decide(utterances)
     if as_json:
         rows = [{"utterance": u, **d.to_dict()} for u, d in zip(utterances, decisions, strict=True)]
