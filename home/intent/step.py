@@ -337,7 +337,7 @@ class IntentStep:
         self.model = LogisticRegression(
             C=REGULARISATION_C, class_weight="balanced", max_iter=5000, random_state=0
         )
-        rows = self._rows(texts)
+        rows = self._rows(texts, self._cues(texts))
         if use_cues:
             # Each example is shown twice, with and without its cue columns. The cues were
             # written from these very examples, so every one matches its own: fitted on
@@ -356,13 +356,16 @@ class IntentStep:
         except Exception as exc:  # the embedder's own failures stop here, named
             raise IntentError(f"the embedder failed on {len(texts)} utterances: {exc}") from exc
 
-    def _rows(self, texts: Sequence[str]) -> Vectors:
+    def _cues(self, texts: Sequence[str]) -> list[frozenset[Verb]]:
+        return [cues(t) if self.use_cues else frozenset() for t in texts]
+
+    def _rows(self, texts: Sequence[str], matched: Sequence[frozenset[Verb]]) -> Vectors:
         vectors = self._embed([*texts, *(frame(t) for t in texts)])
         wholes, frames = vectors[: len(texts)], vectors[len(texts) :]
         return np.stack(
             [
-                features(w, f, cues(t), use_cues=self.use_cues)
-                for w, f, t in zip(wholes, frames, texts, strict=True)
+                features(w, f, m, use_cues=self.use_cues)
+                for w, f, m in zip(wholes, frames, matched, strict=True)
             ]
         )
 
@@ -370,11 +373,9 @@ class IntentStep:
         """A decision per turn, in order."""
         if not texts:
             return []
-        probabilities = self.model.predict_proba(self._rows(texts))
-        return [
-            decide(row, self.verbs, cues(t) if self.use_cues else frozenset())
-            for row, t in zip(probabilities, texts, strict=True)
-        ]
+        matched = self._cues(texts)
+        probabilities = self.model.predict_proba(self._rows(texts, matched))
+        return [decide(row, self.verbs, m) for row, m in zip(probabilities, matched, strict=True)]
 
 
 def load_intent_step(
