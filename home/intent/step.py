@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import yaml
 
 from home.intent.errors import IntentError
+from shared.errors import SchemaError
+from shared.yaml_source import load_yaml
 
 if TYPE_CHECKING:
     from home.jmfts.embedder import Embedder
@@ -259,11 +260,9 @@ def decide(
 
 def _read_yaml(path: Path) -> object:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise IntentError(f"{path}: cannot read the intent step's examples: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise IntentError(f"{path}: not YAML: {exc}") from exc
+        return load_yaml(path)
+    except SchemaError as exc:  # names the file and, for bad YAML, the line
+        raise IntentError(f"the intent step's examples: {exc}") from exc
 
 
 def _read_section(path: Path, where: str, raw: object) -> dict[Verb, tuple[str, ...]]:

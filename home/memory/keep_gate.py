@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import yaml
 
 from home.memory.errors import KeepGateError
 from home.memory.spoken import read_opening
+from shared.errors import SchemaError
+from shared.yaml_source import load_yaml
 
 if TYPE_CHECKING:
     from home.jmfts.embedder import Embedder
@@ -160,11 +161,9 @@ class Examples:
 def read_examples(path: Path = EXAMPLES_FILE) -> Examples:
     """Read a ``keep:``/``skip:`` file of example utterances; errors name the file and key."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise KeepGateError(f"{path}: cannot read the keep gate's examples: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise KeepGateError(f"{path}: not YAML: {exc}") from exc
+        raw = load_yaml(path)
+    except SchemaError as exc:  # names the file and, for bad YAML, the line
+        raise KeepGateError(f"the keep gate's examples: {exc}") from exc
     if not isinstance(raw, dict):
         raise KeepGateError(f"{path}: expected a mapping with 'keep' and 'skip', got {raw!r:.80}")
     sides: dict[str, tuple[str, ...]] = {}

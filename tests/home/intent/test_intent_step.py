@@ -123,7 +123,7 @@ def test_the_training_file_is_the_tuning_halves() -> None:
 @pytest.mark.parametrize(
     ("text", "named"),
     [
-        ("chat: [unclosed", "not YAML"),
+        ("chat: [unclosed", "examples.yaml:1: invalid YAML"),
         ("- a list\n", "expected a mapping"),
         ("chat: [hello]\nsing: [la la]\n", "'sing': not a verb"),
         ("chat: hello\n", "chat: expected a list"),

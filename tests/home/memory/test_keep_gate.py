@@ -190,7 +190,7 @@ ENOUGH = "[" + ", ".join(f"u{i}" for i in range(NEIGHBOURS)) + "]"
         (f"keep: {ENOUGH}\n", "'skip'"),
         (f"keep: {ENOUGH}\nskip: [3, {ENOUGH[1:]}\n", "skip[0]"),
         (f"keep: [a, b]\nskip: {ENOUGH}\n", "'keep'"),
-        ("keep: [a, b\n", "not YAML"),
+        ("keep: [a, b\n", "examples.yaml:2: invalid YAML"),
     ],
 )
 def test_a_bad_examples_file_is_an_error_naming_the_file_and_key(
