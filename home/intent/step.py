@@ -296,16 +296,21 @@ def read_examples(path: Path = EXAMPLES_FILE) -> dict[Verb, tuple[str, ...]]:
     return examples
 
 
+def merged(*sources: Mapping[Verb, Sequence[str]]) -> dict[Verb, tuple[str, ...]]:
+    """The utterances of every source, per verb, in order."""
+    out: dict[Verb, tuple[str, ...]] = {}
+    for source in sources:
+        for verb, texts in source.items():
+            out[verb] = (*out.get(verb, ()), *texts)
+    return out
+
+
 def read_training(path: Path = TRAINING_FILE) -> dict[Verb, tuple[str, ...]]:
     """Read a file of named sections, each ``verb: [utterance, ...]``, merged."""
     raw = _read_yaml(path)
     if not isinstance(raw, dict):
         raise IntentError(f"{path}: expected a mapping of section to verbs, got {raw!r:.80}")
-    merged: dict[Verb, tuple[str, ...]] = {}
-    for section, body in raw.items():
-        for verb, texts in _read_section(path, f"{section}: ", body).items():
-            merged[verb] = (*merged.get(verb, ()), *texts)
-    return merged
+    return merged(*(_read_section(path, f"{name}: ", body) for name, body in raw.items()))
 
 
 class IntentStep:
@@ -398,6 +403,5 @@ def load_intent_step(
             raise IntentError(f"the intent step has no embedder: {exc}") from exc
     labelled = read_examples(examples)
     if training is not None:
-        for verb, texts in read_training(training).items():
-            labelled[verb] = (*labelled[verb], *texts)
+        labelled = merged(labelled, read_training(training))
     return IntentStep(embedder, labelled, use_cues=use_cues)

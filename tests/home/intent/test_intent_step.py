@@ -23,6 +23,7 @@ from home.intent.step import (
     cues,
     frame,
     load_intent_step,
+    merged,
     read_examples,
     read_training,
     spoken_form,
@@ -106,10 +107,7 @@ def test_held_out_halves_are_apart_from_training(step: IntentStep) -> None:
 def test_the_training_file_is_the_tuning_halves() -> None:
     """intent_training.yaml is a copy of the tuning halves: the sets stay the source."""
     shipped = read_training()
-    tuned: dict[Verb, tuple[str, ...]] = {}
-    for path in TUNED_ON:
-        for verb, texts in read_half(path, "tuning").items():
-            tuned[verb] = (*tuned.get(verb, ()), *texts)
+    tuned = merged(*(read_half(path, "tuning") for path in TUNED_ON))
 
     def spoken(texts: dict[Verb, tuple[str, ...]]) -> dict[Verb, list[str]]:
         return {v: sorted(spoken_form(t) for t in ts) for v, ts in texts.items()}
