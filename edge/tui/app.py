@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -103,6 +104,28 @@ def raw_body(data: bytes) -> str:
     return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
 
 
+class StatusBar(Static):
+    """The status bar, redrawn on every change and once a second by a timer of its own:
+    the timer dies with the bar, so a tick never looks for a bar already torn down
+    while the app shuts down."""
+
+    def __init__(self, state: Callable[[], tuple[str, bool]], *, id: str) -> None:
+        super().__init__(id=id)
+        self._state = state
+
+    def on_mount(self) -> None:
+        self.redraw()
+        self.set_interval(1.0, self.redraw)
+
+    def redraw(self) -> None:
+        """Show the current state (nothing before the bar is mounted or after it is gone)."""
+        if not self.is_attached:
+            return
+        text, down = self._state()
+        self.update(text)
+        self.set_class(down, "down")
+
+
 class TurnView(Static):
     """One turn of the conversation, redrawn whenever its record changes."""
 
@@ -144,12 +167,13 @@ class TetherTui(App[None]):
         self.notices: list[str] = []
         self._views: dict[int, TurnView] = {}
         self._entered = False
+        self._bar = StatusBar(self._status_state, id="status")
 
     def compose(self) -> ComposeResult:
         """Conversation, raw view (hidden), status bar, prompt."""
         yield VerticalScroll(id="conversation")
         yield RichLog(id="raw", max_lines=RAW_LINES, wrap=False, markup=False)
-        yield Static(id="status")
+        yield self._bar
         yield Input(
             placeholder=f"say something as {self.session.device!r}; Enter sends", id="prompt"
         )
@@ -165,7 +189,6 @@ class TetherTui(App[None]):
             return
         self.status.nats_connected = self.session.connected
         self.refresh_status()
-        self.set_interval(1.0, self.refresh_status)
         self.query_one("#prompt", Input).focus()
 
     async def on_unmount(self) -> None:
@@ -226,11 +249,12 @@ class TetherTui(App[None]):
         return self.query_one("#raw", RichLog).has_class("shown")
 
     def refresh_status(self) -> None:
-        """Redraw the status bar from the current state."""
+        """Redraw the status bar from the current state (nothing once it is gone)."""
+        self._bar.redraw()
+
+    def _status_state(self) -> tuple[str, bool]:
         self.status.queued_local = self.session.queued_while_down
-        bar = self.query_one("#status", Static)
-        bar.update(self.status.render(self.conversation))
-        bar.set_class(not self.status.link_up, "down")
+        return self.status.render(self.conversation), not self.status.link_up
 
     @property
     def status_text(self) -> str:
