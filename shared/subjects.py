@@ -175,6 +175,31 @@ def agent_inbox_durable(agent: str) -> str:
     return f"agent_{check_name(agent, 'agent')}_inbox"
 
 
+# Reminders live outside events.> (the event log ages its messages out; a reminder may be
+# a year ahead), one JetStream stream per agent (docs/architecture.md "Reminders").
+REMINDERS_STREAM_PREFIX = "REMINDERS_"
+
+
+def reminders_stream(agent: str) -> str:
+    """``REMINDERS_<agent>``: the stream of one agent's reminders."""
+    return f"{REMINDERS_STREAM_PREFIX}{check_name(agent, 'agent')}"
+
+
+def reminder_schedule_subject(agent: str, reminder_id: str = "*") -> str:
+    """``reminders.schedule.<agent>.<id>``: where a reminder waits for its time."""
+    return f"reminders.schedule.{check_name(agent, 'agent')}.{reminder_id}"
+
+
+def reminder_due_subject(agent: str, reminder_id: str = "*") -> str:
+    """``reminders.due.<agent>.<id>``: where nats-server publishes it at its time."""
+    return f"reminders.due.{check_name(agent, 'agent')}.{reminder_id}"
+
+
+def reminders_durable(agent: str) -> str:
+    """The JetStream consumer an agent's node reads its fired reminders through."""
+    return f"agent_{check_name(agent, 'agent')}_reminders"
+
+
 def private_inbox_prefix(user: str) -> str:
     """``_INBOX.<user>``: where a bus user's request replies and push deliveries arrive.
 
