@@ -16,6 +16,7 @@ from home.llm.cli import app as llm_app
 from home.memory.cli import register as register_memory_commands
 from home.memory.trust_cli import register as register_trust_commands
 from home.memory.turn_trace import print_turn_memories
+from home.reminders.cli import reminders_app
 from home.substrate.cli import register as register_substrate
 from home.up_command import up
 from shared.cli import CommandApp
@@ -37,6 +38,7 @@ register_memory_commands(memory_app)
 register_trust_commands(memory_app, turn_words=turn_words)
 app.add_typer(memory_app, name="memory")
 app.add_typer(intent_app, name="intent")
+app.add_typer(reminders_app, name="reminders")
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ from home.agents.protocol import WireEvent
 from home.agents.turn_queue import DeviceQueues
 from home.tau_extensions.binding import TurnBinding
 from home.tau_extensions.prose import rewrite_request
+from shared.messages.verbs import DelegateAnswer
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -72,6 +73,8 @@ class PendingTurn:
     expires_at: datetime | None = None
     # A task another agent delegated: its answer goes back to the asker.
     delegated: Delegated | None = None
+    # The operator's answer to a task this agent delegated (None: any other turn).
+    answer: DelegateAnswer | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ class Arrival:
     delegated: Delegated | None = None
     # False for text between agents (a delegated task, an answer): the memory reflex skips it.
     from_user: bool = True
+    # A delegation's answer coming back (its text is the prompt made of it).
+    answer: DelegateAnswer | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,7 @@ class Admission:
             msg=arrival.msg,
             expires_at=arrival.expires_at,
             delegated=arrival.delegated,
+            answer=arrival.answer,
         )
         self._recent[turn.binding.binding_id] = turn
         while len(self._recent) > self._recent_size:

@@ -15,7 +15,10 @@ with its decisions in a pure module: the worker (:mod:`home.agents.turn_runner`)
 the output watch (:mod:`home.agents.output_watch`), the delegation desk
 (:mod:`home.agents.delegation_desk`), the conversation book
 (:mod:`home.agents.conversation_book`), the compactor
-(:mod:`home.agents.compactor`), and answers and reports (:mod:`home.agents.answers`).
+(:mod:`home.agents.compactor`), answers and reports (:mod:`home.agents.answers`), and
+on an agent with the intent step the verb desk (:mod:`home.agents.verb_desk`) and its
+reminders (:mod:`home.agents.due_reminders`), or on a small model's operator its
+search (:mod:`home.agents.operator_search`).
 """
 
 from __future__ import annotations
@@ -39,18 +42,24 @@ from home.agents.compactor import Compactor
 from home.agents.conversation_book import ConversationBook
 from home.agents.delegation import DELEGATE_ACKS, delegate_timeout, delegates, memory_refusal
 from home.agents.delegation_desk import DelegationDesk
+from home.agents.due_reminders import DueReminders
 from home.agents.errors import AgentError, InboundError, RestartBudgetExhausted
 from home.agents.inbound import Inbound, parse_inbound
 from home.agents.inbox import Inbox, open_inbox, settle
 from home.agents.node_stats import NodeStats
+from home.agents.operator_search import OperatorSearch, searches_for_small_model
 from home.agents.output_watch import SPEECH_ACKS, OutputWatch, WatchParts, speech_ack_timeout
 from home.agents.protocol import WireEvent
 from home.agents.sessions import JmftsStore, SessionStore, file_store, jmfts_store_config
 from home.agents.tau_command import RunContext, TauLaunch, build_launch
 from home.agents.tau_supervisor import TauSupervisor
-from home.agents.turn_runner import TurnParts, TurnRunner
+from home.agents.turn_runner import Desk, TurnParts, TurnRunner
+from home.agents.verb_desk import VerbDesk, memory_root
+from home.jmfts.client import JmftsClient, read_token_file
 from home.llm.endpoint import ModelEndpoint
+from home.memory.memories import MemoryStore
 from home.substrate.launchers import node_health_subject
+from home.substrate.reminder_streams import keeps_reminders
 from shared.event import EnvelopeLimits, utc_now
 from shared.lifecycle import Service
 from shared.messages.history import history_subject
@@ -118,9 +127,22 @@ class AgentNode(Service):
         self._watcher: asyncio.Task[None] | None = None
         self._failed = asyncio.Event()
         self.failure: BaseException | None = None
-        self._wire(has_memory=jmfts_url is not None and jmfts_token_file is not None)
+        has_memory = jmfts_url is not None and jmfts_token_file is not None
+        memory = searcher = None
+        if jmfts_url is not None and jmfts_token_file is not None:
+            if keeps_reminders(spec):
+                memory = MemoryStore(jmfts_url, token=read_token_file(jmfts_token_file))
+            elif searches_for_small_model(spec, model):
+                searcher = JmftsClient.from_token_file(jmfts_url, jmfts_token_file)
+        self._wire(has_memory=has_memory, memory=memory, searcher=searcher)
 
-    def _wire(self, *, has_memory: bool) -> None:
+    def _wire(
+        self,
+        *,
+        has_memory: bool,
+        memory: MemoryStore | None = None,
+        searcher: JmftsClient | None = None,
+    ) -> None:
         """Build the node's parts, each handed the few things it works with."""
         spec, stats = self.spec, self.stats
         self._publisher = AgentPublisher(spec.name, self.limits)
@@ -147,9 +169,24 @@ class AgentNode(Service):
         # A handset speaks the model's answers; without one the node publishes them.
         self.answers_aloud = any(ext.name == "handset" for ext in spec.extensions)
         answers = Answers(self.agent, self._publisher, self._delegations)
+        # An agent with the intent step carries its verbs out before τ, and says its
+        # reminders when they fall due (docs/architecture.md "The intent step"); an
+        # operator served by a model that calls no tools searches for it.
+        self.verbs: VerbDesk | None = None
+        self.reminders: DueReminders | None = None
+        self.search: OperatorSearch | None = None
+        desk: Desk | None = None
+        if keeps_reminders(spec):
+            self.verbs = desk = VerbDesk(
+                self.agent, self._publisher, memory=memory, memory_root=memory_root(spec),
+                delegates=delegates(spec),
+            )  # fmt: skip
+            self.reminders = DueReminders(self.agent, self._publisher)
+        elif searcher is not None:
+            self.search = desk = OperatorSearch(spec.name, searcher, self._delegations)
         self._runner = TurnRunner(
             spec.name, self._tau,
-            TurnParts(self._admission, self._conversations, compactor, answers, stats),
+            TurnParts(self._admission, self._conversations, compactor, answers, stats, desk),
             binding_file=self.binding_file, wall_clock_s=self.wall_clock_s,
             answers_aloud=self.answers_aloud,
         )  # fmt: skip
@@ -177,7 +214,9 @@ class AgentNode(Service):
             self._conversations.load()
             if isinstance(self.sessions, JmftsStore):
                 self._tau.session_store = await jmfts_store_config(self.sessions)
-            await self._tau.start()
+            await asyncio.gather(
+                self._tau.start(), *([self.verbs.load()] if self.verbs is not None else [])
+            )
             self._watcher = asyncio.create_task(self._watch_tau(), name=f"{self.spec.name}-watch")
             if self.spec.kind == "tau_bus_agent":
                 # τ's builtin nats_bus subscribes and prompts itself; the node only supervises.
@@ -189,6 +228,9 @@ class AgentNode(Service):
                 nc, workspace_in_subject(self.agent), self.agent, self._on_inbound
             )
             self._runner.inbox = self._inbox
+            if self.verbs is not None and self.reminders is not None:
+                await self.verbs.attach(nc)
+                await self.reminders.start(nc)
             await self._subscribe(nc)
             await confirm_subscriptions(nc)
             self._worker = asyncio.create_task(self._work(), name=f"{self.spec.name}-worker")
@@ -243,6 +285,12 @@ class AgentNode(Service):
             await self._inbox.close()
             self._inbox = self._runner.inbox = None
         await self._delegations.close()
+        if self.reminders is not None:
+            await self.reminders.close()
+        if self.verbs is not None:
+            await self.verbs.close()
+        if self.search is not None:
+            await self.search.close()
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -380,4 +428,5 @@ def _arrival(inbound: Inbound, msg: Msg) -> Arrival:
         msg=msg,
         delegated=inbound.delegated,
         from_user=inbound.from_user,
+        answer=inbound.answer,
     )

@@ -1,7 +1,8 @@
 """The agent node's worker: one turn at a time, from the admission queue to τ and back.
 
 :meth:`TurnRunner.work` takes turns off :class:`~home.agents.admission.Admission`
-(devices round robin) and for each:
+(devices round robin). A turn the verb desk carries out (:mod:`home.agents.verb_desk`:
+a note, a forget, a reminder) is over there; for every other:
 
 1. enters the device's conversation (:mod:`home.agents.conversation_book`) and
    writes the turn's binding to the per-run binding file, which the extensions
@@ -28,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from home.agents.admission import (
     Admission,
@@ -48,6 +49,7 @@ from home.agents.node_stats import NodeStats, TurnOutcome
 from home.agents.protocol import ABORT_GRACE_S, SUBMISSION_REJECTED, WireEvent, prompt_params
 from home.agents.tau_process import TauProcess
 from home.agents.tau_supervisor import TauSupervisor
+from home.intent.errors import IntentError
 from home.tau_extensions.binding import write_binding
 from shared.event import utc_now
 
@@ -56,6 +58,20 @@ log = logging.getLogger(__name__)
 # Backoff while τ unwinds the previous turn after its agent_end.
 BUSY_RETRY_FIRST_S = 0.001
 BUSY_RETRY_MAX_S = 0.05
+
+
+class Desk(Protocol):
+    """A part that carries some turns out itself, before τ: the verb desk
+    (:mod:`home.agents.verb_desk`) or a small model's operator search
+    (:mod:`home.agents.operator_search`)."""
+
+    async def take(self, turn: PendingTurn) -> bool:
+        """Carry ``turn`` out (True), or leave it to τ."""
+        ...
+
+    def passed(self, turn: PendingTurn) -> None:
+        """``turn`` was left to τ."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,8 @@ class TurnParts:
     compactor: Compactor
     answers: Answers
     stats: NodeStats
+    # What takes some turns before τ (None: every turn goes to τ).
+    desk: Desk | None = None
 
 
 class TurnRunner:
@@ -165,6 +183,8 @@ class TurnRunner:
         return True
 
     async def _run_turn(self, turn: PendingTurn) -> None:
+        if await self._taken_by_desk(turn):
+            return
         while True:
             try:
                 tau = await self._tau.ensure()
@@ -191,6 +211,20 @@ class TurnRunner:
                 continue
             self._stats.outcomes.append(outcome)
             return
+
+    async def _taken_by_desk(self, turn: PendingTurn) -> bool:
+        """Whether the verb desk carried ``turn`` out (then τ never sees it)."""
+        desk = self._parts.desk
+        if desk is None:
+            return False
+        try:
+            if await desk.take(turn):
+                return True
+        except IntentError as exc:  # the step could not judge: the model answers instead
+            log.warning("%s: intent step failed on %s: %s", self.name,
+                        turn.binding.binding_id, exc)  # fmt: skip
+        desk.passed(turn)
+        return False
 
     async def _prompt_once(self, tau: TauProcess, turn: PendingTurn) -> TurnOutcome:
         entered = await self._parts.conversations.enter(tau, turn)

@@ -11,7 +11,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from home.jmfts.client import SyncJmftsClient
+from home.memory.forget import retractions_of
 from home.memory.provenance import Provenance
+
+
+@dataclass(frozen=True)
+class Retraction:
+    """One retraction of a memory: its id, when, why, and the turn that asked for it."""
+
+    id: int
+    created_at: str | None
+    content: str
+    binding_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "id": self.id,
+            "created_at": self.created_at,
+            "content": self.content,
+            "binding_id": self.binding_id,
+        }
 
 
 @dataclass(frozen=True)
@@ -24,6 +44,8 @@ class MemoryOrigin:
     usetype: str | None
     supersedes: int | None
     provenance: Provenance | None
+    # The retractions that forgot it (by hand or by voice): id, when, why, which turn.
+    retracted_by: tuple[Retraction, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -35,6 +57,7 @@ class MemoryOrigin:
             "usetype": self.usetype,
             "supersedes": self.supersedes,
             "provenance": None if thread is None else thread.structured_content()["provenance"],
+            "retracted_by": [r.to_dict() for r in self.retracted_by],
         }
 
     def lines(self) -> list[str]:
@@ -42,6 +65,9 @@ class MemoryOrigin:
         out = [f"#{self.id}: {self.content}", f"written {self.created_at or 'at an unknown time'}"]
         if self.supersedes is not None:
             out.append(f"replaces #{self.supersedes}")
+        for r in self.retracted_by:
+            turn = f", turn {r.binding_id}" if r.binding_id else ""
+            out.append(f"forgotten: retracted by #{r.id} at {r.created_at} ({r.content}{turn})")
         thread = self.provenance
         if thread is None:
             out.append("no provenance: written before memories carried their audit thread")
@@ -69,4 +95,15 @@ def memory_origin(client: SyncJmftsClient, doc_id: int) -> MemoryOrigin:
         usetype=doc.get("usetype"),
         supersedes=doc.get("supersedes"),
         provenance=Provenance.from_structured(doc.get("structured_content")),
+        retracted_by=tuple(_retraction(r) for r in retractions_of(client, doc)),
+    )
+
+
+def _retraction(doc: dict[str, Any]) -> Retraction:
+    thread = Provenance.from_structured(doc.get("structured_content"))
+    return Retraction(
+        id=int(doc["id"]),
+        created_at=doc.get("created_at"),
+        content=str(doc.get("content") or ""),
+        binding_id=thread.binding_id if thread is not None else None,
     )

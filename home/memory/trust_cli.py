@@ -30,6 +30,7 @@ from home.memory.audit import audit as run_audit
 from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, LEDGER_DIRNAME
 from home.memory.due import DEFAULT_HORIZON_DAYS, due_memories
 from home.memory.forget import forget as forget_memory
+from home.memory.forget import restore as restore_memory
 from home.memory.fsrs import ReviewBook
 from home.memory.origin import memory_origin
 from home.memory.provenance import Provenance
@@ -70,6 +71,28 @@ def forget(
         console.print(f"#{done.id} retracted by #{done.retraction_id}")
     else:
         console.print(f"#{done.id} deleted")
+
+
+def restore(
+    data_dir: DataDir,
+    memory_id: MemoryId,
+    url: Url = None,
+    token_file: TokenFile = None,
+    as_json: AsJson = False,
+) -> None:
+    """Undo a forget (by hand or by voice): the memory is written again, as a new record
+    that replaces its retraction, and is recalled from now on.
+
+    Example: home memory restore 42
+    """
+    with _client(data_dir, url, token_file) as client:
+        done = restore_memory(client, memory_id)
+    if as_json:
+        print(json.dumps(done.to_dict()))
+    else:
+        console.print(
+            f"#{done.id} restored as #{done.restored_id} (undoing retraction #{done.retraction_id})"
+        )
 
 
 def show(
@@ -252,8 +275,9 @@ def _print_audit(
 
 
 def register(memory_app: CommandApp, *, turn_words: TurnWords) -> None:
-    """Add ``forget``, ``show``, ``due`` and ``audit`` to the ``home memory`` group."""
+    """Add ``forget``, ``restore``, ``show``, ``due`` and ``audit`` to ``home memory``."""
     memory_app.command("forget")(forget)
     memory_app.command("show")(show)
+    memory_app.command("restore")(restore)
     memory_app.command("due")(due)
     memory_app.command("audit")(audit_command(turn_words))

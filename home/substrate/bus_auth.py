@@ -35,6 +35,7 @@ from typing import Any
 import bcrypt
 
 from home.substrate.launchers import health_reply_prefix, node_health_subject
+from home.substrate.reminder_streams import keeps_reminders
 from home.substrate.routing import Route
 from shared.bus_credentials import ADMIN_USER, USERS_DIR, BusCredentials, credentials_file
 from shared.messages.history import history_subject
@@ -47,6 +48,9 @@ from shared.subjects import (
     bridge_status_subject,
     private_inbox_prefix,
     rail_pattern,
+    reminder_schedule_subject,
+    reminders_durable,
+    reminders_stream,
     workspace_in_subject,
 )
 
@@ -106,6 +110,22 @@ def durable_inbox_rights(agent: str) -> list[str]:
     ]
 
 
+def reminder_rights(agent: str) -> list[str]:
+    """What an agent node with the intent step publishes to keep its reminders
+    (``home/reminders/book.py``): schedule and cancel on its own subjects, list its own
+    stream, read and ack its consumer of fired reminders. Its stream and that consumer
+    are the substrate's to make, as its inbox is."""
+    stream, durable = reminders_stream(agent), reminders_durable(agent)
+    return [
+        reminder_schedule_subject(agent, ">"),
+        f"$JS.API.STREAM.INFO.{stream}",
+        f"$JS.API.STREAM.MSG.GET.{stream}",
+        f"$JS.API.CONSUMER.INFO.{stream}.{durable}",
+        f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}",
+        f"$JS.ACK.{stream}.{durable}.>",
+    ]
+
+
 def node_user(spec: NodeSpec) -> BusUser:
     """A catalog node's user, named after the node."""
     publish = list(spec.publishes)
@@ -117,6 +137,8 @@ def node_user(spec: NodeSpec) -> BusUser:
         # acks) and its own inbox (a delegation that timed out is told there, in turn order).
         inbox = workspace_in_subject(spec.agent)
         publish = [*own, *spec.publishes, inbox, *durable_inbox_rights(spec.agent)]
+        if keeps_reminders(spec):
+            publish += reminder_rights(spec.agent)
         # Every agent node watches the speech acks (which device has gone silent), reads
         # its replies and its inbox's deliveries under its own prefix, and answers for its
         # conversations (docs/architecture.md "Sessions").

@@ -37,6 +37,7 @@ from home.substrate.launchers import (
     Launcher,
     NodeServices,
 )
+from home.substrate.reminder_streams import ensure_reminders, keeps_reminders
 from home.substrate.router import Router
 from home.substrate.schema_runtime import SAVED_FILE, SchemaRuntime, SchemaSource
 from shared import control
@@ -219,6 +220,13 @@ class Substrate(Service):
         except (NatsError, TimeoutError) as exc:
             self.last_error = f"durable inbox of {spec.name}: {exc!r}"
             log.error("cannot make the durable inbox of %s: %r", spec.name, exc)
+        if not keeps_reminders(spec):
+            return
+        try:
+            await ensure_reminders(self.nc, spec.agent)
+        except (NatsError, TimeoutError) as exc:
+            self.last_error = f"reminders of {spec.name}: {exc!r}"
+            log.error("cannot make the reminders stream of %s: %r", spec.name, exc)
 
     async def health(self) -> Health:
         """Connected to NATS (or reconnecting by itself: restarting would not help), the
