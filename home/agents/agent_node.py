@@ -51,7 +51,7 @@ from home.agents.operator_search import OperatorSearch, searches_for_small_model
 from home.agents.output_watch import SPEECH_ACKS, OutputWatch, WatchParts, speech_ack_timeout
 from home.agents.protocol import WireEvent
 from home.agents.sessions import JmftsStore, SessionStore, file_store, jmfts_store_config
-from home.agents.tau_command import RunContext, TauLaunch, build_launch
+from home.agents.tau_command import RunContext, TauLaunch, build_launch, system_prompt_for
 from home.agents.tau_supervisor import TauSupervisor
 from home.agents.turn_runner import Desk, TurnParts, TurnRunner
 from home.agents.verb_desk import VerbDesk, memory_root
@@ -116,7 +116,10 @@ class AgentNode(Service):
                 jmfts_url=jmfts_url,
                 jmfts_token_file=jmfts_token_file,
             ),
-            system_prompt=system_prompt,
+            system_prompt=system_prompt
+            or system_prompt_for(
+                spec, calls_tools=model.grammar is None, before_model=keeps_reminders(spec)
+            ),
             sessions=self.sessions,
         )
         self.stats = NodeStats()

@@ -29,7 +29,7 @@ from home.agents.errors import AgentConfigError
 from home.agents.sessions import SessionStore, store_flags
 from home.llm.endpoint import ModelEndpoint
 from shared.schema.catalog import NodeSpec
-from shared.subjects import workspace_in_subject
+from shared.subjects import VERBS, workspace_in_subject
 
 # The only variables of the node's environment τ inherits; everything else is dropped.
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
@@ -220,6 +220,40 @@ def write_tau_home(
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(config, out, indent=2)
     os.replace(tmp, path)
+
+
+def protocol(names: list[str] | tuple[str, ...], *, before_model: bool) -> str:
+    """The short text a tool-calling model's system prompt gains for the verbs it is
+    offered: when to use each (their descriptions in home/tau_extensions/verbs.py say it
+    too, where the tool is listed). ``before_model``: the node's verb desk carries
+    reminders and forgetting out first."""
+    when = {
+        "journal_append": "journal_append when asked to note or write something down",
+        "jmfts_write": "jmfts_write when asked to keep a record for later",
+        "delegate": "delegate when asked to ask the operator, or about something said "
+        "before that your memories do not show",
+    }
+    uses = [when[name] for name in names if name in when]
+    if not uses:
+        return ""
+    text = " Besides answering, you can act: call " + "; ".join(uses) + ". Otherwise just answer."
+    if before_model:
+        text += " Reminders, timers and forgetting are done before you see the request."
+    return text
+
+
+def system_prompt_for(spec: NodeSpec, *, calls_tools: bool, before_model: bool) -> str:
+    """The agent's system prompt: its catalog's (or the default), and, for a model that
+    calls tools, when to use the verbs it is offered (:func:`protocol`;
+    a small model answering in prose is offered none)."""
+    base = str(spec.config.get("system_prompt", DEFAULT_SYSTEM_PROMPT))
+    if not calls_tools:
+        return base
+    offered: list[str] = next(
+        (list(ext.config.get("verbs", VERBS)) for ext in spec.extensions if ext.name == "verbs"),
+        [],
+    )
+    return base + protocol(offered, before_model=before_model)
 
 
 def build_launch(

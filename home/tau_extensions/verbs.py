@@ -74,14 +74,18 @@ VERBS: dict[str, Verb] = {
     "journal_append": Verb(
         description=(
             "Append a brief note to your private journal (durable memory): "
-            "what you noticed and what you decided."
+            "what you noticed and what you decided. Use it when the user asks you to "
+            "note, write down or log something, with their words as the text."
         ),
         parameters=_schema({"text": "the note to append"}, ("text",)),
         ack_subject=journal_append_ack_subject,
         result="Noted in your journal.",
     ),
     "jmfts_write": Verb(
-        description="Write a durable record into your workspace in the memory store.",
+        description=(
+            "Write a durable record into your workspace in the memory store. Use it when "
+            "the user asks you to keep a record, a list or a document for later."
+        ),
         parameters=_schema(
             {"text": "the record to write", "title": "a short title for the record"}, ("text",)
         ),
@@ -91,8 +95,10 @@ VERBS: dict[str, Verb] = {
     "delegate": Verb(
         description=(
             "Hand a question about what is remembered to the operator agent, which can "
-            "search memory. It confirms it took the question or says why not; its answer "
-            "comes to you later as a new message, for you to tell the user."
+            "search memory. Use it when the user asks you to ask the operator, or asks "
+            "what they told you before and your memories above do not say. It confirms it "
+            "took the question or says why not; its answer comes to you later as a new "
+            "message, for you to tell the user."
         ),
         parameters=_schema({"text": "the question or task to hand off"}, ("text",)),
         ack_subject=delegate_ack_subject,

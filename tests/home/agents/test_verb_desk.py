@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from home.agents.operator_search import answer_from, search_topic
+from home.agents.tau_command import DEFAULT_SYSTEM_PROMPT, system_prompt_for
 from home.agents.verb_desk import (
     choose_to_cancel,
     confirm_reminder,
@@ -181,3 +182,18 @@ def test_the_operator_answers_with_the_closest_memories_own_words_or_none() -> N
     )
     assert answer_from([hit("we like tea", 0.2)]) is None
     assert answer_from([{"document": "junk", "score": "x"}, {}]) is None
+
+
+def test_a_tool_calling_model_is_told_when_to_use_its_verbs_and_a_small_one_is_not() -> None:
+    catalog = load_node_catalog(REPO_ROOT / "schemas" / "nodes.yaml")
+    spec = catalog.nodes["agent.edge_asr_memory"]
+    small = system_prompt_for(spec, calls_tools=False, before_model=True)
+    assert small == DEFAULT_SYSTEM_PROMPT
+    big = system_prompt_for(spec, calls_tools=True, before_model=True)
+    assert big.startswith(DEFAULT_SYSTEM_PROMPT)
+    for verb in ("journal_append when asked to note", "delegate when asked to ask the operator"):
+        assert verb in big
+    assert "Reminders, timers and forgetting are done before you see the request." in big
+    edge_asr = catalog.nodes["agent.edge_asr"]
+    plain = system_prompt_for(edge_asr, calls_tools=True, before_model=False)
+    assert "Reminders" not in plain
