@@ -105,6 +105,12 @@ _ASK_FRAME = re.compile(
     r"(?:operator|memory|archive)(?:\s+(?:to\s+(?:find\s+out|check|look\s+up|tell\s+me)|"
     r"if|whether|about|for))*\s*"
 )
+# Words a request to cancel shares with any reminder without naming it.
+_NOT_NAMING = frozenset({
+    "a", "an", "the", "to", "my", "me", "i", "about", "of", "for", "on", "in", "at", "and",
+    "please", "cancel", "stop", "delete", "remove", "drop", "reminder", "reminders",
+    "timer", "timers", "that", "this", "it",
+})  # fmt: skip
 _ALL = re.compile(r"\b(?:all|every|everything)\b")
 _TIMER = re.compile(r"\btimers?\b")
 
@@ -182,7 +188,7 @@ def choose_to_cancel(text: str, pending: list[Reminder]) -> list[Reminder]:
     if not chosen and _TIMER.search(spoken) and timers:
         chosen = timers[-1:] if len(timers) > 1 else timers
     if not chosen:
-        said = set(spoken.split())
+        said = set(spoken.split()) - _NOT_NAMING
         overlap = [(len(said & set(r.text.split())), r) for r in pending if r.text]
         best = max(overlap, key=lambda pair: pair[0], default=(0, None))
         if best[1] is not None and best[0] > 0:

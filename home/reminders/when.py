@@ -66,7 +66,9 @@ _FRAME = re.compile(
     r"|(?:a\s+)?(?:timer|reminder)(?:\s+(?:to|for|that))?"
     r"|(?:tell|wake)\s+me(?:\s+(?:to|that|about|up))?)\s*"
 )
-_FILLER = re.compile(r"^(?:to|that|about|of|for|please|and)\s+|\s+(?:please|and|to|for)$")
+_FILLER = re.compile(
+    r"^(?:to|that|about|of|for|please|and)(?:\s+|$)|(?:^|\s+)(?:please|and|to|for)$"
+)
 
 
 @dataclass(frozen=True)

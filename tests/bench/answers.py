@@ -13,6 +13,11 @@ Each mode runs on its own model server (the history shown is the server's settin
 
 The shipped mode (``prose``) is the one the slow test holds to ≤ 5 % parrot and
 0 unspeakable. ``BENCH_ANSWER_MODES=prose,forced-tool`` runs only the named modes.
+
+The ``verbs`` row (:mod:`tests.support.verb_turns`) says verb turns to a whole `home up`
+with its embedded defaults: the share carried out right end to end (goal ≥ 90 %), the
+near-misses left to the model, and the intent step's time per turn (goal p99 ≤ 15 ms),
+beside the model's own seconds per turn. ``BENCH_ANSWER_MODES=verbs`` runs it alone.
 """
 
 from __future__ import annotations
@@ -35,9 +40,11 @@ from home.llm.endpoint import (
 from home.llm.serve import DEFAULT_HISTORY_TURNS
 from home.llm.server import LlamaServer, LlamaServerConfig
 from shared.schema.catalog import load_node_catalog
-from tests.bench.report import RESULTS_DIR, Result, publish
+from tests.bench.report import RESULTS_DIR, Result, publish, quantile
 from tests.support.answer_quality import AnswerReport, AnswerSetup, measure, read_prompts
 from tests.support.home_fixtures import REPO_ROOT
+from tests.support.verb_turns import VerbReport
+from tests.support.verb_turns import measure as measure_verbs
 
 # The system prompt shipped before answers went to prose: it asked for the speak tool.
 TOOL_SYSTEM_PROMPT = (
@@ -168,8 +175,39 @@ def _results(report: AnswerReport) -> list[Result]:
     ]
 
 
+def _verb_results(report: VerbReport, model_p50_s: float | None) -> list[Result]:
+    right, n = report.rate(chat=False)
+    left, near = report.rate(chat=True)
+    decide = report.decide_ms
+    return [
+        Result(
+            metric="verbs: carried out right",
+            value=100 * right,
+            unit="%",
+            n=n,
+            note="through home up with the embedded defaults; goal ≥ 90 %",
+        ),
+        Result(
+            metric="verbs: near-misses left to the model",
+            value=100 * left,
+            unit="%",
+            n=near,
+            note="'i forgot my keys', 'remind me what my sister's name is'",
+        ),
+        Result(
+            metric="verbs: intent step per turn p99",
+            value=quantile(decide, 0.99),
+            unit="ms",
+            n=len(decide),
+            peer="the model's answer, p50" if model_p50_s is not None else None,
+            peer_value=None if model_p50_s is None else 1000 * model_p50_s,
+            note=f"p50 {quantile(decide, 0.5):.1f} ms; added to every turn; goal p99 ≤ 15 ms",
+        ),
+    ]
+
+
 async def run() -> tuple[list[Result], list[AnswerReport]]:
-    """Measure every selected answer mode on one embedded model server."""
+    """Measure every selected answer mode on one embedded model server, then the verbs."""
     wanted = [m for m in os.environ.get("BENCH_ANSWER_MODES", "").split(",") if m]
     setups = [s for s in SETUPS if not wanted or s.name in wanted]
     spec = load_node_catalog(REPO_ROOT / "schemas" / "nodes.yaml")["agent.edge_asr"]
@@ -186,6 +224,16 @@ async def run() -> tuple[list[Result], list[AnswerReport]]:
                 report = await measure(setup, llm.url, spec, work / f"mode{n}", prompts)
             reports.append(report)
             results += [replace(r, note=f"{r.note}; {setup.note}") for r in _results(report)]
+        if not wanted or "verbs" in wanted:
+            verbs = await measure_verbs(work / "verbs")
+            model_p50 = (
+                statistics.median(a.seconds for a in reports[0].answers) if reports else None
+            )
+            results += _verb_results(verbs, model_p50)
+            RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+            (RESULTS_DIR / "answers-verbs.json").write_text(
+                json.dumps(verbs.rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+            )
     return results, reports
 
 

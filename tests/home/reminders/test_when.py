@@ -32,6 +32,7 @@ def at(day: int, hour: int, minute: int = 0) -> datetime:
         ("set a timer for ten minutes", NOW + timedelta(minutes=10), ""),
         ("set a timer for an hour and a half", NOW + timedelta(minutes=90), ""),
         ("timer for half an hour", NOW + timedelta(minutes=30), ""),
+        ("start a timer for three minutes please", NOW + timedelta(minutes=3), ""),
         (
             "in twenty five minutes remind me to check the laundry",
             NOW + timedelta(minutes=25),
