@@ -101,7 +101,7 @@ async def measure(work: Path) -> VerbReport:
     """Say every turn to one `home up`; score each."""
     turns = read_turns()
     report = VerbReport()
-    work.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(work.mkdir, parents=True, exist_ok=True)
     step = load_intent_step()
     for turn in turns:
         began = time.perf_counter()
