@@ -221,6 +221,12 @@ class DeviceMemory:
     reported: dict[str, asyncio.Event] = field(default_factory=dict)
     to_confirm: tuple[int, str, datetime] | None = None
 
+    def trim(self, keep: int = 8) -> None:
+        """Forget all but the last ``keep`` turns' reports."""
+        for table in (self.kept, self.reported):
+            for old in list(table)[:-keep]:
+                del table[old]
+
 
 @dataclass
 class VerbStats:
@@ -300,9 +306,7 @@ class VerbDesk:
         kept = tuple(d.id for d in report.deposits)
         memory.kept[binding] = kept or memory.kept.get(binding, ())
         memory.reported.setdefault(binding, asyncio.Event()).set()
-        for old in list(memory.kept)[:-8]:
-            memory.kept.pop(old, None)
-            memory.reported.pop(old, None)
+        memory.trim()
 
     def passed(self, turn: PendingTurn) -> None:
         """``turn`` goes to τ: the one "forget that" would mean next."""
@@ -312,6 +316,7 @@ class VerbDesk:
             memory.last_binding = turn.binding.binding_id
             memory.reported.setdefault(turn.binding.binding_id, asyncio.Event())
             memory.to_confirm = None
+            memory.trim()
 
     async def take(self, turn: PendingTurn) -> bool:
         """Carry ``turn`` out if it is a verb the desk does; False leaves it to τ."""
