@@ -54,7 +54,7 @@ from home.agents.sessions import JmftsStore, SessionStore, file_store, jmfts_sto
 from home.agents.tau_command import RunContext, TauLaunch, build_launch, system_prompt_for
 from home.agents.tau_supervisor import TauSupervisor
 from home.agents.turn_runner import Desk, TurnParts, TurnRunner
-from home.agents.verb_desk import VerbDesk, memory_root
+from home.agents.verb_desk import VerbDesk, call_writer, memory_root
 from home.jmfts.client import JmftsClient, read_token_file
 from home.llm.endpoint import ModelEndpoint
 from home.memory.memories import MemoryStore
@@ -182,7 +182,7 @@ class AgentNode(Service):
         if keeps_reminders(spec):
             self.verbs = desk = VerbDesk(
                 self.agent, self._publisher, memory=memory, memory_root=memory_root(spec),
-                delegates=delegates(spec),
+                delegates=delegates(spec), calls=call_writer(self.model),
             )  # fmt: skip
             self.reminders = DueReminders(self.agent, self._publisher)
         elif searcher is not None:

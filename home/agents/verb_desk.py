@@ -30,7 +30,7 @@ import contextlib
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -41,14 +41,18 @@ from nats.errors import Error as NatsError
 
 from home.agents.admission import PendingTurn
 from home.agents.answers import AgentPublisher
+from home.intent.calls import CallWriter, VerbCall
+from home.intent.errors import IntentError
+from home.intent.frames import framed_call, naming_words, unframed_call
 from home.intent.step import IntentStep, Verb, load_intent_step, spoken_form
 from home.jmfts.errors import JmftsError
 from home.jmfts.models import RETRACTION_USETYPE
+from home.llm.endpoint import ModelEndpoint
 from home.memory.memories import MemoryStore
 from home.memory.provenance import Provenance
 from home.reminders.book import Reminder, ReminderBook
 from home.reminders.errors import NoTimeSaid, ReminderError
-from home.reminders.when import when_said
+from home.reminders.when import task_words, when_said
 from home.tau_extensions.speakable import speakable_text
 from shared.errors import EnvelopeError
 from shared.event import Event
@@ -83,63 +87,25 @@ FORGET_MATCH = 0.35
 CONFIRM_WINDOW = timedelta(minutes=2)
 LISTED = 3
 
-_NOTE_FRAME = re.compile(
-    r"^(?:.*?\b)?(?:make\s+a\s+note|take\s+a\s+note|note\s+down|note|write\s+down|jot\s+down|"
-    r"add\s+(?:a\s+note\s+)?to\s+(?:my|the)\s+(?:journal|notes)|journal|log)"
-    r"(?:\s+(?:that|of|this|down|it))*\s*"
-)
-_FORGET_THAT = re.compile(
-    r"\b(?:forget|delete|scratch|erase|remove|drop|unlearn)\s+(?:that|it|this|the\s+last\s+"
-    r"(?:thing|one|fact)|what\s+i\s+just\s+said)\b|\bdon'?t\s+(?:remember|keep)\s+(?:that|it|this)\b"
-)
-_FORGET_ABOUT = re.compile(
-    r"\b(?:forget|delete|erase|remove)\s+(?:what\s+i\s+(?:said|told\s+you)\s+(?:about|of)\s+|"
-    r"(?:everything\s+|anything\s+)?about\s+|my\s+)?(?P<topic>.+)$"
-)
 _YES = re.compile(
     r"^(?:yes|yeah|yep|yup|sure|ok|okay|please|do\s+it|go\s+ahead|correct|right)"
     r"(?:\s+(?:please|do\s+it|forget\s+it|go\s+ahead|thanks|thank\s+you))*$"
 )
-_ASK_FRAME = re.compile(
-    r"^(?:.*?\b)?(?:ask|check\s+with|find\s+out\s+from)\s+(?:the\s+)?(?:jmfts\s+)?"
-    r"(?:operator|memory|archive)(?:\s+(?:to\s+(?:find\s+out|check|look\s+up|tell\s+me)|"
-    r"if|whether|about|for))*\s*"
-)
-# Words a request to cancel shares with any reminder without naming it.
-_NOT_NAMING = frozenset({
-    "a", "an", "the", "to", "my", "me", "i", "about", "of", "for", "on", "in", "at", "and",
-    "please", "cancel", "stop", "delete", "remove", "drop", "reminder", "reminders",
-    "timer", "timers", "that", "this", "it",
-})  # fmt: skip
 _ALL = re.compile(r"\b(?:all|every|everything)\b")
 _TIMER = re.compile(r"\btimers?\b")
 
 
-def note_text(text: str) -> str:
-    """What a request to note something asks to be noted."""
-    spoken = spoken_form(text)
-    framed = _NOTE_FRAME.match(spoken)
-    note = spoken[framed.end() :] if framed else spoken
-    return note.strip() or spoken
-
-
-def forget_target(text: str) -> str | None:
-    """``None`` for "forget that" (what was just said), else what is named: "forget what
-    I said about the car" is ``"the car"``."""
-    spoken = spoken_form(text)
-    if _FORGET_THAT.search(spoken):
-        return None
-    about = _FORGET_ABOUT.search(spoken)
-    return about["topic"].strip() if about else spoken
-
-
-def operator_question(text: str) -> str:
-    """What a request to ask the operator asks: "ask the operator what I said about my
-    car" is ``"what i said about my car"``."""
-    spoken = spoken_form(text)
-    framed = _ASK_FRAME.match(spoken)
-    question = spoken[framed.end() :] if framed else spoken
-    return question.strip() or spoken
+#: What is said when the model wrote no valid call for a verb: the verb is asked about
+#: again with an example, never dropped in silence.
+CLARIFY: dict[Verb, str] = {
+    Verb.NOTE: "What should I note? Say it like: note that the boiler was serviced.",
+    Verb.ASK_OPERATOR: "What should I ask the operator? Say it like: ask the operator "
+    "what I said about the car.",
+    Verb.REMIND: "When should I remind you? Say it with the time, like: remind me in ten "
+    "minutes to check the oven.",
+    Verb.FORGET: "What should I forget? Say forget that, or forget what I said about the car.",
+    Verb.CANCEL_REMINDER: "Which reminder should I cancel?",
+}
 
 
 def operator_words(answer: DelegateAnswer) -> str:
@@ -188,7 +154,7 @@ def choose_to_cancel(text: str, pending: list[Reminder]) -> list[Reminder]:
     if not chosen and _TIMER.search(spoken) and timers:
         chosen = timers[-1:] if len(timers) > 1 else timers
     if not chosen:
-        said = set(spoken.split()) - _NOT_NAMING
+        said = set(naming_words(spoken))
         overlap = [(len(said & set(r.text.split())), r) for r in pending if r.text]
         best = max(overlap, key=lambda pair: pair[0], default=(0, None))
         if best[1] is not None and best[0] > 0:
@@ -247,9 +213,13 @@ class VerbDesk:
         memory: MemoryStore | None,
         memory_root: str,
         delegates: bool = False,
+        calls: CallWriter | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now().astimezone(),
     ) -> None:
         self.agent = agent
+        # Who writes a verb's call: the embedded model under a grammar; without one
+        # (a model that takes no grammar) the call is read by the verb's frame.
+        self.calls = calls
         # Whether a schema may route this agent's tasks to the operator (its verbs
         # extension offers `delegate`); without, "ask the operator" goes to τ.
         self.delegates = delegates
@@ -282,6 +252,8 @@ class VerbDesk:
         self._subs.clear()
         if self.memory is not None:
             await self.memory.close()
+        if self.calls is not None:
+            await self.calls.close()
 
     def book(self) -> ReminderBook:
         """The agent's reminders, on the node's connection."""
@@ -342,7 +314,8 @@ class VerbDesk:
                  turn.binding.binding_id, verb.value, decision.score)  # fmt: skip
         try:
             said = await self._carry_out(verb, turn, device, memory)
-        except (ReminderError, JmftsError, NatsError, EnvelopeError, TimeoutError) as exc:
+        except (ReminderError, JmftsError, NatsError, EnvelopeError, TimeoutError,
+                IntentError) as exc:  # fmt: skip
             self.stats.failed[verb.value] += 1
             log.warning("%s: %s failed for turn %s: %s", self.agent, verb.value,
                         turn.binding.binding_id, exc)  # fmt: skip
@@ -354,18 +327,32 @@ class VerbDesk:
     async def _carry_out(
         self, verb: Verb, turn: PendingTurn, device: str, memory: DeviceMemory
     ) -> str:
-        if verb is Verb.NOTE:
-            return await self._note(turn)
-        if verb is Verb.FORGET:
-            return await self._forget(turn, device, memory)
-        if verb is Verb.REMIND:
-            return await self._remind(turn, device)
-        if verb is Verb.ASK_OPERATOR:
-            return await self._ask_operator(turn)
-        pending = [r for r in await self.book().pending() if r.device == device]
         if verb is Verb.LIST_REMINDERS:
-            return list_words(pending, self.clock())
-        return await self._cancel(turn, pending)
+            return list_words(await self._pending(device), self.clock())
+        call = await self.call(verb, turn.text)
+        if call is None or not call.complete:
+            self.stats.failed[f"{verb.value}_call"] += 1
+            log.info("%s: no valid %s call for turn %s: asked again", self.agent, verb.value,
+                     turn.binding.binding_id)  # fmt: skip
+            return CLARIFY[verb]
+        actions: dict[Verb, Callable[[], Awaitable[str]]] = {
+            Verb.NOTE: lambda: self._note(turn, call),
+            Verb.FORGET: lambda: self._forget(turn, call, memory),
+            Verb.REMIND: lambda: self._remind(turn, call, device),
+            Verb.ASK_OPERATOR: lambda: self._ask_operator(turn, call),
+            Verb.CANCEL_REMINDER: lambda: self._cancel(turn, call, device),
+        }
+        return await actions[verb]()
+
+    async def call(self, verb: Verb, text: str) -> VerbCall | None:
+        """``verb``'s arguments in ``text``: read by the verb's frame when it is one the desk
+        knows, else written by the model under a grammar (with a desk that has one), else
+        all of the turn; None when the model wrote no valid call."""
+        if (framed := framed_call(verb, text)) is not None:
+            return framed
+        if self.calls is None:
+            return unframed_call(verb, text)
+        return await self.calls.write(verb, text)
 
     async def say(self, turn: PendingTurn, text: str) -> None:
         """Speak ``text`` on the turn's device, under its binding id."""
@@ -400,27 +387,27 @@ class VerbDesk:
                 await sub.unsubscribe()
         return VerbAck.from_event(Event.from_json(msg.data))
 
-    async def _note(self, turn: PendingTurn) -> str:
-        note = note_text(turn.text)
+    async def _note(self, turn: PendingTurn, call: VerbCall) -> str:
+        note = call["text"]
         ack_subject = journal_append_ack_subject(turn.binding.binding_id)
         ack = await self._verb(turn, "journal_append", note, ack_subject)
         if not ack.ok:
             raise ReminderError(f"the journal refused it: {ack.error}")
         return f"Noted: {note}."
 
-    async def _ask_operator(self, turn: PendingTurn) -> str:
-        question = operator_question(turn.text)
+    async def _ask_operator(self, turn: PendingTurn, call: VerbCall) -> str:
+        question = call["text"]
         ack_subject = delegate_ack_subject(turn.binding.binding_id)
         ack = await self._verb(turn, "delegate", question, ack_subject)
         if not ack.ok:
             return f"The operator cannot answer now: {ack.error}."
         return "I have asked the operator. The answer will follow."
 
-    async def _forget(self, turn: PendingTurn, device: str, memory: DeviceMemory) -> str:
+    async def _forget(self, turn: PendingTurn, call: VerbCall, memory: DeviceMemory) -> str:
         if self.memory is None:
             return "I keep no memories in this setup, so there is nothing to forget."
-        target = forget_target(turn.text)
-        if target is None:
+        target = call["about"]
+        if not target:
             kept = await self._last_kept(memory)
             if not kept:
                 return "I did not keep anything from what you just said."
@@ -483,24 +470,25 @@ class VerbDesk:
             supersedes=doc_id,
         )
 
-    async def _remind(self, turn: PendingTurn, device: str) -> str:
+    async def _remind(self, turn: PendingTurn, call: VerbCall, device: str) -> str:
         now = self.clock()
         try:
-            said = when_said(turn.text, now)
+            said = when_said(call["when"], now)
+            task = task_words(call["text"]) if call["text"] else said.task
             reminder = Reminder.new(
-                self.agent, device, said.task, said.due, now=now,
-                binding_id=turn.binding.binding_id,
-            )  # fmt: skip
+                self.agent, device, task, said.due, now=now, binding_id=turn.binding.binding_id
+            )
         except NoTimeSaid as exc:
             log.info("%s: a reminder without a time (%s): asked when", self.agent, exc)
-            return (
-                "When should I remind you? Say it with the time, like: remind me in ten "
-                "minutes to check the oven."
-            )
+            return CLARIFY[Verb.REMIND]
         await self.book().schedule(reminder)
         return confirm_reminder(reminder, now)
 
-    async def _cancel(self, turn: PendingTurn, pending: list[Reminder]) -> str:
+    async def _pending(self, device: str) -> list[Reminder]:
+        return [r for r in await self.book().pending() if r.device == device]
+
+    async def _cancel(self, turn: PendingTurn, call: VerbCall, device: str) -> str:
+        pending = await self._pending(device)
         if not pending:
             return "You have no reminders to cancel."
         chosen = choose_to_cancel(turn.text, pending)
@@ -518,6 +506,15 @@ class VerbDesk:
 
 def _short(exc: BaseException) -> str:
     return str(exc).split(":")[0][:80] or type(exc).__name__
+
+
+def call_writer(model: ModelEndpoint) -> CallWriter | None:
+    """Who writes the desk's verb calls for an agent on ``model``: the model itself when it
+    takes a GBNF grammar (the embedded one), else nobody (the calls are read by frame)."""
+    if model.grammar != "gbnf":
+        return None
+    seed = model.extra_body.get("seed", 0)
+    return CallWriter(model.base_url, model.model, seed=seed if isinstance(seed, int) else 0)
 
 
 def memory_root(spec: NodeSpec) -> str:

@@ -44,6 +44,7 @@ _AMOUNT = (
 _SPAN = rf"{_AMOUNT}(?:\s+(?:and\s+)?{_AMOUNT})*"
 _DURATION = re.compile(
     rf"\b(?:in|for|after)\s+(?P<span>{_SPAN})\b|\b(?P<later>{_SPAN})\s+from\s+now\b"
+    rf"|\b(?:timer|alarm)\s+(?:of\s+)?(?P<bare>{_SPAN})\b"
 )
 
 _CLOCK = (
@@ -52,19 +53,28 @@ _CLOCK = (
     r"(?:\s*(?P<ampm>am|pm|a\s+m|p\s+m|in\s+the\s+morning|in\s+the\s+afternoon|in\s+the\s+evening|"
     r"at\s+night|tonight))?"
 )
+# "at six", "by six", and an alarm "for six".
 _AT = re.compile(
-    rf"\b(?P<day>tomorrow\s+|today\s+|tonight\s+)?(?:at|by)\s+{_CLOCK}(?P<after>\s+tomorrow)?\b"
+    rf"\b(?P<day>tomorrow\s+|today\s+|tonight\s+)?(?:at|by|(?<=alarm\s)for)\s+{_CLOCK}"
+    r"(?P<after>\s+tomorrow)?\b"
 )
 _NAMED = re.compile(r"\b(?P<day>tomorrow\s+)?(?:at\s+)?(?P<name>noon|midday|midnight)\b")
 _PARTS_OF_DAY = {"morning": 9, "afternoon": 15, "evening": 18, "night": 21}
 _TOMORROW = re.compile(r"\btomorrow(?:\s+(?P<part>morning|afternoon|evening|night))?\b|\btonight\b")
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY = re.compile(
+    rf"\b(?:on\s+|next\s+|this\s+|coming\s+)?(?P<weekday>{'|'.join(WEEKDAYS)})"
+    r"(?:\s+(?P<part>morning|afternoon|evening|night))?\b"
+)
 
 _FRAME = re.compile(
     r"^(?:.*?\b)?(?:remind\s+(?:me|us|him|her|them)(?:\s+(?:to|that|about|of))?"
     r"|set\s+(?:a|an|the|my)?\s*(?:timer|alarm|reminder)(?:\s+(?:to|for|that))?"
     r"|(?:start|make)\s+(?:a|an)?\s*(?:timer|reminder)(?:\s+(?:to|for|that))?"
     r"|(?:a\s+)?(?:timer|reminder)(?:\s+(?:to|for|that))?"
-    r"|(?:tell|wake)\s+me(?:\s+(?:to|that|about|up))?)\s*"
+    r"|(?:tell|wake)\s+me(?:\s+(?:to|that|about|up))?"
+    r"|(?:don'?t\s+let\s+me\s+forget|make\s+sure\s+i\s+(?:remember|don'?t\s+forget))"
+    r"(?:\s+(?:to|that|about))?)\s*"
 )
 _FILLER = re.compile(
     r"^(?:to|that|about|of|for|please|and)(?:\s+|$)|(?:^|\s+)(?:please|and|to|for)$"
@@ -130,7 +140,9 @@ def _hour_minute(match: re.Match[str]) -> tuple[int, int]:
     return hour, minute
 
 
-def _clock_time(match: re.Match[str], now: datetime, tomorrow: bool) -> datetime:
+def _clock_time(match: re.Match[str], now: datetime, ahead: int | None) -> datetime:
+    """The time of day ``match`` says, ``ahead`` days from today when a day was said
+    (a weekday's time already past today is next week's), else the next such time."""
     hour, minute = _hour_minute(match)
     ampm = (match["ampm"] or "").replace(" ", "")
     pm = ampm in ("pm", "intheafternoon", "intheevening", "atnight", "tonight") or bool(
@@ -140,11 +152,13 @@ def _clock_time(match: re.Match[str], now: datetime, tomorrow: bool) -> datetime
         raise NoTimeSaid(f"not a time of day: {match[0]!r}")
     if ampm or pm:
         hour = hour % 12 + (12 if pm else 0)
-    day = now.date() + timedelta(days=1 if tomorrow else 0)
+    day = now.date() + timedelta(days=ahead or 0)
     at = datetime.combine(day, datetime.min.time(), now.tzinfo).replace(
         hour=hour % 24, minute=minute
     )
-    if tomorrow or ampm or hour > 12:
+    if ahead is not None:
+        return at if at > now else at + timedelta(days=7)
+    if ampm or hour > 12:
         return at if at > now else at + timedelta(days=1)
     # "at five": the next five o'clock, morning or evening.
     for candidate in (at, at + timedelta(hours=12), at + timedelta(days=1)):
@@ -157,7 +171,14 @@ def _strip(text: str, match: re.Match[str]) -> str:
     return f"{text[: match.start()]} {text[match.end() :]}"
 
 
-def _task(rest: str) -> str:
+def _without_day(text: str, weekday: bool) -> str:
+    """``text`` without the day it says (a weekday, or "tomorrow")."""
+    return _WEEKDAY.sub(" ", text, count=1) if weekday else re.sub(r"\btomorrow\b", " ", text)
+
+
+def task_words(rest: str) -> str:
+    """What a reminder is for, from the words left once its time is taken out: the
+    request's frame and fillers dropped, "my" said back as "your"."""
     framed = _FRAME.match(rest)
     task = rest[framed.end() :] if framed else rest
     task = " ".join(task.split())
@@ -172,31 +193,43 @@ def when_said(text: str, now: datetime) -> WhenSaid:
     no time. ``now`` carries the household's zone."""
     spoken = spoken_form(text)
     if duration := _DURATION.search(spoken):
-        seconds = span_seconds(duration["span"] or duration["later"])
+        seconds = span_seconds(duration["span"] or duration["later"] or duration["bare"])
         if not 0 < seconds <= MAX_SECONDS:
             raise NoTimeSaid(f"no length of time a reminder can wait in {duration[0]!r:.80}")
-        return WhenSaid(now + timedelta(seconds=seconds), _task(_strip(spoken, duration)))
+        return WhenSaid(now + timedelta(seconds=seconds), task_words(_strip(spoken, duration)))
+    # The day said, if any: tomorrow, or a weekday ("on friday": today's, if still ahead).
     tomorrow = _TOMORROW.search(spoken)
-    on_tomorrow = bool(tomorrow and tomorrow[0].startswith("tomorrow"))
+    weekday = _WEEKDAY.search(spoken)
+    day_said = tomorrow if tomorrow and tomorrow[0].startswith("tomorrow") else weekday
+    ahead = None
+    if day_said is tomorrow and tomorrow is not None:
+        ahead = 1
+    elif weekday is not None:
+        ahead = (WEEKDAYS.index(weekday["weekday"]) - now.weekday()) % 7
     if clock := _AT.search(spoken):
-        due = _clock_time(clock, now, on_tomorrow or bool(clock["after"]))
+        due = _clock_time(clock, now, 1 if clock["after"] else ahead)
         rest = _strip(spoken, clock)
-        if tomorrow and not clock["day"] and not clock["after"]:
-            rest = re.sub(r"\btomorrow\b", " ", rest)
-        return WhenSaid(due, _task(rest))
+        if day_said is not None and not clock["day"] and not clock["after"]:
+            rest = _without_day(rest, day_said is weekday)
+        return WhenSaid(due, task_words(rest))
     if named := _NAMED.search(spoken):
         hour = 0 if named["name"] == "midnight" else 12
-        day = now.date() + timedelta(days=1 if on_tomorrow or hour == 0 else 0)
+        days = ahead if ahead is not None else (1 if hour == 0 else 0)
+        day = now.date() + timedelta(days=days)
         due = datetime.combine(day, datetime.min.time(), now.tzinfo).replace(hour=hour)
-        due = due if due > now else due + timedelta(days=1)
-        rest = re.sub(r"\btomorrow\b", " ", _strip(spoken, named))
-        return WhenSaid(due, _task(rest))
-    if tomorrow:
-        hour = _PARTS_OF_DAY.get(tomorrow["part"] or "", 9)
-        if tomorrow[0] == "tonight":
+        due = due if due > now else due + timedelta(days=1 if ahead is None else 7)
+        rest = _strip(spoken, named)
+        if day_said is not None:
+            rest = _without_day(rest, day_said is weekday)
+        return WhenSaid(due, task_words(rest))
+    if day_said is not None or tomorrow is not None:
+        said = day_said or tomorrow
+        assert said is not None
+        hour = _PARTS_OF_DAY.get(said["part"] or "", 9)
+        day = now.date() + timedelta(days=ahead or 0)
+        if said[0] == "tonight":
             hour, day = 21, now.date()
-        else:
-            day = now.date() + timedelta(days=1)
         due = datetime.combine(day, datetime.min.time(), now.tzinfo).replace(hour=hour)
-        return WhenSaid(due, _task(_strip(spoken, tomorrow)))
+        due = due if due > now else due + timedelta(days=7 if said is weekday else 1)
+        return WhenSaid(due, task_words(_strip(spoken, said)))
     raise NoTimeSaid("no time in it (say when: 'in ten minutes', 'at half past five')")

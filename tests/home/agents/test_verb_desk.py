@@ -14,15 +14,13 @@ from home.agents.tau_command import DEFAULT_SYSTEM_PROMPT, system_prompt_for
 from home.agents.verb_desk import (
     choose_to_cancel,
     confirm_reminder,
-    forget_target,
     is_yes,
     list_words,
     memory_root,
-    note_text,
-    operator_question,
     operator_words,
     when_words,
 )
+from home.intent.frames import forget_target, note_text, operator_question
 from home.reminders.book import Reminder
 from shared.messages.verbs import DelegateAnswer
 from shared.schema.catalog import load_node_catalog

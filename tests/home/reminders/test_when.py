@@ -58,6 +58,15 @@ def at(day: int, hour: int, minute: int = 0) -> datetime:
         ("remind me at noon to eat", at(6, 12), "eat"),
         ("remind me tonight to lock the door", at(5, 21), "lock the door"),
         ("remind me tomorrow morning to buy milk", at(6, 9), "buy milk"),
+        # A weekday: this week's, or next week's once its time has passed (NOW is Saturday).
+        ("remind me on monday at eight to call the bank", at(7, 8), "call the bank"),
+        ("on friday at noon remind me to pay the rent", at(11, 12), "pay the rent"),
+        ("remind me next tuesday to renew the passport", at(8, 9), "renew the passport"),
+        ("remind me on saturday at nine to stretch", at(12, 9), "stretch"),
+        ("remind me saturday evening to call gran", at(5, 18), "call gran"),
+        ("timer three minutes", NOW + timedelta(minutes=3), ""),
+        ("set an alarm for six in the morning", at(6, 6), ""),
+        ("don't let me forget to ring the garage at ten tomorrow", at(6, 10), "ring the garage"),
     ],
 )
 def test_a_request_gives_its_time_and_task(said: str, due: datetime, task: str) -> None:
