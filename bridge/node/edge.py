@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ from shared.messages.bridge import LINK_DOWN, LINK_REFUSED
 from shared.schema.bridge_half import BridgeHalf
 
 log = logging.getLogger("tether.bridge.edge")
+# How long a short-lived edge waits for home to acknowledge what it sent (:meth:`settle`).
+SETTLE_S = 2.0
+_SETTLE_POLL_S = 0.02
 
 
 class EdgeBridgeNode(Service):
@@ -107,6 +111,28 @@ class EdgeBridgeNode(Service):
         report["ok"] = report["state"] == "up" and report["store_fault"] is None
         report["failed_attempts"] = self._failed_attempts
         return report
+
+    async def settle(self, timeout_s: float = SETTLE_S) -> bool:
+        """Wait, at most ``timeout_s``, until home has acknowledged every event this side
+        took from its local NATS (its outbox is empty) or the link is down; True if it has.
+
+        A short-lived edge (the keyboard's ``edge say``) calls it before :meth:`close`: a
+        speech ack published just before the end then reaches home now, and the speak
+        it acknowledges is not sent again at the next start.
+        """
+        if self._core is None or self._nc is None:
+            return True
+        with contextlib.suppress(NatsError, TimeoutError):
+            # What the edge published before this is delivered to this side's subscriptions
+            # ahead of the flush's PONG. (Never cancel a nats-py flush: see core.flush_local.)
+            await asyncio.shield(self._nc.flush(timeout=max(1, round(timeout_s))))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(_SETTLE_POLL_S)
+            report = self._core.health()
+            if report["outbox"] == 0 or report["state"] != "up":
+                break
+        return bool(self._core.health()["outbox"] == 0)
 
     async def close(self) -> None:
         """Close the link and NATS; idempotent."""

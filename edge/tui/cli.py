@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 
 from bridge.node.edge import EdgeBridgeNode
+from bridge.node.outbox import OUTBOX_DIR
 from bridge.pair import PairingFiles
 from edge.errors import BridgeUnavailable, NotTaken
 from edge.pair_through_home import HomePairing, pair_through_home
@@ -90,8 +91,14 @@ async def _bridged(data_dir: Path, device: str, wait_link_s: float | None) -> As
         f"check that `home up --data-dir {data_dir}` is running and serves device "
         f"{device!r} (`home status --data-dir {data_dir}`)"
     )
+    # The keyboard's half keeps its delivery state beside its pairing, as a board's does: a
+    # speak home sent as the last say ended is known as delivered at the next one, not
+    # played again, and a turn not yet taken by home is sent when the link comes back.
+    outbox = pairing.edge_half.parent / OUTBOX_DIR
     async with through_bridge(
-        lambda url: EdgeBridgeNode(half, client_key=pairing.client_key, nats_url=url),
+        lambda url: EdgeBridgeNode(
+            half, client_key=pairing.client_key, nats_url=url, outbox_dir=outbox
+        ),
         wait_link_s=wait_link_s,
         first_failure_is_final=not home_runs,
         hint=hint,
@@ -181,17 +188,33 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
         float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the answer.")
     ] = 60.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    listen: Annotated[
+        float,
+        typer.Option(
+            "--listen",
+            min=0.0,
+            help="Then stay this many seconds and print what home says to the device "
+            "of its own accord (a reminder, the operator's answer), each acked as played.",
+        ),
+    ] = 0.0,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="Stop listening once home says something holding this."),
+    ] = None,
 ) -> None:
     """Say one thing to home and print its answer, with timings (for scripts).
 
     Sends TEXT as the device's turn, waits for the first speak or reply of that
     turn (acknowledging a speak as played), prints it and exits 0; exits 1 if
     nothing answers within --timeout seconds, home cannot be reached, or the
-    bridge does not take the turn (the reason is printed).
+    bridge does not take the turn (the reason is printed). With --listen it then
+    stays, as a board would, and prints what home says later (under "later" in
+    --json).
 
-    Example:
+    Examples:
 
         edge say "hello" --direct nats://127.0.0.1:4222 --json
+        edge say "remind me in one minute to check the oven" --listen 90 --until oven
     """
     # The bridge node warns at every failed attempt; a failed say sums them up in one line.
     logging.getLogger("tether.bridge").setLevel(logging.ERROR)
@@ -203,8 +226,9 @@ def say(  # noqa: PLR0917 - Typer maps each option to a parameter
     async def run() -> SayResult:
         async with opened as url:
             return await say_once(
-                url, device, text, timeout_s=timeout, asks_bridge=label == "bridge"
-            )
+                url, device, text, timeout_s=timeout, asks_bridge=label == "bridge",
+                listen_s=listen, until=until,
+            )  # fmt: skip
 
     try:
         result = asyncio.run(run())
@@ -240,6 +264,11 @@ def _print_result(result: SayResult) -> None:
         console.print(f"  not spoken: {answer.reason or 'no reason given'}", highlight=False)
     for note in result.notes:
         console.print(f"  · {note.summary}", style="dim", markup=False, highlight=False)
+    for later in result.later:
+        at = later.at.strftime("%H:%M:%S")
+        console.print(f"[bold green]{later.answer.agent}[/] (later, {at} UTC): ", end="",
+                      highlight=False)  # fmt: skip
+        console.print(later.answer.text, markup=False, highlight=False)
     sent = result.sent_at.strftime("%H:%M:%S.%f")[:-3]
     console.print(
         f"binding {result.binding_id}, sent {sent} UTC, "

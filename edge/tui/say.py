@@ -3,6 +3,9 @@
 Sends the line, waits for the first speak or reply carrying its ``binding_id``
 (acking a speak with ``speech.completed`` like the TUI does), and returns it with
 its timings. Memory reports for the turn that arrive before the answer come along.
+With ``listen_s`` it stays that long after the answer and keeps what home says to the
+device of its own accord (a reminder falling due, the operator's answer to a question),
+each acked as played, as a board would.
 Through the bridge, a turn or ack the edge half does not take ends the say at once
 with :class:`~edge.errors.NotTaken` saying why.
 """
@@ -25,6 +28,25 @@ from shared.event import utc_now
 
 
 @dataclass(frozen=True)
+class Later:
+    """Something home said to the device after the answer, of its own accord."""
+
+    answer: SpeakRequest | AgentReply
+    at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` form."""
+        kind = "speak" if isinstance(self.answer, SpeakRequest) else "reply"
+        return {
+            "kind": kind,
+            "agent": self.answer.agent,
+            "text": self.answer.text,
+            "binding_id": self.answer.binding_id,
+            "at": self.at.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
 class SayResult:
     """The answer to one typed turn, and when things happened."""
 
@@ -37,6 +59,7 @@ class SayResult:
     answered_at: datetime
     connect_ms: float
     first_answer_ms: float
+    later: tuple[Later, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -59,6 +82,7 @@ class SayResult:
             "text": self.text,
             "answer": answer,
             "notes": [{"kind": n.kind, "agent": n.agent, "summary": n.summary} for n in self.notes],
+            "later": [later.to_json() for later in self.later],
             "timings": {
                 "sent_at": self.sent_at.isoformat(),
                 "answered_at": self.answered_at.isoformat(),
@@ -86,6 +110,11 @@ class _Collector(SessionObserver):
     early: list[Incoming] = field(default_factory=list)
     not_taken: NotTaken | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    # After the answer: what else home says to the device, and the words that end the wait.
+    listening: bool = False
+    later: list[Later] = field(default_factory=list)
+    until: str | None = None
+    heard: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def on_incoming(self, item: Incoming) -> None:
         if self.binding_id is None:
@@ -102,6 +131,10 @@ class _Collector(SessionObserver):
 
     def _take(self, item: Incoming) -> None:
         if item.binding_id != self.binding_id:
+            if self.listening and isinstance(item, SpeakRequest | AgentReply):
+                self.later.append(Later(item, utc_now()))
+                if self.until is not None and self.until.lower() in item.text.lower():
+                    self.heard.set()
             return
         if isinstance(item, MemoryReport):
             self.notes.append(item)
@@ -133,9 +166,18 @@ class _Collector(SessionObserver):
 
 
 async def say_once(
-    nats_url: str, device: str, text: str, *, timeout_s: float, asks_bridge: bool = False
+    nats_url: str,
+    device: str,
+    text: str,
+    *,
+    timeout_s: float,
+    asks_bridge: bool = False,
+    listen_s: float = 0.0,
+    until: str | None = None,
 ) -> SayResult:
-    """Send ``text`` as one turn from ``device`` and wait for its answer.
+    """Send ``text`` as one turn from ``device`` and wait for its answer; then, for
+    ``listen_s`` seconds (or until home says something holding ``until``), keep what
+    home says to the device of its own accord.
 
     Raises :class:`TurnTimeout` if no speak or reply for the turn arrives within
     ``timeout_s``, ``TransportError`` if the NATS URL cannot be reached, and (with
@@ -144,7 +186,7 @@ async def say_once(
     """
     started = time.monotonic()
     async with EdgeSession(nats_url, device, asks_bridge=asks_bridge) as session:
-        collector = _Collector()
+        collector = _Collector(listening=listen_s > 0, until=until)
         await session.listen(collector)
         connected = time.monotonic()
         sent_mono = time.monotonic()
@@ -157,6 +199,9 @@ async def say_once(
         answer, answered_mono = collector.answer, collector.answered_mono
         if answer is None or answered_mono is None or collector.answered_wall is None:
             raise TurnTimeout(turn.binding_id, timeout_s)
+        if listen_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(collector.heard.wait(), listen_s)
         return SayResult(
             device=device,
             binding_id=turn.binding_id,
@@ -167,4 +212,5 @@ async def say_once(
             answered_at=collector.answered_wall,
             connect_ms=(connected - started) * 1000,
             first_answer_ms=(answered_mono - sent_mono) * 1000,
+            later=tuple(collector.later),
         )

@@ -32,6 +32,9 @@ class EdgeBridge(Protocol):
     async def start(self) -> None:
         """Connect to the local NATS and start keeping the link home up."""
 
+    async def settle(self) -> bool:
+        """Wait (bounded) until home has every event the edge sent; True if it has."""
+
     async def close(self) -> None:
         """Close the link and the local connection."""
 
@@ -90,6 +93,8 @@ async def through_bridge(
             if wait_link_s is not None:
                 await _wait_for_link(bridge, wait_link_s, hint, first_failure_is_final)
             yield server.url
+            # What was said last (a speech ack) reaches home before the link ends.
+            await bridge.settle()
         finally:
             await bridge.close()
     finally:

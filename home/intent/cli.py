@@ -7,13 +7,18 @@ IntentError when it cannot load (its examples or its embedder).
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from home.intent.step import load_intent_step
+from home.intent.calls import PARAMETERS
+from home.intent.frames import framed_call
+from home.intent.step import Verb, load_intent_step
+from home.reminders.errors import NoTimeSaid
+from home.reminders.when import when_said
 from home.substrate.cli.common import AsJson, console
 from shared.cli import CommandApp
 
@@ -24,6 +29,34 @@ intent_app = CommandApp(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+def call_of(verb: Verb, utterance: str, now: datetime) -> dict[str, Any] | None:
+    """What the verb desk would carry ``verb`` out with: the call its frame reads (a
+    reminder's time and task), ``{"by": "model"}`` where the embedded model would write it
+    (a frame not known), None for a verb without arguments or not the desk's."""
+    if verb is Verb.REMIND:
+        try:
+            said = when_said(utterance, now)
+        except NoTimeSaid as exc:
+            return {"by": "frame", "error": str(exc)}
+        return {"by": "frame", "arguments": {"due": said.due.isoformat(), "task": said.task}}
+    if verb not in PARAMETERS:
+        return None
+    framed = framed_call(verb, utterance)
+    if framed is None:
+        return {"by": "model"}
+    return {"by": "frame", "arguments": framed.arguments}
+
+
+def _call_text(call: dict[str, Any] | None) -> str:
+    if call is None:
+        return "-"
+    if "error" in call:
+        return f"asks again: {call['error']}"
+    if "arguments" not in call:
+        return "written by the model"
+    return "; ".join(f"{k}: {v!r}" for k, v in call["arguments"].items())
 
 
 @intent_app.command("judge")
@@ -41,22 +74,35 @@ def judge(
     embedding, that of its first three words, and which verbs' cues match its words (a
     cue is the shape a request takes: "remind me to ...", never "remind me what ...").
     `score` is the winning verb's probability, `margin` how far ahead of the runner-up
-    it is; `cues` lists the verbs whose cues matched.
+    it is; `cues` lists the verbs whose cues matched. `call` is what the verb would be
+    carried out with: read from the words after its frame ("note that ..."), a
+    reminder's time and task, or written by the embedded model under a grammar of the
+    turn's own words when the frame is not one the desk knows.
 
     Example: home intent judge "remind me in ten minutes to take the bread out" "i forgot my keys"
     """
     step = load_intent_step()  # an IntentError is named and given its exit code by the wrapper
     decisions = step.decide(utterances)
+    now = datetime.now().astimezone()
+    calls = [call_of(d.verb, u, now) for u, d in zip(utterances, decisions, strict=True)]
     if as_json:
-        rows = [{"utterance": u, **d.to_dict()} for u, d in zip(utterances, decisions, strict=True)]
+        rows = [
+            {"utterance": u, **d.to_dict(), "call": c}
+            for u, d, c in zip(utterances, decisions, calls, strict=True)
+        ]
         print(json.dumps({"decisions": rows}))
         return
     table = Table(title="intent step")
-    for column in ("utterance", "verb", "score", "margin", "cues"):
+    for column in ("utterance", "verb", "score", "margin", "cues", "call"):
         table.add_column(column, justify="right" if column in ("score", "margin") else "left")
-    for utterance, d in zip(utterances, decisions, strict=True):
+    for utterance, d, call in zip(utterances, decisions, calls, strict=True):
         cue_text = ", ".join(sorted(v.value for v in d.cues)) or "-"
         table.add_row(
-            escape(utterance), d.verb.value, f"{d.score:.3f}", f"{d.margin:.3f}", cue_text
+            escape(utterance),
+            d.verb.value,
+            f"{d.score:.3f}",
+            f"{d.margin:.3f}",
+            cue_text,
+            escape(_call_text(call)),
         )
     console.print(table)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from shared.event import Event
 from tests.bridge.servers import Collector, Paired, running_bridge, wait_until
@@ -52,3 +53,26 @@ async def test_not_exported_subject_never_crosses(
         await wait_until(lambda: "events.sensation.board.turn" in seen.subjects(), what="turn")
         await asyncio.sleep(0.1)
         assert "events.sensation.board.partial" not in seen.subjects()
+
+
+async def test_settle_lets_home_acknowledge_what_the_edge_just_published(
+    paired: Paired, home_nats: str, edge_nats: str, tmp_path: Path
+) -> None:
+    """A short-lived edge (`edge say`) publishes its last event and settles before it
+    closes: home has it and has acknowledged it, so nothing is left to send again; a
+    settle with the link down returns at once, saying so."""
+    async with running_bridge(paired, home_nats, edge_nats, edge_outbox=tmp_path) as rig:
+        at_home = Collector()
+        await rig.home_nc.subscribe("events.sensation.>", cb=at_home.cb)
+        await rig.home_nc.flush()
+        await wait_until(lambda: rig.edge.health()["ok"], what="link up")
+        for i in range(20):
+            await rig.edge_nc.publish("events.sensation.board.turn", turn(i))
+        await rig.edge_nc.flush()
+        assert await rig.edge.settle()
+        assert rig.edge.health()["outbox"] == 0
+        await wait_until(lambda: len(at_home.msgs) == 20, what="all 20 at home")
+        await rig.home.close()
+        await wait_until(lambda: rig.edge.health()["state"] != "up", what="link down")
+        await rig.edge_nc.publish("events.sensation.board.turn", turn(21))
+        assert not await rig.edge.settle(timeout_s=1.0)

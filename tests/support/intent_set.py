@@ -4,7 +4,8 @@
 (public human-written assistant requests; its header names the sources, licences and
 mapping) each have a ``tuning`` half, which the step is trained on
 (home/intent/intent_training.yaml is a copy), and a ``held_out`` half. ``intent_set_2.yaml``
-and ``intent_set_3.yaml``, by other hands, are held out whole. Held-out halves are read
+and ``intent_set_3.yaml``, by other hands, are held out whole; ``intent_set_4.yaml`` and
+``intent_set_5.yaml``, by other hands again, are halved like the first. Held-out halves are read
 only to be scored.
 """
 
@@ -24,8 +25,9 @@ PUBLIC_SET = WRITTEN_SET.with_name("public_set.yaml")
 SECOND_SET = WRITTEN_SET.with_name("intent_set_2.yaml")
 THIRD_SET = WRITTEN_SET.with_name("intent_set_3.yaml")
 FOURTH_SET = WRITTEN_SET.with_name("intent_set_4.yaml")
+FIFTH_SET = WRITTEN_SET.with_name("intent_set_5.yaml")
 #: The sets whose tuning halves the step is trained on (home/intent/intent_training.yaml).
-TUNED_ON = (WRITTEN_SET, PUBLIC_SET, FOURTH_SET)
+TUNED_ON = (WRITTEN_SET, PUBLIC_SET, FOURTH_SET, FIFTH_SET)
 #: Every held-out half, by name.
 HELD_OUT = {
     "written": WRITTEN_SET,
@@ -33,6 +35,7 @@ HELD_OUT = {
     "third": THIRD_SET,
     "public": PUBLIC_SET,
     "fourth": FOURTH_SET,
+    "fifth": FIFTH_SET,
 }
 
 

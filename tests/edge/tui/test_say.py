@@ -169,3 +169,27 @@ async def test_say_through_a_bridge_half_that_refuses_the_turn_fails_at_once(
         await core.close()
         await nc.close()
     assert refused.value.verdict == "refused" and refused.value.binding_id is not None
+
+
+async def test_say_listens_for_what_home_says_later_and_acks_it(
+    nats_server: LocalNatsServer, agent: PlayedAgent
+) -> None:
+    proc = await edge_say(
+        "remind me in a minute to check the oven", "--direct", nats_server.url, "--json",
+        "--timeout", "20", "--listen", "60", "--until", "OVEN",
+    )  # fmt: skip
+    turn = await agent.next_turn()
+    assert turn.binding_id is not None
+    await agent.speak(turn.binding_id, "Okay, I will remind you in 1 minute to check the oven.")
+    await agent.next_ack()
+    await agent.speak("later-1", "The kettle has boiled.")  # said, kept, and not the end
+    await agent.speak("later-2", "Reminder: check the oven.")
+    acked = {subject for subject, _ in [await agent.next_ack(), await agent.next_ack()]}
+    code, out, err = await finish(proc)
+    assert code == 0, err
+    later = json.loads(out)["later"]
+    assert [(x["binding_id"], x["text"]) for x in later] == [
+        ("later-1", "The kettle has boiled."),
+        ("later-2", "Reminder: check the oven."),
+    ]
+    assert acked == {speech_completed_subject("later-1"), speech_completed_subject("later-2")}

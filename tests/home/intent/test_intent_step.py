@@ -40,17 +40,20 @@ def step() -> Iterator[IntentStep]:
 # -- acceptance --------------------------------------------------------------------------
 
 # Floors per held-out half: (macro precision, worst verb's recall). The goal is 0.90 and
-# 0.85 on every set. Measured when these lines were written (2026-12-05, trained on the
-# examples and the written, public and fourth tuning halves): written .921 / .792
-# (remember), second .926 / .862, third .893 / .846, public .946 / .966, fourth .954 / .864.
-# Each floor is that less about one utterance of its smallest verb, so a step that
-# decides worse fails. Utterances the step also trains on are left out (:func:`unseen`).
+# 0.85 on every set. Measured when these lines were written (2026-12-06, JMFTS's int8
+# graph, trained on the examples and the written, public, fourth and fifth tuning halves):
+# written .944 / .83 (remember), second .935 / .88, third .919 / .85, public .946 / .96,
+# fourth .954 / .86, fifth .958 / .90. Each floor is that less about one utterance of its
+# smallest verb, so a step that decides worse fails; the fifth set (written blind to the
+# step, its held-out half scored .948 / .90 before the step learnt from its tuning half)
+# holds the goal itself. Utterances the step also trains on are left out (:func:`unseen`).
 FLOORS = {
-    "written": (0.90, 0.75),
-    "second": (0.90, 0.82),
-    "third": (0.86, 0.80),
+    "written": (0.92, 0.78),
+    "second": (0.91, 0.82),
+    "third": (0.89, 0.80),
     "public": (0.92, 0.93),
     "fourth": (0.92, 0.82),
+    "fifth": (0.90, 0.85),
 }
 
 
@@ -209,8 +212,22 @@ def test_judge_says_each_utterances_verb_as_json_and_as_a_table() -> None:
         ("i forgot my keys", "chat"),
     ]
     assert rows[0]["cues"] == ["remind"] and 0 < rows[0]["score"] <= 1
+    assert rows[0]["call"]["by"] == "frame" and rows[0]["call"]["arguments"]["task"] == ""
+    assert rows[1]["call"] is None
     table = _judge("forget that")
     assert table.returncode == 0 and "forget" in table.stdout, table.stdout
+
+
+def test_judge_shows_the_call_a_verb_would_be_carried_out_with() -> None:
+    done = _judge(
+        "note that the gutter is blocked", "put it in my diary the gutter is blocked",
+        "remind me to buy stamps", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    framed, unframed, no_time = (r["call"] for r in json.loads(done.stdout)["decisions"])
+    assert framed == {"by": "frame", "arguments": {"text": "the gutter is blocked"}}
+    assert unframed == {"by": "model"}
+    assert no_time["by"] == "frame" and "no time" in no_time["error"]
 
 
 def test_judge_help_teaches_and_no_utterance_is_an_error() -> None:
