@@ -353,6 +353,12 @@ class IntentStep:
             rows, labels = np.concatenate([rows, blind]), labels + labels
         self.model.fit(rows, labels)
         self.verbs = [Verb(c) for c in self.model.classes_]
+        # The first decisions pay for what grows lazily (onnxruntime's buffers for each
+        # new batch shape, scikit-learn's first predict: 20-28 ms, then 6): loading pays
+        # it, with turns of a request's usual lengths, instead of a person's first turns.
+        warm = "remind me in ten minutes to take the bins out and the recycling " * 3
+        for words in (4, 12, 24, 12):
+            self.decide([" ".join(warm.split()[:words])])
 
     def _embed(self, texts: Sequence[str]) -> Vectors:
         try:
