@@ -20,7 +20,8 @@ from home.agents.verb_desk import (
     operator_words,
     when_words,
 )
-from home.intent.frames import forget_target, note_text, operator_question
+from home.intent.frames import framed_call, unframed_call
+from home.intent.step import Verb
 from home.reminders.book import Reminder
 from shared.messages.verbs import DelegateAnswer
 from shared.schema.catalog import load_node_catalog
@@ -48,7 +49,8 @@ def reminder(text: str, minutes: float) -> Reminder:
     ],
 )
 def test_a_note_is_what_follows_its_frame(said: str, note: str) -> None:
-    assert note_text(said) == note
+    call = framed_call(Verb.NOTE, said)
+    assert call is not None and call["text"] == note
 
 
 @pytest.mark.parametrize(
@@ -65,7 +67,20 @@ def test_a_note_is_what_follows_its_frame(said: str, note: str) -> None:
     ],
 )
 def test_forget_means_the_last_turn_or_what_it_names(said: str, target: str | None) -> None:
-    assert forget_target(said) == target
+    call = framed_call(Verb.FORGET, said)
+    assert call is not None and call["about"] == (target or "")
+
+
+@pytest.mark.parametrize(
+    ("verb", "said"),
+    [(Verb.NOTE, "put it in my diary that the gutter is blocked"),
+     (Verb.ASK_OPERATOR, "would the operator know when the bins go out"),
+     (Verb.FORGET, "stop remembering that i'm allergic to cats")],
+)  # fmt: skip
+def test_a_frame_the_desk_does_not_know_is_left_to_the_model(verb: Verb, said: str) -> None:
+    assert framed_call(verb, said) is None
+    # With no model to write it, the whole turn is the argument.
+    assert list(unframed_call(verb, said).arguments.values()) == [said]
 
 
 @pytest.mark.parametrize(
@@ -128,10 +143,10 @@ def test_the_desk_forgets_where_the_reflex_keeps() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=400))
-def test_any_text_gives_a_note_and_a_forget_target_without_failing(text: str) -> None:
-    assert isinstance(note_text(text), str)
-    target = forget_target(text)
-    assert target is None or isinstance(target, str)
+def test_any_text_gives_a_framed_call_or_none_without_failing(text: str) -> None:
+    for verb in (Verb.NOTE, Verb.ASK_OPERATOR, Verb.FORGET, Verb.REMIND, Verb.CANCEL_REMINDER):
+        call = framed_call(verb, text)
+        assert call is None or all(isinstance(v, str) for v in call.arguments.values())
     assert isinstance(is_yes(text), bool)
 
 
@@ -145,7 +160,8 @@ def test_any_text_gives_a_note_and_a_forget_target_without_failing(text: str) ->
     ],
 )  # fmt: skip
 def test_the_operator_is_asked_what_follows_the_frame(said: str, question: str) -> None:
-    assert operator_question(said) == question
+    call = framed_call(Verb.ASK_OPERATOR, said)
+    assert call is not None and call["text"] == question
 
 
 def test_the_operators_answer_is_said_as_it_came_or_why_there_is_none() -> None:
