@@ -7,7 +7,6 @@ IntentError when it cannot load (its examples or its embedder).
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Annotated, Any
 
 import typer
@@ -17,8 +16,6 @@ from rich.table import Table
 from home.intent.calls import PARAMETERS
 from home.intent.frames import framed_call
 from home.intent.step import Verb, load_intent_step
-from home.reminders.errors import NoTimeSaid
-from home.reminders.when import when_said
 from home.substrate.cli.common import AsJson, console
 from shared.cli import CommandApp
 
@@ -31,16 +28,14 @@ intent_app = CommandApp(
 )
 
 
-def call_of(verb: Verb, utterance: str, now: datetime) -> dict[str, Any] | None:
-    """What the verb desk would carry ``verb`` out with: the call its frame reads (a
-    reminder's time and task), ``{"by": "model"}`` where the embedded model would write it
-    (a frame not known), None for a verb without arguments or not the desk's."""
-    if verb is Verb.REMIND:
-        try:
-            said = when_said(utterance, now)
-        except NoTimeSaid as exc:
-            return {"by": "frame", "error": str(exc)}
-        return {"by": "frame", "arguments": {"due": said.due.isoformat(), "task": said.task}}
+def call_of(verb: Verb, utterance: str) -> dict[str, Any] | None:
+    """What the verb desk would carry ``verb`` out with: the call its frame reads,
+    ``{"by": "model"}`` where the embedded model would write it (a frame not known),
+    ``{"by": "reminders"}`` for a reminder or a cancel (their time, task and choice are
+    read from the whole turn by home/reminders/, which `home reminders list` shows once
+    set), None for a verb without arguments or not the desk's."""
+    if verb in (Verb.REMIND, Verb.CANCEL_REMINDER):
+        return {"by": "reminders"}
     if verb not in PARAMETERS:
         return None
     framed = framed_call(verb, utterance)
@@ -52,8 +47,8 @@ def call_of(verb: Verb, utterance: str, now: datetime) -> dict[str, Any] | None:
 def _call_text(call: dict[str, Any] | None) -> str:
     if call is None:
         return "-"
-    if "error" in call:
-        return f"asks again: {call['error']}"
+    if call["by"] == "reminders":
+        return "time and task read from the whole turn"
     if "arguments" not in call:
         return "written by the model"
     return "; ".join(f"{k}: {v!r}" for k, v in call["arguments"].items())
@@ -75,16 +70,15 @@ def judge(
     cue is the shape a request takes: "remind me to ...", never "remind me what ...").
     `score` is the winning verb's probability, `margin` how far ahead of the runner-up
     it is; `cues` lists the verbs whose cues matched. `call` is what the verb would be
-    carried out with: read from the words after its frame ("note that ..."), a
-    reminder's time and task, or written by the embedded model under a grammar of the
-    turn's own words when the frame is not one the desk knows.
+    carried out with: read from the words after its frame ("note that ..."), or written
+    by the embedded model under a grammar of the turn's own words when the frame is not
+    one the desk knows (a reminder's time and task are read from the whole turn).
 
     Example: home intent judge "remind me in ten minutes to take the bread out" "i forgot my keys"
     """
     step = load_intent_step()  # an IntentError is named and given its exit code by the wrapper
     decisions = step.decide(utterances)
-    now = datetime.now().astimezone()
-    calls = [call_of(d.verb, u, now) for u, d in zip(utterances, decisions, strict=True)]
+    calls = [call_of(d.verb, u) for u, d in zip(utterances, decisions, strict=True)]
     if as_json:
         rows = [
             {"utterance": u, **d.to_dict(), "call": c}
