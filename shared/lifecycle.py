@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -23,6 +24,11 @@ from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+#: How long a cancelled task has to end before :func:`cancel_and_wait` cancels it again.
+CANCEL_AGAIN_S = 5.0
 
 #: The signals that stop a program: Ctrl-C and the service manager's stop.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -79,7 +85,7 @@ class Lifetime(Protocol):
 
 
 async def cancel_and_wait(
-    *tasks: asyncio.Future[Any] | None, reraise: bool = True
+    *tasks: asyncio.Future[Any] | None, reraise: bool = True, again_s: float = CANCEL_AGAIN_S
 ) -> list[BaseException]:
     """Cancel ``tasks`` (``None`` is skipped) and wait until each has ended.
 
@@ -88,6 +94,11 @@ async def cancel_and_wait(
     are returned instead, for a ``close()`` whose tasks reported their errors as they
     happened. When the caller is itself being cancelled while it waits, that
     cancellation propagates.
+
+    A task still running ``again_s`` after it was cancelled is cancelled again, and
+    again, until it ends: Python 3.11's ``asyncio.wait_for`` (inside every nats-py
+    request) loses a cancellation that arrives as its answer does, and a periodic
+    loop caught there would otherwise run on and hold its owner's close forever.
     """
     pending = [task for task in tasks if task is not None]
     for task in pending:
@@ -96,7 +107,13 @@ async def cancel_and_wait(
         return []
     # asyncio.wait neither raises what the tasks raised nor cancels them when the
     # caller is cancelled: the caller's own cancellation is the only thing it raises.
-    await asyncio.wait(pending)
+    running = set(pending)
+    while running:
+        _, running = await asyncio.wait(running, timeout=again_s)
+        for task in running:
+            log.warning("%r still runs %g s after it was cancelled; cancelling it again",
+                        task, again_s)  # fmt: skip
+            task.cancel()
     errors = [
         error
         for task in pending

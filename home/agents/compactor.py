@@ -29,8 +29,9 @@ from home.agents.tau_process import TauProcess
 
 log = logging.getLogger(__name__)
 
-# How often ``compact`` is asked while τ's last turn still holds the conversation.
-COMPACT_TRIES = 3
+# How long the node waits before asking ``compact`` again while τ's last turn (or τ's
+# own compaction) still holds the conversation; it asks until the turn wall clock.
+COMPACT_AGAIN_S = 0.5
 
 
 class Compactor:
@@ -105,15 +106,19 @@ class Compactor:
         exited: asyncio.Future[Any] = asyncio.ensure_future(tau.exited.wait())
         self._stats.compactions_asked += 1
         try:
-            for attempt in range(1, COMPACT_TRIES + 1):
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.wall_clock_s
+            while True:
                 try:
                     await tau.request("compact", {})
                     break
                 except TauRpcError as exc:
-                    # τ waits 5 s for the last turn to let go of the conversation; on a
-                    # loaded machine the turn's end (its speech acks) can take longer.
-                    if exc.code != TURN_STILL_RUNNING or attempt == COMPACT_TRIES:
+                    # τ waits 5 s for the last turn to let go of the conversation, and
+                    # refuses at once while its own compaction (begun as the turn
+                    # ended) runs: on a loaded machine either can outlast a few tries.
+                    if exc.code != TURN_STILL_RUNNING or loop.time() >= deadline:
                         return CompactionOutcome(performed=False, error=f"τ refused: {exc.message}")
+                    await asyncio.sleep(COMPACT_AGAIN_S)
             done, _ = await asyncio.wait(
                 {ended, exited}, timeout=self.wall_clock_s, return_when=asyncio.FIRST_COMPLETED
             )

@@ -121,6 +121,27 @@ async def test_cancel_and_wait_lets_a_task_finish_its_cleanup() -> None:
     assert cleaned.is_set()
 
 
+async def test_cancel_and_wait_ends_a_task_that_lost_its_cancellation() -> None:
+    # Python 3.11's asyncio.wait_for returns its answer and drops a cancellation that
+    # arrives with it; a polling loop caught there runs on as if never cancelled.
+    polls: list[int] = []
+
+    async def polls_forever() -> None:
+        while True:
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                if not polls:  # the first cancellation is lost, as in that race
+                    polls.append(1)
+                    continue
+                raise
+
+    task = asyncio.create_task(polls_forever())
+    await asyncio.sleep(0.02)
+    await asyncio.wait_for(cancel_and_wait(task, again_s=0.05), WAIT_S)
+    assert task.cancelled() and polls == [1]
+
+
 async def test_cancel_and_wait_raises_what_a_task_failed_with_after_all_ended() -> None:
     async def fails() -> None:
         raise ValueError("broken")

@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.lifecycle import cancel_and_wait
+
 
 @dataclass
 class ToolCall:
@@ -116,6 +118,7 @@ class ScriptedModel:
         self.responder = responder
         self._queue: list[Reply] = []
         self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
         self._arrived = asyncio.Condition()
         self.reply_sent_at: list[float] = []
 
@@ -142,12 +145,18 @@ class ScriptedModel:
     async def __aexit__(self, *exc: object) -> None:
         if self._server is not None:
             self._server.close()
+            # A connection still open (a reply held at its gate, a client gone without
+            # closing) is ended here, not left to the closing loop and the collector.
+            await cancel_and_wait(*self._connections, reraise=False)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
     # --- HTTP --------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = asyncio.current_task()
+        assert connection is not None
+        self._connections.add(connection)
         try:
             while True:
                 request = await _read_request(reader)
@@ -166,6 +175,7 @@ class ScriptedModel:
         except (ConnectionError, asyncio.IncompleteReadError):
             return
         finally:
+            self._connections.discard(connection)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
