@@ -42,6 +42,9 @@ from shared.schema import load_bridge_half
 DEVICE = "board"
 START_TIMEOUT_S = 120.0
 LINK_TIMEOUT_S = 30.0
+# How many bring-ups on fresh ports before a port taken in between is the error.
+PORT_TRIES = 3
+PORT_TAKEN = "address already in use"
 DEFAULT_PHRASES = ("안녕하세요", "감사합니다")
 
 
@@ -102,8 +105,19 @@ class VirtualBoard(Service):
     # --- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the home and the edge; what started is stopped again on failure."""
-        await self.close_on_failure(self._start())
+        """Start the home and the edge; what started is stopped again on failure.
+
+        The loopback ports are picked free and bound a moment later by the processes
+        started here; a port another program took in between is a bring-up on fresh
+        ports, not a finding about the board.
+        """
+        for attempt in range(1, PORT_TRIES + 1):
+            try:
+                await self.close_on_failure(self._start())
+                return
+            except (HilError, OSError) as exc:
+                if PORT_TAKEN not in str(exc).lower() or attempt == PORT_TRIES:
+                    raise
 
     async def close(self) -> None:
         """Close the edge's NATS connection, terminate the edge and the home."""

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -22,10 +23,12 @@ import yaml
 from hil.report import write_reports
 from hil.runner import run_suites
 from hil.suites import build_suites
+from hil.targets import virtual
 from hil.targets.base import TargetContext
 from hil.targets.virtual import DEFAULT_PHRASES, VirtualBoard
 from hil.wait import STAGES
 from hil.wait import TOTAL as WAIT
+from shared.proc import free_port
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
 
 pytestmark = pytest.mark.slow
@@ -64,33 +67,41 @@ async def test_a_healthy_virtual_board_passes_smoke_turn_and_linkdrop(tmp_path: 
     assert "<svg" in page and "Latency per stage" in page
 
 
-async def test_a_broken_board_fails_the_case_that_names_its_fault(tmp_path: Path) -> None:
-    async with ScriptedModel(responder=_speak) as model:
-        board = VirtualBoard(tmp_path / "run", home_args=("--llm-url", model.url))
-        async with board, board.watch() as home:
-            ctx = TargetContext(board, home, tmp_path / "run")
-            smoke = build_suites(["smoke"], DEFAULT_PHRASES)
+async def test_a_broken_board_fails_the_case_that_names_its_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another program takes the bridge port between its pick and home up's bind: the
+    # board is brought up again on fresh ports (the fault is the machine's, not the board's).
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        picks = iter([taken.getsockname()[1]])
+        monkeypatch.setattr(virtual, "free_port", lambda: next(picks, None) or free_port())
+        async with ScriptedModel(responder=_speak) as model:
+            board = VirtualBoard(tmp_path / "run", home_args=("--llm-url", model.url))
+            async with board, board.watch() as home:
+                assert "address already in use" in (board.work_dir / "home-up.log").read_text()
+                ctx = TargetContext(board, home, tmp_path / "run")
+                smoke = build_suites(["smoke"], DEFAULT_PHRASES)
 
-            half = board.board_dir / "board.edge.yaml"
-            tampered = yaml.safe_load(half.read_text())
-            tampered["limits"]["outbox_events"] = 7
-            half.write_text(yaml.safe_dump(tampered))
-            mismatched = await run_suites("virtual", smoke, ctx, board.logs)
+                half = board.board_dir / "board.edge.yaml"
+                tampered = yaml.safe_load(half.read_text())
+                tampered["limits"]["outbox_events"] = 7
+                half.write_text(yaml.safe_dump(tampered))
+                mismatched = await run_suites("virtual", smoke, ctx, board.logs)
 
-            assert board.edge_pid is not None
-            os.kill(board.edge_pid, signal.SIGKILL)
-            async with asyncio.timeout(10):
-                while board.edge_pid is not None:
-                    await asyncio.sleep(0.05)
-            dead = await run_suites("virtual", smoke, ctx, board.logs)
-    by_case = {c.name: c for c in mismatched.cases}
-    assert by_case["versions_and_half_match"].verdict == "fail"
-    assert "pair the board again" in by_case["versions_and_half_match"].reason
-    assert by_case["services_up"].verdict == "pass"
-    services = {c.name: c for c in dead.cases}["services_up"]
-    assert services.verdict == "fail"
-    assert "'edge': 'dead'" in services.reason
-    assert "edge-run" in services.logs
+                assert board.edge_pid is not None
+                os.kill(board.edge_pid, signal.SIGKILL)
+                async with asyncio.timeout(10):
+                    while board.edge_pid is not None:
+                        await asyncio.sleep(0.05)
+                dead = await run_suites("virtual", smoke, ctx, board.logs)
+        by_case = {c.name: c for c in mismatched.cases}
+        assert by_case["versions_and_half_match"].verdict == "fail"
+        assert "pair the board again" in by_case["versions_and_half_match"].reason
+        assert by_case["services_up"].verdict == "pass"
+        services = {c.name: c for c in dead.cases}["services_up"]
+        assert services.verdict == "fail"
+        assert "'edge': 'dead'" in services.reason
+        assert "edge-run" in services.logs
 
 
 async def test_a_board_pinning_the_wrong_host_key_fails_bridge_connected(tmp_path: Path) -> None:
