@@ -237,10 +237,30 @@ class HybridSearchRequest(SearchRequest):
         description="Turns on either side of a document, in conversation order, whose "
         "scores it shares (less at each turn of distance); 0 turns this off.",
     )
-    recency_weight: float = Field(default=0.0, ge=0.0)
-    importance_weight: float = Field(default=0.0, ge=0.0)
-    recency_halflife_days: float = Field(default=7.0, gt=0.0)
-    now: datetime | None = None
+    recency_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=10.0,
+        description="Adds this times 0.5^(age / recency_halflife_days) to each hit's "
+        "blended score (age: from the document's event time, else its creation, to "
+        "`now`); 0 ranks by relevance alone.",
+    )
+    importance_weight: float = Field(
+        default=0.0,
+        description="Refused unless 0: documents carry no importance score to weigh.",
+    )
+    recency_halflife_days: float = Field(default=7.0, gt=0.0, le=36_525.0)
+    now: datetime | None = Field(
+        default=None, description="The moment ages are counted to (default: the server's clock)."
+    )
+
+    @field_validator("importance_weight")
+    @classmethod
+    def _no_importance(cls, value: float) -> float:
+        """A weight with nothing to weigh is refused, never silently ignored."""
+        if value != 0.0:
+            raise ValueError("documents carry no importance score to weigh; leave it 0")
+        return value
 
 
 class AppliedFilters(BaseModel):
@@ -257,6 +277,7 @@ class AppliedFilters(BaseModel):
     threshold: float | None = None
     as_of: datetime | None = None
     truncated: bool | None = None
+    recency: dict[str, Any] | None = None
 
 
 class SearchResultItem(BaseModel):
@@ -272,6 +293,12 @@ class SearchResultItem(BaseModel):
     usetype: str | None
     created_at: datetime | None
     age: str = Field(description="Age in words, e.g. '3 weeks ago'.")
+    found_by: list[str] = Field(
+        default_factory=list,
+        description="The scorers that found the document: vector, fulltext, and (hybrid) "
+        "context when only the turns next to it were found, recency when its age "
+        "weighed in.",
+    )
 
 
 ScoreKind = Literal["cosine", "bm25", "fused_score"]

@@ -12,12 +12,13 @@ import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
 from home.jmfts.access import Principal
-from home.jmfts.clock import age_in_words, from_stored, to_stored
+from home.jmfts.clock import age_in_words, from_stored, to_stored, utc_now
 from home.jmfts.db import subtree_range
 from home.jmfts.errors import InvalidInput, NotFound
 from home.jmfts.models import (
@@ -199,6 +200,7 @@ class Hit:
     score: float
     chunk_span: tuple[int, int] | None = None
     snippet: str | None = None
+    found_by: list[str] = field(default_factory=list)
 
 
 def vector_hits(
@@ -392,11 +394,12 @@ def blend(
     """Hybrid scores (see :data:`VECTOR_NEIGHBOUR_SHARE`) for every document a method
     found and the ``turns`` turns on either side of each, best first."""
     found: dict[int, Hit] = {}
-    for hits in ranked.values():
+    for method, hits in ranked.items():
         for hit in hits:
             merged = found.setdefault(hit.doc_id, Hit(hit.doc_id, 0.0))
             merged.chunk_span = merged.chunk_span or hit.chunk_span
             merged.snippet = merged.snippet or hit.snippet
+            merged.found_by.append(method)
     near: dict[int, dict[int, int]] = {doc_id: {} for doc_id in found}  # doc: {other: turns}
     for run in conversation_runs(store, flt, list(found), turns):
         for i, doc_id in enumerate(run):
@@ -423,7 +426,7 @@ def blend(
         )
         if doc_id in rank:
             text_part += TEXT_RANK_BONUS / rank[doc_id]
-        hit = found.get(doc_id) or Hit(doc_id, 0.0)
+        hit = found.get(doc_id) or Hit(doc_id, 0.0, found_by=["context"])
         hit.score = w_vector * vector_part + w_text * text_part
         scored.append(hit)
     return sorted(scored, key=lambda h: -h.score)
@@ -490,6 +493,7 @@ def _render(
                 usetype=row["usetype"],
                 created_at=from_stored(row["created_at"]),
                 age=age_in_words(created) if created else "unknown",
+                found_by=hit.found_by or [_FUSABLE.get(method, method)],
             )
         )
     return items
@@ -557,7 +561,12 @@ def _hybrid(
                     f"methods: {unknown or 'empty'} not supported; use vector, fulltext, bm25"
                 )
             methods = list(dict.fromkeys(_FUSABLE[m] for m in request.methods))
-        weights = {_FUSABLE.get(k, k): v for k, v in (request.weights or {}).items()}
+        unweighable = [k for k in (request.weights or {}) if k not in _FUSABLE]
+        if unweighable:
+            raise InvalidInput(
+                f"weights: {unweighable} not supported; weigh vector, fulltext or bm25"
+            )
+        weights = {_FUSABLE[k]: v for k, v in (request.weights or {}).items()}
     depth = max(request.limit * 5, HYBRID_DEPTH)
     ranked: dict[str, list[Hit]] = {}
     qvec = store.embedder.embed([request.query])[0] if "vector" in methods else None
@@ -568,6 +577,61 @@ def _hybrid(
     resolved = {m: weights.get(m, DEFAULT_WEIGHTS[m]) for m in methods}
     turns = request.context_turns if isinstance(request, HybridSearchRequest) else 0
     hits = blend(store, flt, qvec, ranked, weights=resolved, turns=turns)
+    recency = None
+    if isinstance(request, HybridSearchRequest) and request.recency_weight > 0:
+        now = request.now or utc_now()
+        recency = Recency(
+            request.recency_weight,
+            request.recency_halflife_days,
+            now if now.tzinfo is not None else now.replace(tzinfo=UTC),  # naive: UTC
+        )
+        hits = recency.weigh(store, hits)
     return hits[: request.limit], _applied(
-        request, methods=methods, weights=resolved, context_turns=turns
+        request,
+        methods=methods,
+        weights=resolved,
+        context_turns=turns,
+        recency=recency.applied() if recency is not None else None,
     )
+
+
+@dataclass(frozen=True)
+class Recency:
+    """Hybrid search's recency term: ``weight`` x 0.5^(age / ``halflife_days``) added to
+    each candidate's blended score, its age counted from its event time (else its
+    creation) to ``now``; a document dated after ``now`` counts as new."""
+
+    weight: float
+    halflife_days: float
+    now: datetime
+
+    def weigh(self, store: DocumentStore, hits: list[Hit]) -> list[Hit]:
+        """``hits`` with the term added, best first again."""
+        if not hits:
+            return hits
+        marks = ",".join("?" * len(hits))
+        with store.lock:
+            dated = {
+                r[0]: from_stored(r[1])
+                for r in store.conn.execute(
+                    f"SELECT id, COALESCE(event_time, created_at) FROM documents"
+                    f" WHERE id IN ({marks})",
+                    [h.doc_id for h in hits],
+                )
+            }
+        for hit in hits:
+            moment = dated.get(hit.doc_id)
+            if moment is None:
+                continue
+            age_days = max((self.now - moment).total_seconds(), 0.0) / 86400
+            hit.score += self.weight * 0.5 ** (age_days / self.halflife_days)
+            hit.found_by.append("recency")
+        return sorted(hits, key=lambda h: -h.score)
+
+    def applied(self) -> dict[str, Any]:
+        """What the search says it ran."""
+        return {
+            "weight": self.weight,
+            "halflife_days": self.halflife_days,
+            "now": self.now.isoformat(),
+        }

@@ -74,6 +74,58 @@ def test_search_filters_and_score_kinds(shared_server: ServerProcess) -> None:
         )
 
 
+def test_hybrid_search_weighs_recency_and_refuses_what_it_cannot_weigh(
+    shared_server: ServerProcess,
+) -> None:
+    """Before: recency and importance weights were accepted and ignored, and the answer
+    looked as if they had been honoured."""
+    now = datetime.now(UTC)
+    tag = f"kiln{time.time_ns()}"
+    with shared_server.client() as admin:
+        long_ago = (now - timedelta(days=3000)).isoformat()
+        root = _post(admin, "/documents", {"title": "pottery", "event_time": long_ago})
+        said = {
+            days: _post(
+                admin,
+                "/documents",
+                {
+                    "parent_id": root["id"],
+                    "title": f"{days} days",
+                    "content": f"the {tag} was fired at {1000 + days} degrees",
+                    "event_time": (now - timedelta(days=days)).isoformat(),
+                },
+            )["id"]
+            for days in (300, 30, 1)
+        }
+
+        def ranked(**body: Any) -> list[dict[str, Any]]:
+            payload = _post(
+                admin,
+                "/search/hybrid",
+                {"query": f"{tag} fired degrees", "parent_id": root["id"], "limit": 3, **body},
+            )
+            return list(payload["results"])
+
+        plain = ranked()
+        assert all(set(h["found_by"]) <= {"vector", "fulltext", "context"} for h in plain)
+        assert all("fulltext" in h["found_by"] for h in plain)
+        # Heavily weighed, the newest comes first and the oldest last, whatever the text.
+        recent = ranked(recency_weight=5.0, recency_halflife_days=7, now=now.isoformat())
+        assert [h["id"] for h in recent] == [said[1], said[30], said[300]]
+        assert all("recency" in h["found_by"] for h in recent)
+        # Counted to a moment years ahead, every age is many half-lives: relevance ranks.
+        later = (now + timedelta(days=3650)).isoformat()
+        faded = ranked(recency_weight=5.0, recency_halflife_days=7, now=later)
+        assert [h["id"] for h in faded] == [h["id"] for h in plain] != [h["id"] for h in recent]
+        refused = admin.post("/search/hybrid", json={"query": tag, "importance_weight": 1.0})
+        assert refused.status_code == 422, refused.text
+        assert "importance_weight" in refused.text
+        unknown = admin.post("/search/hybrid", json={"query": tag, "weights": {"recency": 1}})
+        assert unknown.status_code == 400 and "weights" in unknown.text
+        vector = _post(admin, "/search/vector", {"query": tag, "parent_id": root["id"]})
+        assert {tuple(h["found_by"]) for h in vector["results"]} == {("vector",)}
+
+
 def test_age_in_words() -> None:
     now = datetime(2026, 6, 1, tzinfo=UTC)
     assert age_in_words(now - timedelta(days=21), now) == "3 weeks ago"
