@@ -12,7 +12,7 @@ import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from home.jmfts.models import (
     SearchResponse,
     SearchResultItem,
 )
+from home.jmfts.recency import Recency
 from home.jmfts.rows import document_response, embed_text, usetype_clause
 from home.jmfts.store import DocumentStore
 
@@ -593,45 +594,3 @@ def _hybrid(
         context_turns=turns,
         recency=recency.applied() if recency is not None else None,
     )
-
-
-@dataclass(frozen=True)
-class Recency:
-    """Hybrid search's recency term: ``weight`` x 0.5^(age / ``halflife_days``) added to
-    each candidate's blended score, its age counted from its event time (else its
-    creation) to ``now``; a document dated after ``now`` counts as new."""
-
-    weight: float
-    halflife_days: float
-    now: datetime
-
-    def weigh(self, store: DocumentStore, hits: list[Hit]) -> list[Hit]:
-        """``hits`` with the term added, best first again."""
-        if not hits:
-            return hits
-        marks = ",".join("?" * len(hits))
-        with store.lock:
-            dated = {
-                r[0]: from_stored(r[1])
-                for r in store.conn.execute(
-                    f"SELECT id, COALESCE(event_time, created_at) FROM documents"
-                    f" WHERE id IN ({marks})",
-                    [h.doc_id for h in hits],
-                )
-            }
-        for hit in hits:
-            moment = dated.get(hit.doc_id)
-            if moment is None:
-                continue
-            age_days = max((self.now - moment).total_seconds(), 0.0) / 86400
-            hit.score += self.weight * 0.5 ** (age_days / self.halflife_days)
-            hit.found_by.append("recency")
-        return sorted(hits, key=lambda h: -h.score)
-
-    def applied(self) -> dict[str, Any]:
-        """What the search says it ran."""
-        return {
-            "weight": self.weight,
-            "halflife_days": self.halflife_days,
-            "now": self.now.isoformat(),
-        }
