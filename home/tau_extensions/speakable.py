@@ -56,6 +56,7 @@ _CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
 _LINK = re.compile(r"(?:https?://|www\.)\S*", re.IGNORECASE)
 _TAG = re.compile(r"<[^<>]*>")
+_ENTITY_LEFT = re.compile(r"&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 _LINE_MARK = re.compile(r"^[ \t]*(?:#{1,6}|>+|[-*+•]|\d+[.)])[ \t]+", re.MULTILINE)
 _ARITHMETIC = re.compile(r"(?<=\d)\s*([+=])\s*(?=\d)")
 _SYMBOL_RUN = re.compile(r"[^\w\s]{2,}")
@@ -129,6 +130,9 @@ def speakable_text(text: str) -> str:
 
 
 def _tidied(text: str) -> str:
+    # What reads as an entity after decoding names none ("&A;", or one the steps before
+    # made: "&A/;" once the slash is gone): a synthesizer would spell it out.
+    text = _ENTITY_LEFT.sub(" ", text)
     text = _SYMBOL_RUN.sub(_one_mark, text)
     text = _SPACE_BEFORE_MARK.sub(r"\1", _SPACES.sub(" ", text))
     return _LEADING_JUNK.sub("", text).strip()
