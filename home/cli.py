@@ -18,6 +18,7 @@ from home.memory.trust_cli import register as register_trust_commands
 from home.memory.turn_trace import print_turn_memories
 from home.reminders.cli import reminders_app
 from home.substrate.cli import register as register_substrate
+from home.timeline import timeline
 from home.up_command import up
 from shared.cli import CommandApp
 
@@ -39,6 +40,7 @@ register_trust_commands(memory_app, turn_words=turn_words)
 app.add_typer(memory_app, name="memory")
 app.add_typer(intent_app, name="intent")
 app.add_typer(reminders_app, name="reminders")
+app.command("timeline")(timeline)
 
 
 def main() -> None:

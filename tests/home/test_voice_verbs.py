@@ -161,7 +161,22 @@ async def test_notes_questions_for_the_operator_and_forget_that_by_voice(tmp_pat
         code, out = await home.cli(
             "events", "--subject", f"events.workspace.{AGENT}.out.recall.{DEVICE}", "--json"
         )
+        timeline_code, timeline_out = await home.cli(
+            "timeline", "--agent", AGENT, "--since", "1h", "--json"
+        )
     assert code == 0, out
+    # One dated list: the turn, what was kept off it, its forgetting (on the device it was
+    # said on) and its restoring (by hand: on no device).
+    assert timeline_code == 0, timeline_out
+    (listed,) = [line for line in timeline_out.splitlines() if line.startswith("[")]
+    said = [(ln["kind"], ln["ref"], ln["device"]) for ln in json.loads(listed)]
+    memory = f"#{kept[0]}"
+    assert ("kept", memory, DEVICE) in said, said
+    assert ("forgotten", memory, DEVICE) in said, said
+    assert ("restored", f"#{restored['restored_id']}", None) in said, said
+    order = [kind for kind, ref, _ in said if ref == memory]
+    assert order.index("kept") < order.index("forgotten"), said
+    assert ("turn", forget_turn.binding_id, DEVICE) in said, said
     logged = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     (entry,) = [e for e in logged if again.binding_id in json.dumps(e)]
     assert restored["restored_id"] in entry["event"]["payload"]["injected_ids"], entry
