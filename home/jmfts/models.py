@@ -21,6 +21,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 RETRACTION_USETYPE = "retraction"
 #: Usetypes held out of search unless a request names them (docs/architecture.md "Memory").
 DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = ("entity", "summary", RETRACTION_USETYPE)
+#: What τ stores a conversation as (``tau_jmfts``): its root, each turn word for word, and
+#: its compaction summaries. A search for what is remembered leaves them out unless asked:
+#: a turn is what was said, not what was kept of it (the question itself would match).
+CONVERSATION_USETYPES: tuple[str, ...] = (
+    "tau:conversation",
+    "tau:message",
+    "tau:compaction",
+    "tau:branch_summary",
+)
 API_VERSION = "0.8.0"
 #: A document of this usetype makes its subtree an append-only workspace.
 WORKSPACE_USETYPE = "workspace"

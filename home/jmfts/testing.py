@@ -40,7 +40,14 @@ class RunningJmfts:
         """The id of the document at a titled path, containers created as needed."""
         return (await self._admin.ensure(path)).id
 
-    async def write(self, path: str, text: str, *, event_time: datetime | None = None) -> int:
+    async def write(
+        self,
+        path: str,
+        text: str,
+        *,
+        event_time: datetime | None = None,
+        usetype: str | None = None,
+    ) -> int:
         """Write one document under the container at ``path`` as the owner; its id."""
         parent = await self.ensure_path(path)
         doc = await self._admin.create(
@@ -48,6 +55,7 @@ class RunningJmfts:
             content=text,
             parent_id=parent,
             event_time=event_time.isoformat() if event_time is not None else None,
+            usetype=usetype,
         )
         return doc.id
 

@@ -28,6 +28,7 @@ from tau_agent_core.tools.base import ToolError
 
 from home.jmfts.client import JmftsClient, read_token_file
 from home.jmfts.errors import JmftsError
+from home.jmfts.models import CONVERSATION_USETYPES, DEFAULT_EXCLUDED_USETYPES
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
 from shared.messages.memory import RecallQuery, RecallReport
@@ -44,9 +45,18 @@ HIT_CHARS = 400
 
 SEARCH_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"query": {"type": "string", "description": "what to look for, in words"}},
+    "properties": {
+        "query": {"type": "string", "description": "what to look for, in words"},
+        "turns": {
+            "type": "boolean",
+            "description": "also search the conversations themselves, turn by turn, word for "
+            "word (default: only what was remembered, noted or recorded)",
+        },
+    },
     "required": ["query"],
 }
+#: What a search leaves out unless the model asks for conversation turns.
+NOT_MEMORIES = [*DEFAULT_EXCLUDED_USETYPES, *CONVERSATION_USETYPES]
 READ_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"id": {"type": "integer", "description": "a document id from memory_search"}},
@@ -107,14 +117,21 @@ class MemoryTools:
     async def search(
         self, tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any, ctx: Any
     ) -> dict[str, Any]:
-        """``memory_search``: the nearest documents by meaning, then the report."""
+        """``memory_search``: the nearest documents by meaning (not the conversations'
+        own turns unless ``turns`` is true), then the report."""
         query = params.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ToolError(f"memory_search: 'query' must be non-empty text, got {query!r}")
+        turns = params.get("turns", False)
+        if not isinstance(turns, bool):
+            raise ToolError(f"memory_search: 'turns' must be true or false, got {turns!r}")
         client = self._client("memory_search")
         began = time.monotonic()
+        excluded = list(DEFAULT_EXCLUDED_USETYPES) if turns else NOT_MEMORIES
         try:
-            answer = await client.search(query.strip(), "vector", self.limit, threshold=0.0)
+            answer = await client.search(
+                query.strip(), "vector", self.limit, threshold=0.0, exclude_types=excluded
+            )
         except JmftsError as exc:
             await self._report(query, [], time.monotonic() - began, str(exc))
             raise ToolError(f"memory_search: {exc}") from exc

@@ -25,12 +25,10 @@ def _last(request: RecordedRequest) -> dict[str, Any]:
 def _operator(request: RecordedRequest) -> Reply:
     final = _last(request)
     if final.get("role") == "tool":
-        # The asker's conversations are searchable too (journal/<agent>/sessions),
-        # so the question itself can come back as a hit: answer with the first
-        # hit that is not the question, as a model reading the hits would.
+        # The search leaves the conversations' own turns out (the question itself would
+        # match): the first hit is what was remembered.
         hits = content_text(final.get("content")).splitlines()
-        texts = [hit.split(": ", 1)[1] if ": " in hit else hit for hit in hits]
-        found = next((t for t in texts if QUESTION not in t.lower()), texts[0] if texts else "")
+        found = hits[0].split(": ", 1)[1] if hits and ": " in hits[0] else ""
         return Reply.say(f"I remember this: {found}")
     return Reply.call("memory_search", {"query": "blue shed"})
 

@@ -104,6 +104,10 @@ async def test_a_delegated_question_is_searched_in_memory_and_its_answer_spoken(
 ) -> None:
     await jmfts.write("workspace/edge_asr", FACT)
     await jmfts.write("workspace/elsewhere", "The red shed is empty.")  # not granted: unseen
+    # A conversation's own turn, granted and closer to the question than the fact: a
+    # search for what is remembered leaves it out.
+    asked = "user — 3: what do you remember about the blue shed, the blue shed?"
+    await jmfts.write("journal/edge_asr/sessions", asked, usetype="tau:message")
     model.responder = delegation_responder
     async with delegating_pair(
         catalog["agent.edge_asr"], catalog["agent.jmfts_operator"], nats_url, model, tmp_path,
@@ -125,6 +129,7 @@ async def test_a_delegated_question_is_searched_in_memory_and_its_answer_spoken(
     operator_requests = [r for r in model.requests if "memory_search" in r.tool_names]
     hits = content_text(operator_requests[-1].messages[-1].get("content"))
     assert FACT in hits and "red shed" not in hits, hits
+    assert "remember about the blue shed" not in hits, hits
     (answer,) = [e for e in edge.seen if e.subject.endswith(".out.answer.edge_asr")]
     assert answer.event.payload["ok"] is True
     assert answer.event.payload["question"] == QUESTION
