@@ -11,11 +11,12 @@ from typing import Any
 from home.effectors.cli import make_app
 from home.effectors.effector import VerbEffector, verb_request
 from home.jmfts.client import JmftsClient
+from home.jmfts.models import RECORD_USETYPE
 from home.memory.provenance import Provenance
 from shared.subjects import jmfts_write_ack_subject
 
 WORKSPACE_ROOT = "workspace"
-USETYPE = "record"
+USETYPE = RECORD_USETYPE
 
 
 async def write_record(client: JmftsClient, origin: Provenance, payload: dict[str, Any]) -> int:

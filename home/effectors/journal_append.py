@@ -11,11 +11,12 @@ from typing import Any
 from home.effectors.cli import make_app
 from home.effectors.effector import VerbEffector, note_text
 from home.jmfts.client import JmftsClient
+from home.jmfts.models import JOURNAL_ENTRY_USETYPE
 from home.memory.provenance import Provenance
 from shared.subjects import journal_append_ack_subject
 
 JOURNAL_ROOT = "journal"
-USETYPE = "journal_entry"
+USETYPE = JOURNAL_ENTRY_USETYPE
 
 
 async def append_note(client: JmftsClient, origin: Provenance, payload: dict[str, Any]) -> int:

@@ -21,6 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 RETRACTION_USETYPE = "retraction"
 #: Usetypes held out of search unless a request names them (docs/architecture.md "Memory").
 DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = ("entity", "summary", RETRACTION_USETYPE)
+#: A durable record the model wrote with ``jmfts_write`` (``home/effectors/jmfts_write.py``).
+RECORD_USETYPE = "record"
+#: A note in an agent's journal (``home/effectors/journal_append.py``).
+JOURNAL_ENTRY_USETYPE = "journal_entry"
 #: What τ stores a conversation as (``tau_jmfts``): its root, each turn word for word, and
 #: its compaction summaries. A search for what is remembered leaves them out unless asked:
 #: a turn is what was said, not what was kept of it (the question itself would match).

@@ -14,6 +14,12 @@ from typing import Any
 
 from home.jmfts.client import DEFAULT_TIMEOUT_S, JmftsClient
 from home.jmfts.errors import JmftsError, MalformedAnswer
+from home.jmfts.models import (
+    CONVERSATION_USETYPES,
+    DEFAULT_EXCLUDED_USETYPES,
+    JOURNAL_ENTRY_USETYPE,
+    RECORD_USETYPE,
+)
 from home.memory.provenance import Provenance
 from shared.lifecycle import Service
 
@@ -53,6 +59,15 @@ class StoredMemory:
         )
 
 
+#: What a search for memories leaves out (besides what every search does).
+NOT_MEMORIES = [
+    *DEFAULT_EXCLUDED_USETYPES,
+    RECORD_USETYPE,
+    JOURNAL_ENTRY_USETYPE,
+    *CONVERSATION_USETYPES,
+]
+
+
 class MemoryStore(Service):
     """The reflex's memories as one principal. ``async with MemoryStore(url, token=...)``."""
 
@@ -75,8 +90,14 @@ class MemoryStore(Service):
         return cached
 
     async def vector_search(self, query: str, root_id: int, limit: int) -> list[StoredMemory]:
-        """Top ``limit`` documents under ``root_id`` by cosine score, ungated (threshold 0)."""
-        answer = await self.client.search(query, "vector", limit, roots=[root_id], threshold=0.0)
+        """Top ``limit`` memories under ``root_id`` by cosine score, ungated (threshold 0).
+
+        Only memories: a record the model wrote (``jmfts_write``), a journal note and a
+        conversation's own turns share the agent's subtrees but are not facts about the
+        user, and are never recalled, deduplicated against or corrected as one."""
+        answer = await self.client.search(
+            query, "vector", limit, roots=[root_id], threshold=0.0, exclude_types=NOT_MEMORIES
+        )
         if answer.get("score_kind") != "cosine":
             raise MalformedAnswer(f"JMFTS POST /search/vector: not cosine scores: {answer!r:.200}")
         hits = []

@@ -109,3 +109,36 @@ async def test_a_workspace_path_resolves_to_the_workspace_not_the_journal(
     async with MemoryStore(jmfts.url, token=token) as store:
         assert await store.resolve("workspace/mem_d") == await jmfts.ensure_path("workspace/mem_d")
         assert await store.resolve("journal/mem_d") == await jmfts.ensure_path("journal/mem_d")
+
+
+async def test_a_record_the_model_wrote_is_never_recalled_as_a_fact_about_the_user(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    """Records (``jmfts_write``) and journal notes share the agent's workspace with its
+    memories; before, recall showed them as facts about the user."""
+    token = await jmfts.principal("mem_e", ["workspace/mem_e", "journal/mem_e"])
+    fact = await jmfts.write("workspace/mem_e", "The user's passport expires in March.")
+    record = await jmfts.write(
+        "workspace/mem_e", "Passport expiry checklist: renew passport in March.", usetype="record"
+    )
+    note = await jmfts.write(
+        "workspace/mem_e", "when does my passport expire, my passport", usetype="journal_entry"
+    )
+    cfg = parse_config(
+        {
+            "agent": "mem_e",
+            "nats_url": "nats://unused",
+            "binding_file": str(tmp_path / "binding.json"),
+            "jmfts_url": jmfts.url,
+            "jmfts_token_file": str(tmp_path / "unused"),
+            "roots": ["workspace/mem_e"],
+            "memory_root": "workspace/mem_e",
+            "threshold": 0.3,
+        }
+    )
+    async with MemoryStore(jmfts.url, token=token) as store:
+        recaller = Recaller(cfg, store, ReviewBook(cfg.reviews_path, 3.0))
+        record_of_search, shown = await recaller.recall("when does my passport expire")
+    scored = {h.id for h in record_of_search.hits}
+    assert [h.memory.id for h in shown] == [fact]
+    assert not {record, note} & scored  # never even a candidate
