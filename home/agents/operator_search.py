@@ -20,7 +20,7 @@ from home.agents.delegation_desk import DelegationDesk
 from home.intent.step import spoken_form
 from home.jmfts.client import JmftsClient
 from home.jmfts.errors import JmftsError
-from home.jmfts.models import CONVERSATION_USETYPES, DEFAULT_EXCLUDED_USETYPES
+from home.jmfts.models import EXCLUDED_WITH_TURNS
 from home.llm.endpoint import ModelEndpoint
 from shared.schema import NodeSpec
 
@@ -31,9 +31,6 @@ log = logging.getLogger(__name__)
 ANSWER_MATCH = 0.35
 LIMIT = 5
 SAID = 2
-# An answer comes from what was remembered, never from a conversation's own turns (the
-# question itself, asked a moment ago, would be the closest match).
-NOT_MEMORIES = [*DEFAULT_EXCLUDED_USETYPES, *CONVERSATION_USETYPES]
 
 _ABOUT = re.compile(
     r"^(?:(?:what|everything|anything)\s+(?:did\s+)?(?:i|we)\s+(?:said|say|told\s+you|tell\s+you|"
@@ -83,8 +80,10 @@ class OperatorSearch:
             return False
         topic = search_topic(delegated.question)
         try:
+            # From what was remembered, never a conversation's own turns (the question
+            # itself, asked a moment ago, would be the closest match).
             found = await self.client.search(
-                topic, "vector", LIMIT, threshold=0.0, exclude_types=NOT_MEMORIES
+                topic, "vector", LIMIT, threshold=0.0, exclude_types=list(EXCLUDED_WITH_TURNS)
             )
         except JmftsError as exc:
             log.warning("%s: search for a delegated task failed: %s", self.name, exc)

@@ -34,6 +34,8 @@ CONVERSATION_USETYPES: tuple[str, ...] = (
     "tau:compaction",
     "tau:branch_summary",
 )
+#: What a search for what was remembered leaves out: what every search does, and turns.
+EXCLUDED_WITH_TURNS: tuple[str, ...] = (*DEFAULT_EXCLUDED_USETYPES, *CONVERSATION_USETYPES)
 API_VERSION = "0.8.0"
 #: A document of this usetype makes its subtree an append-only workspace.
 WORKSPACE_USETYPE = "workspace"

@@ -14,12 +14,7 @@ from typing import Any
 
 from home.jmfts.client import DEFAULT_TIMEOUT_S, JmftsClient
 from home.jmfts.errors import JmftsError, MalformedAnswer
-from home.jmfts.models import (
-    CONVERSATION_USETYPES,
-    DEFAULT_EXCLUDED_USETYPES,
-    JOURNAL_ENTRY_USETYPE,
-    RECORD_USETYPE,
-)
+from home.jmfts.models import EXCLUDED_WITH_TURNS, JOURNAL_ENTRY_USETYPE, RECORD_USETYPE
 from home.memory.provenance import Provenance
 from shared.lifecycle import Service
 
@@ -60,12 +55,7 @@ class StoredMemory:
 
 
 #: What a search for memories leaves out (besides what every search does).
-NOT_MEMORIES = [
-    *DEFAULT_EXCLUDED_USETYPES,
-    RECORD_USETYPE,
-    JOURNAL_ENTRY_USETYPE,
-    *CONVERSATION_USETYPES,
-]
+NOT_MEMORIES = [*EXCLUDED_WITH_TURNS, RECORD_USETYPE, JOURNAL_ENTRY_USETYPE]
 
 
 class MemoryStore(Service):

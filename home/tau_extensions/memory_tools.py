@@ -28,7 +28,7 @@ from tau_agent_core.tools.base import ToolError
 
 from home.jmfts.client import JmftsClient, read_token_file
 from home.jmfts.errors import JmftsError
-from home.jmfts.models import CONVERSATION_USETYPES, DEFAULT_EXCLUDED_USETYPES
+from home.jmfts.models import DEFAULT_EXCLUDED_USETYPES, EXCLUDED_WITH_TURNS
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
 from shared.messages.memory import RecallQuery, RecallReport
@@ -55,8 +55,6 @@ SEARCH_SCHEMA: dict[str, Any] = {
     },
     "required": ["query"],
 }
-#: What a search leaves out unless the model asks for conversation turns.
-NOT_MEMORIES = [*DEFAULT_EXCLUDED_USETYPES, *CONVERSATION_USETYPES]
 READ_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"id": {"type": "integer", "description": "a document id from memory_search"}},
@@ -127,10 +125,10 @@ class MemoryTools:
             raise ToolError(f"memory_search: 'turns' must be true or false, got {turns!r}")
         client = self._client("memory_search")
         began = time.monotonic()
-        excluded = list(DEFAULT_EXCLUDED_USETYPES) if turns else NOT_MEMORIES
+        excluded = DEFAULT_EXCLUDED_USETYPES if turns else EXCLUDED_WITH_TURNS
         try:
             answer = await client.search(
-                query.strip(), "vector", self.limit, threshold=0.0, exclude_types=excluded
+                query.strip(), "vector", self.limit, threshold=0.0, exclude_types=list(excluded)
             )
         except JmftsError as exc:
             await self._report(query, [], time.monotonic() - began, str(exc))
