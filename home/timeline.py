@@ -37,7 +37,7 @@ from home.jmfts.errors import JmftsError, NotFound
 from home.jmfts.locate import locate_memory_server
 from home.jmfts.models import RETRACTION_USETYPE
 from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, LEDGER_DIRNAME
-from home.memory.due import RETENTION, days_until
+from home.memory.due import RETENTION, days_until, written_memories
 from home.memory.fsrs import ReviewBook
 from home.memory.provenance import Provenance
 from home.substrate.cli.common import AsJson, console, err, run_client
@@ -296,12 +296,7 @@ def _memory_side(
     book_file = data_dir / "agents" / agent / LEDGER_DIRNAME / "reviews.json"
     if book_file.exists():  # a root without decay keeps no review book
         book = ReviewBook(book_file, DEFAULT_INITIAL_STABILITY_DAYS)
-        view = client.request("GET", f"/workspace/{root.id}")["current"]
-        current = [
-            (int(item["id"]), str(item.get("content") or ""), written)
-            for item in view
-            if (written := _moment(item.get("event_time") or item.get("created_at")))
-        ]
+        current = written_memories(client.request("GET", f"/workspace/{root.id}")["current"])
         lines += faded_lines(agent, current, book, now)
     return lines
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from home.memory.fsrs import FACTOR, ReviewBook, days_between
@@ -47,6 +47,20 @@ def days_until(retention: float, stability_days: float) -> float:
     if retention <= 0.0:
         return float("inf")
     return stability_days * (retention**-2 - 1.0) / FACTOR
+
+
+def written_memories(view: Iterable[dict[str, Any]]) -> list[tuple[int, str, datetime]]:
+    """A workspace's current view (``GET /workspace/{id}``'s ``current``) as
+    :func:`due_memories` reads it: id, text, and when written (its event time, else its
+    creation; a naive time is UTC)."""
+    out = []
+    for item in view:
+        stamp = item.get("event_time") or item.get("created_at")
+        written = datetime.fromisoformat(stamp) if stamp else datetime.now(UTC)
+        if written.tzinfo is None:
+            written = written.replace(tzinfo=UTC)
+        out.append((int(item["id"]), str(item.get("content") or ""), written))
+    return out
 
 
 def due_memories(

@@ -28,7 +28,7 @@ from home.jmfts.locate import locate_memory_server
 from home.memory.audit import AuditedMemory
 from home.memory.audit import audit as run_audit
 from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, LEDGER_DIRNAME
-from home.memory.due import DEFAULT_HORIZON_DAYS, due_memories
+from home.memory.due import DEFAULT_HORIZON_DAYS, due_memories, written_memories
 from home.memory.forget import forget as forget_memory
 from home.memory.forget import restore as restore_memory
 from home.memory.fsrs import ReviewBook
@@ -122,18 +122,6 @@ def _current_view(client: SyncJmftsClient, root: str) -> list[dict[str, Any]]:
     return view
 
 
-def _current(client: SyncJmftsClient, root: str) -> list[tuple[int, str, datetime]]:
-    """The current memories under ``root``: id, text, when written."""
-    out = []
-    for item in _current_view(client, root):
-        stamp = item.get("event_time") or item.get("created_at")
-        written = datetime.fromisoformat(stamp) if stamp else datetime.now(UTC)
-        if written.tzinfo is None:
-            written = written.replace(tzinfo=UTC)
-        out.append((int(item["id"]), str(item.get("content") or ""), written))
-    return out
-
-
 def due(
     data_dir: DataDir,
     agent: Annotated[str, typer.Argument(help="The agent whose memories to check.")],
@@ -159,7 +147,7 @@ def due(
     state = data_dir / "agents" / agent / LEDGER_DIRNAME
     book = ReviewBook(state / "reviews.json", DEFAULT_INITIAL_STABILITY_DAYS)
     with _client(data_dir, url, token_file) as client:
-        memories = _current(client, root or f"workspace/{agent}")
+        memories = written_memories(_current_view(client, root or f"workspace/{agent}"))
     found = due_memories(memories, book, now=datetime.now(UTC), horizon=timedelta(days=within_days))
     if as_json:
         summary = {"within_days": within_days, "checked": len(memories)}
