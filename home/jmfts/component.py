@@ -2,7 +2,7 @@
 
 At start it serves the store under ``DATA_DIR/jmfts`` and gives every τ agent
 of the catalog a principal of its own, write access to its own subtrees
-(``journal/<agent>``, ``workspace/<agent>``), read access to the subtrees its
+(``journal/<agent>``, ``workspace/<agent>``, ``knowledge/<agent>``), read access to the subtrees its
 catalog entry names in ``memory_reads`` (the operator reads what it answers
 questions about) and a bearer token in ``DATA_DIR/tokens/<agent>.token`` (0600).
 Isolation between agents is the store's: an agent's token reaches only what it was
@@ -24,11 +24,11 @@ from home.substrate.component import ComponentInfo, Health
 from home.substrate.errors import ComponentError
 from shared.lifecycle import Service
 
-AGENT_SUBTREES = ("journal", "workspace")
+AGENT_SUBTREES = ("journal", "workspace", "knowledge")
 
 
 def agent_subtrees(agent: str) -> list[str]:
-    """The subtrees an agent owns and may write: ``journal/<agent>``, ``workspace/<agent>``."""
+    """The subtrees an agent owns and may write: its journal, workspace and knowledge."""
     return [f"{root}/{agent}" for root in AGENT_SUBTREES]
 
 

@@ -19,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 #: A workspace record of this usetype retracts the record it supersedes: it says "no
 #: longer believed" and is itself no memory (``home memory forget``).
 RETRACTION_USETYPE = "retraction"
+#: Who or what the knowledge book's triples are about (``home/memory/knowledge.py``).
+ENTITY_USETYPE = "entity"
 #: Usetypes held out of search unless a request names them (docs/architecture.md "Memory").
-DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = ("entity", "summary", RETRACTION_USETYPE)
+DEFAULT_EXCLUDED_USETYPES: tuple[str, ...] = (ENTITY_USETYPE, "summary", RETRACTION_USETYPE)
 #: A durable record the model wrote with ``jmfts_write`` (``home/effectors/jmfts_write.py``).
 RECORD_USETYPE = "record"
 #: A note in an agent's journal (``home/effectors/journal_append.py``).

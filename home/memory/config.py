@@ -9,6 +9,7 @@ checked here, and a bad one is a :class:`MemoryConfigError` naming it. Defaults 
     every_n: 4         # an evaluation every N user turns (0: never)
     evaluator_model: null   # a τ model name; null is the session's own model
     memory_root: workspace/<agent>   # where deposits go
+    knowledge_root: knowledge/<agent>   # entities and triples of what was kept (null: none)
     dedup_threshold: 0.9    # a stored memory this close to a new fact is the same memory
     evaluation_wait_s: 10   # recall waits this long for an evaluation still running
 """
@@ -52,6 +53,7 @@ class ReflexConfig:
     jmfts_token_file: Path
     roots: tuple[RootSpec, ...]
     memory_root: str
+    knowledge_root: str | None = None
     threshold: float = DEFAULT_THRESHOLD
     k: int = DEFAULT_K
     every_n: int = DEFAULT_EVERY_N
@@ -144,6 +146,7 @@ KNOWN_KEYS = frozenset(
         "jmfts_token_file",
         "roots",
         "memory_root",
+        "knowledge_root",
         "threshold",
         "k",
         "every_n",
@@ -182,6 +185,11 @@ def parse_config(config: dict[str, Any]) -> ReflexConfig:
         jmfts_token_file=Path(_text(config, "jmfts_token_file")),
         roots=_roots(config.get("roots"), agent),
         memory_root=_text(config, "memory_root", f"workspace/{agent}"),
+        knowledge_root=(
+            _text(config, "knowledge_root", f"knowledge/{agent}")
+            if config.get("knowledge_root", "") is not None
+            else None
+        ),
         threshold=_number(config, "threshold", DEFAULT_THRESHOLD, 0.0, 1.0),
         k=_count(config, "k", DEFAULT_K, 1, 100),
         every_n=_count(config, "every_n", DEFAULT_EVERY_N, 0, 10_000),

@@ -91,13 +91,17 @@ class Decision:
         return None if self.existing is None else self.existing.score
 
 
-def decide(fact: str, nearest: list[StoredMemory], dedup_threshold: float) -> Decision:
+def decide(
+    fact: str, nearest: list[StoredMemory], dedup_threshold: float, replaces: str | None = None
+) -> Decision:
     """Judge ``fact`` against the stored memories nearest to it (best first).
 
     Identical text reinforces the memory it restates; a memory whose slot the fact fills
     with another value is corrected (:mod:`home.memory.correction`); a near-duplicate is
     reinforced when the fact adds no content word to it, else superseded; failing all
-    these, the nearest memory the fact revises (it says what changed) is corrected.
+    these, the nearest memory the fact revises (it says what changed) is corrected, or
+    the nearest that holds the value the fact says is no longer so (``replaces``: "it's
+    tuesdays not mondays" corrects the memory that says mondays).
     """
     for memory in nearest:
         if normalized(memory.content) == normalized(fact):
@@ -109,11 +113,20 @@ def decide(fact: str, nearest: list[StoredMemory], dedup_threshold: float) -> De
         if content_stems(fact) <= content_stems(nearest[0].content):
             return Decision("reinforce", nearest[0])
         return Decision("supersede", nearest[0])
+    revised = _revised(fact, nearest, replaces)
+    return Decision("create") if revised is None else Decision("correct", revised)
+
+
+def _revised(fact: str, nearest: list[StoredMemory], replaces: str | None) -> StoredMemory | None:
+    """The memory ``fact`` revises (of several, the one sharing most words, then the
+    nearest), else the nearest holding the value it says is no longer so."""
     overlaps = [(revision_overlap(fact, m.content, m.score), m.score, m) for m in nearest]
     revised = [(overlap, score, m) for overlap, score, m in overlaps if overlap > 0]
     if revised:
-        return Decision("correct", max(revised, key=lambda r: (r[0], r[1]))[2])
-    return Decision("create")
+        return max(revised, key=lambda r: (r[0], r[1]))[2]
+    old = content_stems(replaces or "")
+    holding = [m for m in nearest if old and old <= content_stems(m.content)]
+    return holding[0] if holding else None
 
 
 def assistant_text(messages: list[dict[str, Any]]) -> str:

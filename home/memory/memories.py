@@ -79,6 +79,10 @@ class MemoryStore(Service):
             cached = self._resolved[path] = (await self.client.resolve(path)).id
         return cached
 
+    async def get(self, memory_id: int) -> StoredMemory:
+        """One memory by id (a 404 :class:`~home.jmfts.errors.NotFound` when not visible)."""
+        return StoredMemory.from_document((await self.client.get(memory_id)).data)
+
     async def vector_search(self, query: str, root_id: int, limit: int) -> list[StoredMemory]:
         """Top ``limit`` memories under ``root_id`` by cosine score, ungated (threshold 0).
 

@@ -52,6 +52,8 @@ class SearchRecord:
     injected_ids: list[int]
     latency_ms: float
     errors: list[str] = field(default_factory=list)
+    # The query said again with the entities it names both ways, searched as well.
+    expanded_query: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with ``kind`` for the ledger."""
@@ -92,6 +94,8 @@ class DepositRecord:
     supersedes: int | None
     nearest_score: float | None
     path: ExtractionPath | None = None  # how the fact was written (:mod:`home.memory.extract`)
+    # What the knowledge book recorded of it (:mod:`home.memory.knowledge`), or why not.
+    knowledge: str | None = None
 
 
 @dataclass(frozen=True)

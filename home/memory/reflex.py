@@ -7,6 +7,7 @@ the benchmark drive them directly, so the latency measured is the latency the ho
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -17,9 +18,11 @@ from home.jmfts.errors import JmftsError
 from home.memory.config import ReflexConfig, RootSpec
 from home.memory.correction import read_slot
 from home.memory.errors import MemoryReflexError
-from home.memory.evaluator import decide
+from home.memory.evaluator import Decision, decide
 from home.memory.extract import Extracted
 from home.memory.fsrs import ReviewBook
+from home.memory.heads import read_claim, swapped_value
+from home.memory.knowledge import KnowledgeBook, Plan, expanded_query
 from home.memory.memories import MemoryStore, StoredMemory
 from home.memory.provenance import Provenance
 from home.memory.recall import ScoredHit, gate, threaded
@@ -33,6 +36,7 @@ SLOT_NEIGHBOURS = 5
 CANDIDATES_PER_SHOWN = 2
 
 Clock = Callable[[], datetime]
+log = logging.getLogger(__name__)
 
 
 def now_utc() -> datetime:
@@ -54,11 +58,33 @@ class Recaller:
         self.reviews = reviews
         self.clock = clock
         self._decays = {root.path: root.decay for root in config.roots}
+        self.knowledge = (
+            KnowledgeBook(store.client, config.knowledge_root)
+            if config.knowledge_root is not None
+            else None
+        )
 
-    async def _search_root(self, root: RootSpec, query: str) -> list[tuple[str, StoredMemory]]:
+    async def _expanded(self, query: str) -> str | None:
+        """The query with the entities it names said both ways (by relation and by name:
+        :func:`home.memory.knowledge.expanded_query`), when the knowledge book knows any."""
+        if self.knowledge is None:
+            return None
+        try:
+            return expanded_query(query, await self.knowledge.entities())
+        except JmftsError:
+            return None  # no knowledge root granted: recall by the words alone
+
+    async def _search_root(
+        self, root: RootSpec, queries: list[str]
+    ) -> list[tuple[str, StoredMemory]]:
         root_id = await self.store.resolve(root.path)
         wanted = self.config.k * (CANDIDATES_PER_SHOWN if root.decay else 1)
-        hits = await self.store.vector_search(query, root_id, wanted)
+        best: dict[int, StoredMemory] = {}
+        for query in queries:
+            for hit in await self.store.vector_search(query, root_id, wanted):
+                if hit.id not in best or hit.score > best[hit.id].score:
+                    best[hit.id] = hit
+        hits = sorted(best.values(), key=lambda m: -m.score)[:wanted]
         return [(root.path, hit) for hit in hits]
 
     def _retrievability(self, root: str, memory: StoredMemory, now: datetime) -> float:
@@ -76,9 +102,11 @@ class Recaller:
         """
         started = time.perf_counter()
         now = self.clock()
+        expanded = await self._expanded(query)
+        queries = [query] if expanded is None else [query, expanded]
         results = await asyncio.gather(
             *(
-                asyncio.wait_for(self._search_root(root, query), self.config.search_timeout_s)
+                asyncio.wait_for(self._search_root(root, queries), self.config.search_timeout_s)
                 for root in self.config.roots
             ),
             return_exceptions=True,
@@ -124,6 +152,7 @@ class Recaller:
             injected_ids=[h.memory.id for h in shown],
             latency_ms=round((time.perf_counter() - started) * 1000, 3),
             errors=errors,
+            expanded_query=expanded,
         )
         return record, shown
 
@@ -140,7 +169,10 @@ class Depositor:
     """Write facts under the agent's memory root, deduplicated against what is stored.
 
     A fact said again reinforces the memory it restates: a review in ``reviews``, at
-    ``clock``'s time, which also stamps what is written (its event time).
+    ``clock``'s time, which also stamps what is written (its event time). With a
+    ``knowledge_root`` each fact's claim is also kept as a triple
+    (:mod:`home.memory.knowledge`), and a claim that closes an open belief corrects the
+    memory that belief was said in.
     """
 
     def __init__(
@@ -154,6 +186,33 @@ class Depositor:
         self.store = store
         self.reviews = reviews
         self.clock = clock
+        self.knowledge = (
+            KnowledgeBook(store.client, config.knowledge_root)
+            if config.knowledge_root is not None
+            else None
+        )
+
+    async def _plan(self, fact: str) -> tuple[Plan | None, str | None]:
+        """The knowledge book's plan for ``fact``'s claim, or why there is none to record
+        (the book's failure never costs the memory)."""
+        claim = read_claim(fact)
+        if self.knowledge is None or claim is None:
+            return None, None
+        try:
+            return await self.knowledge.plan(claim), None
+        except JmftsError as exc:
+            log.warning("knowledge %s: not recorded: %s", self.config.knowledge_root, exc)
+            return None, f"unrecorded: {exc}"
+
+    async def _commit(self, plan: Plan | None, evidence_id: int) -> str | None:
+        if plan is None or self.knowledge is None:
+            return None
+        try:
+            change = await self.knowledge.commit(plan, evidence_id, self.clock())
+        except JmftsError as exc:
+            log.warning("knowledge %s: not recorded: %s", self.config.knowledge_root, exc)
+            return f"unrecorded: {exc}"
+        return None if change is None else change.describe()
 
     async def _candidates(self, fact: str, root_id: int) -> list[StoredMemory]:
         """The stored memories a fact may repeat or correct, best first.
@@ -186,7 +245,13 @@ class Depositor:
                 )
             fact = memory.memory
             nearest = await self._candidates(fact, root_id)
-            decision = decide(fact, nearest, self.config.dedup_threshold)
+            plan, unrecorded = await self._plan(fact)
+            replaces = plan.claim.replaces if plan is not None else None
+            decision = decide(fact, nearest, self.config.dedup_threshold, replaces)
+            if plan is not None and plan.corrects is not None and decision.action == "create":
+                # A claim with the head of an open belief and another value: whatever
+                # words either was said in, the memory that belief came from is replaced.
+                decision = Decision("correct", await self.store.get(plan.corrects))
             if decision.action == "reinforce" and decision.existing is not None:
                 existing = decision.existing
                 self.reviews.review(existing.id, existing.written_at, self.clock())
@@ -197,19 +262,37 @@ class Depositor:
                 )
                 continue
             old = decision.existing.id if decision.existing is not None else None
+            recalled = memory.recalled
+            if decision.action == "correct" and decision.existing is not None and plan:
+                swapped = _restated(decision.existing.content, plan)
+                if swapped is not None:
+                    fact, recalled = swapped, (*recalled, decision.existing.content)
             thread = None
             if origin is not None:
                 thread = replace(
-                    origin, said=memory.said, recalled=memory.recalled, extracted_by=memory.path
+                    origin, said=memory.said, recalled=recalled, extracted_by=memory.path
                 )
             written = await self.store.deposit(
                 root_id, fact, supersedes=old, origin=thread, event_time=self.clock()
             )
             action: DepositAction = _ACTIONS[decision.action]
+            knowledge = unrecorded or await self._commit(plan, written.id)
             records.append(
-                DepositRecord(fact, action, written.id, old, decision.nearest_score, memory.path)
+                DepositRecord(
+                    fact, action, written.id, old, decision.nearest_score, memory.path, knowledge
+                )
             )
         return records
+
+
+def _restated(corrected: str, plan: Plan) -> str | None:
+    """The memory a correction corrects, with its old value said as the new one
+    (:func:`home.memory.heads.swapped_value`), when the plan knows both values."""
+    old = plan.closes.value if plan.closes is not None else plan.claim.replaces
+    new = plan.claim.value
+    if old is None or new is None:
+        return None
+    return swapped_value(corrected, old, new)
 
 
 _ACTIONS: dict[str, DepositAction] = {

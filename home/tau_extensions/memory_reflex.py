@@ -472,7 +472,9 @@ def _memorize_report(record: EvaluationRecord, agent: str) -> MemorizeReport:
         queries=tuple(d.fact for d in record.deposits),
         scores=tuple(d.nearest_score for d in record.deposits),
         document_ids=tuple(record.document_ids),
-        deposits=tuple(Deposit(d.id, d.action, d.supersedes, d.path) for d in record.deposits),
+        deposits=tuple(
+            Deposit(d.id, d.action, d.supersedes, d.path, d.knowledge) for d in record.deposits
+        ),
         skipped=record.skipped,
         gate=tuple(GateVerdict(g.keep, g.score) for g in record.gated),
         refused=tuple(Refusal(r.memory, r.path, tuple(r.invented)) for r in record.refused),

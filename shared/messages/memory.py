@@ -98,6 +98,9 @@ class Deposit:
     supersedes: int | None = None
     # How the memory was written: "draft" (the user's words) or "model" (a model's, checked).
     path: str | None = None
+    # What the knowledge book recorded of it ("sister ana · lives in · Lyon (#4, closes #1)"),
+    # or why it recorded nothing ("unrecorded: ..."); None when it makes no claim.
+    knowledge: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,13 @@ class MemorizeReport(PayloadMessage):
             scores=list(self.scores),
             document_ids=list(self.document_ids),
             deposits=[
-                {"id": d.id, "action": d.action, "supersedes": d.supersedes, "path": d.path}
+                {
+                    "id": d.id,
+                    "action": d.action,
+                    "supersedes": d.supersedes,
+                    "path": d.path,
+                    "knowledge": d.knowledge,
+                }
                 for d in self.deposits
             ],
             skipped=self.skipped,
@@ -199,9 +208,14 @@ class MemorizeReport(PayloadMessage):
                     fields.payload_key(f"{where}.path"),
                     f"must be a string or null, got {path!r:.60}",
                 )
-            deposits.append(
-                Deposit(ident, fields.item_string(deposit, "action", where), supersedes, path)
-            )
+            knowledge = deposit.get("knowledge")
+            if knowledge is not None and not isinstance(knowledge, str):
+                raise EnvelopeError(
+                    fields.payload_key(f"{where}.knowledge"),
+                    f"must be a string or null, got {knowledge!r:.60}",
+                )
+            action = fields.item_string(deposit, "action", where)
+            deposits.append(Deposit(ident, action, supersedes, path, knowledge))
         gate = []
         for where, verdict in fields.objects(p, "gate"):
             keep = verdict.get("keep")

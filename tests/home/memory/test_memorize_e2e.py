@@ -20,6 +20,8 @@ from tests.home.memory.conftest import (
 from tests.support.scripted_model import Reply
 
 ROOT = f"workspace/{AGENT}"
+# The agent's knowledge book beside its workspace, as `home up` grants it.
+GRANTS = [ROOT, f"knowledge/{AGENT}"]
 
 
 async def stored_contents(jmfts: RunningJmfts, token: str) -> list[str]:
@@ -36,7 +38,7 @@ async def stored_contents(jmfts: RunningJmfts, token: str) -> list[str]:
 async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_is_stored_once(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
-    token = await jmfts.principal(AGENT, [ROOT])
+    token = await jmfts.principal(AGENT, GRANTS)
     brain.evaluations = [
         "- The user's dog is called Biscuit.",
         "NONE",
@@ -61,7 +63,14 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
     assert payload["queries"] == ["The user's dog is called Biscuit."]
     (doc_id,) = payload["document_ids"]
     assert payload["deposits"] == [
-        {"id": doc_id, "action": "created", "supersedes": None, "path": "model"}
+        {
+            "id": doc_id,
+            "action": "created",
+            "supersedes": None,
+            "path": "model",
+            # The claim went into the knowledge book, naming the dog.
+            "knowledge": "dog Biscuit · is called · Biscuit (#1)",
+        }
     ]
     # The evaluator saw the conversation up to the captured position, on its own branch.
     evaluation = brain.evaluator_requests[0]
@@ -71,7 +80,13 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
     # restatement reinforced it.
     third = edge.on("memorize.tui")[2].event.payload
     assert third["deposits"] == [
-        {"id": doc_id, "action": "reinforced", "supersedes": None, "path": "model"}
+        {
+            "id": doc_id,
+            "action": "reinforced",
+            "supersedes": None,
+            "path": "model",
+            "knowledge": None,
+        }
     ]
     assert await stored_contents(jmfts, token) == ["The user's dog is called Biscuit."]
     # Recalled in a later turn, ahead of the utterance.
@@ -86,7 +101,7 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
 async def test_a_near_duplicate_supersedes_instead_of_piling_up(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
-    token = await jmfts.principal(AGENT, [ROOT])
+    token = await jmfts.principal(AGENT, GRANTS)
     old = await jmfts.write(ROOT, "The user's dentist appointment is on Tuesday.")
     brain.evaluations = ["- The user's dentist appointment is on Tuesday at 3 pm."]
     spec = reflex_spec(catalog, every_n=1, dedup_threshold=0.8)
@@ -106,7 +121,7 @@ async def test_a_near_duplicate_supersedes_instead_of_piling_up(
 async def test_the_evaluator_runs_off_the_turn_and_an_overlap_is_reported_busy(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
-    token = await jmfts.principal(AGENT, [ROOT])
+    token = await jmfts.principal(AGENT, GRANTS)
     brain.evaluation_gate = asyncio.Event()
     brain.evaluations = ["- The user lives on the fourth floor."]
     spec = reflex_spec(catalog, every_n=1)
@@ -136,7 +151,7 @@ async def test_the_evaluator_runs_off_the_turn_and_an_overlap_is_reported_busy(
 async def test_a_deposit_is_recallable_on_the_very_next_turn(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
-    token = await jmfts.principal(AGENT, [ROOT])
+    token = await jmfts.principal(AGENT, GRANTS)
     brain.evaluations = ["- The user's locker code is 4711."]
     spec = reflex_spec(catalog, every_n=1, threshold=0.4)
     async with converse(spec, token) as (edge, _):
@@ -154,7 +169,7 @@ async def test_a_deposit_is_recallable_on_the_very_next_turn(
 async def test_with_a_grammar_model_each_kept_utterance_is_stored_as_its_draft_unasked(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
-    token = await jmfts.principal(AGENT, [ROOT])
+    token = await jmfts.principal(AGENT, GRANTS)
     # What the 135M model wrote when it was asked (measured): a name nobody said.
     brain.evaluations = ["- The user's name: Theresa\n"]
     spec = reflex_spec(catalog, every_n=2)
@@ -185,7 +200,7 @@ async def test_with_a_grammar_model_each_kept_utterance_is_stored_as_its_draft_u
 async def test_a_models_fact_with_words_nobody_said_is_refused_and_named_not_stored(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
-    token = await jmfts.principal(AGENT, [ROOT])
+    token = await jmfts.principal(AGENT, GRANTS)
     brain.evaluations = [
         "- The user's sister Ingrid lives in Trondheim.\n- The user's name is Theresa.\n"
     ]
@@ -210,7 +225,7 @@ async def test_a_models_fact_with_words_nobody_said_is_refused_and_named_not_sto
 async def test_with_a_grammar_model_the_keep_gate_skips_a_question_before_the_model_sees_it(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
-    token = await jmfts.principal(AGENT, [ROOT])
+    token = await jmfts.principal(AGENT, GRANTS)
     brain.evaluations = ["- The user's allergy is to cats.\n"]
     spec = reflex_spec(catalog, every_n=2)
     async with converse(spec, token, grammar="gbnf") as (edge, _):
@@ -240,7 +255,7 @@ async def test_with_a_grammar_model_the_keep_gate_skips_a_question_before_the_mo
 async def test_the_nodes_own_reprompt_is_neither_recalled_for_nor_evaluated(
     catalog: NodeCatalog, jmfts: RunningJmfts, brain: Brain, converse: Converse
 ) -> None:
-    token = await jmfts.principal(AGENT, [ROOT])
+    token = await jmfts.principal(AGENT, GRANTS)
     # The first answer cannot be read aloud: the node re-prompts once, on its own.
     brain.turn_replies = [Reply.say("```\nMochi\n```")]
     brain.evaluations = [

@@ -1,0 +1,142 @@
+"""The knowledge book on a real JMFTS: each kept fact's claim is a triple on one entity, and a
+later claim with the same head closes the earlier one (and replaces its memory in recall)
+whatever words either was said in. Drafts are what the reflex stores for the embedded
+model (:func:`home.memory.restate.restate_draft`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from home.jmfts.client import JmftsClient
+from home.jmfts.testing import RunningJmfts
+from home.memory.config import ReflexConfig, parse_config
+from home.memory.extract import Extracted
+from home.memory.fsrs import ReviewBook
+from home.memory.memories import MemoryStore
+from home.memory.records import DepositRecord
+from home.memory.reflex import Depositor, Recaller
+from home.memory.restate import restate_draft
+
+AGENT = "mem_k"
+
+
+def config(jmfts: RunningJmfts, tmp_path: Path, agent: str = AGENT) -> ReflexConfig:
+    return parse_config(
+        {
+            "agent": agent,
+            "nats_url": "nats://unused",
+            "binding_file": str(tmp_path / agent / "binding.json"),
+            "jmfts_url": jmfts.url,
+            "jmfts_token_file": str(tmp_path / "unused"),
+            "roots": [f"workspace/{agent}"],
+            "threshold": 0.3,
+        }
+    )
+
+
+class Household:
+    """One agent's reflex halves, fed utterances as the draft path feeds them."""
+
+    def __init__(self, cfg: ReflexConfig, store: MemoryStore) -> None:
+        reviews = ReviewBook(cfg.reviews_path, 3.0)
+        self.recaller = Recaller(cfg, store, reviews)
+        self.depositor = Depositor(cfg, store, reviews)
+        self.client: JmftsClient = store.client
+
+    async def say(self, utterance: str) -> DepositRecord:
+        draft = restate_draft(utterance)
+        assert draft is not None
+        (record,) = await self.depositor.deposit([Extracted(draft, "draft", (utterance,))])
+        return record
+
+    async def recalled(self, question: str) -> list[str]:
+        _, shown = await self.recaller.recall(question)
+        return [h.memory.content for h in shown]
+
+    async def triples(self, **params: Any) -> list[dict[str, Any]]:
+        rows = await self.client.request("GET", "/triples/query", params=params)
+        return list(rows)
+
+
+async def household(
+    jmfts: RunningJmfts, tmp_path: Path, agent: str = AGENT
+) -> tuple[Household, MemoryStore]:
+    token = await jmfts.principal(agent, [f"workspace/{agent}", f"knowledge/{agent}"])
+    store = MemoryStore(jmfts.url, token=token)
+    return Household(config(jmfts, tmp_path, agent), store), store
+
+
+async def test_a_move_said_by_name_closes_the_home_said_by_relation(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    home, store = await household(jmfts, tmp_path)
+    async with store:
+        porto = await home.say("my sister ana lives in porto")
+        await home.say("my brother tom lives in berlin")  # same predicate, another person
+        before_move = datetime.now(UTC)
+        lyon = await home.say("ana moved to lyon last month")
+        shown = await home.recalled("where does my sister live")
+        assert any("lyon" in m for m in shown), shown
+        assert not any("porto" in m for m in shown), shown
+        assert any("berlin" in m for m in await home.recalled("where does my brother live"))
+
+        assert porto.action == "created" and lyon.action == "corrected", (porto, lyon)
+        assert lyon.supersedes == porto.id
+        assert lyon.knowledge is not None and "closes" in lyon.knowledge, lyon
+        rows = await home.triples(predicate="lives in")
+        by_value = {r["object_literal"]: r for r in rows}
+        assert set(by_value) == {"porto", "berlin", "lyon"}, rows
+        # One entity for "my sister ana" and "ana"; the closed triple stays, its windows shut.
+        assert by_value["porto"]["subject"]["id"] == by_value["lyon"]["subject"]["id"]
+        assert by_value["porto"]["invalidated_by"] == by_value["lyon"]["id"]
+        assert by_value["porto"]["valid_until"] is not None
+        assert by_value["lyon"]["invalidated_at"] is None
+        assert by_value["berlin"]["invalidated_at"] is None
+        assert by_value["lyon"]["source_document_id"] == lyon.id
+        then = await home.triples(predicate="lives in", as_of=before_move.isoformat())
+        assert {r["object_literal"] for r in then} == {"porto", "berlin"}
+        subject = by_value["lyon"]["subject"]
+        assert subject["usetype"] == "entity"
+        assert subject["parent_id"] == await jmfts.ensure_path(f"knowledge/{AGENT}")
+        assert set(subject["structured_content"]["names"]) == {"ana"}
+        assert set(subject["structured_content"]["relations"]) == {"sister"}
+
+
+async def test_a_pronoun_is_the_person_last_named(jmfts: RunningJmfts, tmp_path: Path) -> None:
+    home, store = await household(jmfts, tmp_path, "mem_k2")
+    async with store:
+        await home.say("my brother's wife is called lena")
+        nurse = await home.say("lena works as a nurse")
+        await home.say("my dog is called biscuit")
+        pilot = await home.say("she changed jobs she's a pilot now")
+        assert pilot.action == "corrected" and pilot.supersedes == nurse.id, (nurse, pilot)
+        shown = await home.recalled("what does lena do for work")
+        assert not any("nurse" in m for m in shown), shown
+
+
+async def test_not_x_corrects_the_memory_that_says_x(jmfts: RunningJmfts, tmp_path: Path) -> None:
+    home, store = await household(jmfts, tmp_path, "mem_k3")
+    async with store:
+        mondays = await home.say("maya's piano lessons are on mondays")
+        await home.say("the bins go out on thursdays")
+        fix = await home.say("no it's tuesdays not mondays")
+        assert fix.action == "corrected" and fix.supersedes == mondays.id, (mondays, fix)
+        rows = await home.triples(include_invalidated=True)
+        closed = [r for r in rows if r["object_literal"] == "mondays"]
+        assert closed and closed[0]["invalidated_at"] is not None, rows
+
+
+async def test_without_a_knowledge_grant_memories_are_still_kept(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    token = await jmfts.principal("mem_k4", ["workspace/mem_k4"])
+    async with MemoryStore(jmfts.url, token=token) as store:
+        cfg = config(jmfts, tmp_path, "mem_k4")
+        depositor = Depositor(cfg, store, ReviewBook(cfg.reviews_path, 3.0))
+        fact = "The user's sister ana lives in porto."
+        (record,) = await depositor.deposit([Extracted(fact, "draft", (fact,))])
+        assert record.action == "created"
+        assert record.knowledge is not None and record.knowledge.startswith("unrecorded: ")
+        assert "404" in record.knowledge
