@@ -31,6 +31,10 @@ corrections, 20 questions after them; the stale-memory rate among recalled memor
 answer-bearing recall@1, beside the evaluator as it was before corrections (near-duplicates
 only). Written by the hand that wrote the slot rule, and one of its wordings ("is with oat
 milk") guided it: not unseen.
+
+The free-form corrections (:mod:`tests.bench.memory_free_corrections`, on the same JMFTS):
+corrections in any words, written blind, half held out, beside the reflex without its
+knowledge book.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from home.memory.memories import MemoryStore
 from home.memory.reflex import Recaller
 from shared.proc import terminate_blocking
 from tests.bench.memory_corrections import measure_corrections
+from tests.bench.memory_free_corrections import measure_free_corrections
 from tests.bench.report import Result, publish
 from tests.support.keep_gate_set import LabelledSet, read_labelled_set, score_gate
 
@@ -482,6 +487,7 @@ async def measure(work: Path) -> list[Result]:
             questions = [p.question for p in planted] + FABRICATED
             latencies, server_ms = await time_reflex(recaller, store, questions, root_id)
         results = await measure_corrections(server.url, server.admin_token, work)  # same server
+        results += await measure_free_corrections(server.url, server.admin_token, work)
     finally:
         server.stop()
 
