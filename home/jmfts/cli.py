@@ -23,7 +23,7 @@ from rich.tree import Tree
 from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import InvalidInput, JmftsError
 from home.jmfts.locate import locate_memory_server
-from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT
+from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT, MEMORY_KINDS, MEMORY_USETYPE_PREFIX
 from home.substrate.options import DataDir
 from shared.cli import CommandApp
 from shared.lifecycle import until_signalled
@@ -261,6 +261,12 @@ def search(
         list[str] | None, typer.Option(help="Only under this path (repeatable).")
     ] = None,
     usetype: Annotated[str | None, typer.Option(help="Only this usetype (glob).")] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only memories of this kind (repeatable): " + ", ".join(MEMORY_KINDS) + "."
+        ),
+    ] = None,
     threshold: Annotated[float, typer.Option(help="Vector: minimum cosine score.")] = 0.0,
     as_of: Annotated[
         datetime | None,
@@ -275,9 +281,21 @@ def search(
     token_file: TokenFile = None,
     as_json: AsJson = False,
 ) -> None:
-    """Search memory. JSON: {"results": [{id, path, title, snippet, score, ...}], ...}."""
+    """Search memory. JSON: {"results": [{id, path, title, snippet, score, ...}], ...}.
+
+    Example: home memory search "what does she like" --kind preference
+    """
     if method not in ("vector", "fulltext", "hybrid"):
         raise InvalidInput(f"--method {method!r}: expected vector, fulltext or hybrid")
+    if kind:
+        unknown = [k for k in kind if k not in MEMORY_KINDS]
+        if unknown or usetype is not None:
+            raise InvalidInput(
+                f"--kind {', '.join(unknown)}: expected {', '.join(MEMORY_KINDS)}"
+                if unknown
+                else "--kind and --usetype: give one or the other"
+            )
+        usetype = ",".join(MEMORY_USETYPE_PREFIX + k for k in kind)
     with _connected(data_dir, url, token_file) as client:
         roots = [client.resolve(r).id for r in root or []] or None
         extra: dict[str, Any] = {"roots": roots, "usetype": usetype}

@@ -36,6 +36,10 @@ CONVERSATION_USETYPES: tuple[str, ...] = (
     "tau:compaction",
     "tau:branch_summary",
 )
+#: The memory reflex files each memory as ``memory:<kind>`` (``home/memory/kinds.py``).
+MEMORY_USETYPE_PREFIX = "memory:"
+#: Its kinds, in the order recall shows them.
+MEMORY_KINDS: tuple[str, ...] = ("preference", "routine", "event", "person", "fact")
 #: What a search for what was remembered leaves out: what every search does, and turns.
 EXCLUDED_WITH_TURNS: tuple[str, ...] = (*DEFAULT_EXCLUDED_USETYPES, *CONVERSATION_USETYPES)
 API_VERSION = "0.8.0"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from home.memory.errors import MemoryConfigError
+from home.memory.kinds import MemoryKind, parse_kinds
 from shared.errors import SubjectError
 from shared.subjects import check_name
 
@@ -36,10 +37,12 @@ LEDGER_DIRNAME = "memory_reflex"
 
 @dataclass(frozen=True)
 class RootSpec:
-    """One recall root: a titled path (``workspace/x``) or ``#id``, and whether it decays."""
+    """One recall root: a titled path (``workspace/x``) or ``#id``, whether it decays, and
+    the kinds of memory recalled from it (None: every kind; :mod:`home.memory.kinds`)."""
 
     path: str
     decay: bool = False
+    kinds: tuple[MemoryKind, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def _roots(raw: Any, agent: str) -> tuple[RootSpec, ...]:
         if isinstance(item, str) and item.strip():
             roots.append(RootSpec(item.strip()))
         elif isinstance(item, dict) and isinstance(item.get("path"), str) and item["path"].strip():
-            unknown = set(item) - {"path", "decay"}
+            unknown = set(item) - {"path", "decay", "kinds"}
             if unknown:
                 raise MemoryConfigError(
                     f"memory_reflex config 'roots[{i}]': unknown key(s) {sorted(unknown)}"
@@ -128,13 +131,20 @@ def _roots(raw: Any, agent: str) -> tuple[RootSpec, ...]:
                     f"memory_reflex config 'roots[{i}].decay': expected true or false, "
                     f"got {decay!r}"
                 )
-            roots.append(RootSpec(item["path"].strip(), decay))
+            roots.append(RootSpec(item["path"].strip(), decay, _kinds(item.get("kinds"), i)))
         else:
             raise MemoryConfigError(
-                f"memory_reflex config 'roots[{i}]': expected a path or {{path, decay}}, "
+                f"memory_reflex config 'roots[{i}]': expected a path or {{path, decay, kinds}}, "
                 f"got {item!r}"
             )
     return tuple(roots)
+
+
+def _kinds(raw: Any, i: int) -> tuple[MemoryKind, ...] | None:
+    try:
+        return parse_kinds(raw)
+    except ValueError as exc:
+        raise MemoryConfigError(f"memory_reflex config 'roots[{i}].kinds': {exc}") from exc
 
 
 KNOWN_KEYS = frozenset(

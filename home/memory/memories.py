@@ -15,6 +15,7 @@ from typing import Any
 from home.jmfts.client import DEFAULT_TIMEOUT_S, JmftsClient
 from home.jmfts.errors import JmftsError, MalformedAnswer
 from home.jmfts.models import EXCLUDED_WITH_TURNS, JOURNAL_ENTRY_USETYPE, RECORD_USETYPE
+from home.memory.kinds import KINDS, MemoryKind, kind_usetype, usetype_kind
 from home.memory.provenance import Provenance
 from shared.lifecycle import Service
 
@@ -30,6 +31,12 @@ class StoredMemory:
     score: float = 0.0
     age: str = ""
     path: str = ""
+    usetype: str | None = None
+
+    @property
+    def kind(self) -> MemoryKind:
+        """What kind of memory it is (:mod:`home.memory.kinds`; none stored: a fact)."""
+        return usetype_kind(self.usetype)
 
     @classmethod
     def from_document(
@@ -51,11 +58,27 @@ class StoredMemory:
             score=score,
             age=age,
             path=path,
+            usetype=doc.get("usetype") if isinstance(doc.get("usetype"), str) else None,
         )
 
 
 #: What a search for memories leaves out (besides what every search does).
 NOT_MEMORIES = [*EXCLUDED_WITH_TURNS, RECORD_USETYPE, JOURNAL_ENTRY_USETYPE]
+
+
+def kinds_filter(
+    kinds: tuple[MemoryKind, ...] | None, excluded: list[str] | tuple[str, ...] = NOT_MEMORIES
+) -> tuple[list[str] | None, list[str]]:
+    """The ``(usetype, exclude_types)`` of a search for memories of ``kinds`` (all: None).
+
+    With ``fact`` among them it is an exclusion of the other kinds, so a memory kept
+    before kinds existed (no usetype: a fact) is still found; without, only those kinds.
+    """
+    if kinds is None or set(kinds) == set(KINDS):
+        return None, list(excluded)
+    if "fact" in kinds:
+        return None, [*excluded, *(kind_usetype(k) for k in KINDS if k not in kinds)]
+    return [kind_usetype(k) for k in kinds], list(excluded)
 
 
 class MemoryStore(Service):
@@ -83,14 +106,28 @@ class MemoryStore(Service):
         """One memory by id (a 404 :class:`~home.jmfts.errors.NotFound` when not visible)."""
         return StoredMemory.from_document((await self.client.get(memory_id)).data)
 
-    async def vector_search(self, query: str, root_id: int, limit: int) -> list[StoredMemory]:
-        """Top ``limit`` memories under ``root_id`` by cosine score, ungated (threshold 0).
+    async def vector_search(
+        self,
+        query: str,
+        root_id: int,
+        limit: int,
+        kinds: tuple[MemoryKind, ...] | None = None,
+    ) -> list[StoredMemory]:
+        """Top ``limit`` memories under ``root_id`` by cosine score, ungated (threshold 0),
+        of ``kinds`` (default: every kind).
 
         Only memories: a record the model wrote (``jmfts_write``), a journal note and a
         conversation's own turns share the agent's subtrees but are not facts about the
         user, and are never recalled, deduplicated against or corrected as one."""
+        usetype, excluded = kinds_filter(kinds)
         answer = await self.client.search(
-            query, "vector", limit, roots=[root_id], threshold=0.0, exclude_types=NOT_MEMORIES
+            query,
+            "vector",
+            limit,
+            roots=[root_id],
+            threshold=0.0,
+            usetype=usetype,
+            exclude_types=excluded,
         )
         if answer.get("score_kind") != "cosine":
             raise MalformedAnswer(f"JMFTS POST /search/vector: not cosine scores: {answer!r:.200}")
@@ -116,8 +153,9 @@ class MemoryStore(Service):
         supersedes: int | None = None,
         origin: Provenance | None = None,
         event_time: datetime | None = None,
+        kind: MemoryKind = "fact",
     ) -> StoredMemory:
-        """Write one memory under ``parent_id`` (findable when this returns).
+        """Write one memory of ``kind`` under ``parent_id`` (findable when this returns).
 
         With ``supersedes`` in a workspace (append-only) a new record replaces the old;
         elsewhere the old document is updated in place. ``origin`` is written into the
@@ -129,6 +167,7 @@ class MemoryStore(Service):
                 title=None,
                 content=text,
                 parent_id=parent_id,
+                usetype=kind_usetype(kind),
                 structured_content=structured,
                 supersedes=supersedes,
                 event_time=None if event_time is None else event_time.isoformat(),
@@ -137,7 +176,7 @@ class MemoryStore(Service):
             if supersedes is None or exc.status != 400:
                 raise
             # Outside a workspace there is no supersession: update the memory in place.
-            changes: dict[str, Any] = {"content": text}
+            changes: dict[str, Any] = {"content": text, "usetype": kind_usetype(kind)}
             if event_time is not None:
                 changes["event_time"] = event_time.isoformat()
             if structured is not None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from home.jmfts.client import SyncJmftsClient
 from home.memory.forget import retractions_of
+from home.memory.kinds import USETYPE_PREFIX, usetype_kind
 from home.memory.provenance import Provenance
 
 
@@ -63,6 +64,8 @@ class MemoryOrigin:
     def lines(self) -> list[str]:
         """The origin in words, one fact a line."""
         out = [f"#{self.id}: {self.content}", f"written {self.created_at or 'at an unknown time'}"]
+        if (self.usetype or "").startswith(USETYPE_PREFIX):
+            out.append(f"a {usetype_kind(self.usetype)}")
         if self.supersedes is not None:
             out.append(f"replaces #{self.supersedes}")
         for r in self.retracted_by:

@@ -6,7 +6,8 @@ score is its cosine times a weight that sinks from 1 toward ``RANK_FLOOR`` as it
 retrievability falls (:mod:`home.memory.fsrs`), so among the candidates a recall finds
 (more than it shows) a memory reviewed or said lately comes before one left alone for
 months, and of a fact said twice with two values the later one ranks first. The first
-``shown`` passing hits by rank are threaded ahead of the utterance oldest first, each
+``shown`` passing hits by rank are threaded ahead of the utterance, preferences first
+(:mod:`home.memory.kinds`), then oldest first, each
 with its age in words, so a later memory reads as a revision of an earlier one and the
 model never does date arithmetic.
 """
@@ -29,8 +30,8 @@ MEMORY_TEXT_CHARS = 500
 #: 12 / 10 / 19 / 24 %. Lower, a fresh weak match pushes an old strong one out of the k.
 RANK_FLOOR = 0.7
 RECALL_HEADER = (
-    "Memories recalled for this turn, oldest first (each with its age; a later one may "
-    "revise an earlier one). Use them only if they help:"
+    "Memories recalled for this turn, the user's preferences first, then oldest first "
+    "(each with its age; a later one may revise an earlier one). Use them only if they help:"
 )
 
 # Said to the model when a recall root failed or timed out (the recall report says which).
@@ -164,8 +165,12 @@ def revisions_first(ranked: list[ScoredHit]) -> list[ScoredHit]:
 
 
 def threaded(scored: Iterable[ScoredHit]) -> list[ScoredHit]:
-    """The passed hits in the order they are shown: oldest first."""
-    return sorted((h for h in scored if h.passed), key=lambda h: (h.memory.written_at, h.memory.id))
+    """The passed hits in the order they are shown: preferences first (what the user
+    wants comes before what happened), then the rest oldest first."""
+    return sorted(
+        (h for h in scored if h.passed),
+        key=lambda h: (h.memory.kind != "preference", h.memory.written_at, h.memory.id),
+    )
 
 
 def render_recall(passed: list[ScoredHit], unavailable: list[str] | None = None) -> str:

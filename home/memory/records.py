@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from home.memory.errors import LedgerError, LedgerUnreadable
 from home.memory.extract import ExtractionPath
+from home.memory.kinds import MemoryKind
 
 RECALL_ENTRY = "memory_recall"
 USE_ENTRY = "memory_use"
@@ -96,6 +97,7 @@ class DepositRecord:
     path: ExtractionPath | None = None  # how the fact was written (:mod:`home.memory.extract`)
     # What the knowledge book recorded of it (:mod:`home.memory.knowledge`), or why not.
     knowledge: str | None = None
+    kind: MemoryKind | None = None  # what kind of memory was written (:mod:`home.memory.kinds`)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from home.memory.evaluator import Decision, decide
 from home.memory.extract import Extracted
 from home.memory.fsrs import ReviewBook
 from home.memory.heads import read_claim, swapped_value
+from home.memory.kinds import kind_of
 from home.memory.knowledge import KnowledgeBook, Plan, expanded_query
 from home.memory.memories import MemoryStore, StoredMemory
 from home.memory.provenance import Provenance
@@ -81,7 +82,7 @@ class Recaller:
         wanted = self.config.k * (CANDIDATES_PER_SHOWN if root.decay else 1)
         best: dict[int, StoredMemory] = {}
         for query in queries:
-            for hit in await self.store.vector_search(query, root_id, wanted):
+            for hit in await self.store.vector_search(query, root_id, wanted, root.kinds):
                 if hit.id not in best or hit.score > best[hit.id].score:
                     best[hit.id] = hit
         hits = sorted(best.values(), key=lambda m: -m.score)[:wanted]
@@ -272,14 +273,22 @@ class Depositor:
                 thread = replace(
                     origin, said=memory.said, recalled=recalled, extracted_by=memory.path
                 )
+            kind = kind_of(fact, plan.claim if plan is not None else None)
             written = await self.store.deposit(
-                root_id, fact, supersedes=old, origin=thread, event_time=self.clock()
+                root_id, fact, supersedes=old, origin=thread, event_time=self.clock(), kind=kind
             )
             action: DepositAction = _ACTIONS[decision.action]
             knowledge = unrecorded or await self._commit(plan, written.id)
             records.append(
                 DepositRecord(
-                    fact, action, written.id, old, decision.nearest_score, memory.path, knowledge
+                    fact,
+                    action,
+                    written.id,
+                    old,
+                    decision.nearest_score,
+                    memory.path,
+                    knowledge,
+                    kind,
                 )
             )
         return records

@@ -473,7 +473,8 @@ def _memorize_report(record: EvaluationRecord, agent: str) -> MemorizeReport:
         scores=tuple(d.nearest_score for d in record.deposits),
         document_ids=tuple(record.document_ids),
         deposits=tuple(
-            Deposit(d.id, d.action, d.supersedes, d.path, d.knowledge) for d in record.deposits
+            Deposit(d.id, d.action, d.supersedes, d.path, d.knowledge, d.kind)
+            for d in record.deposits
         ),
         skipped=record.skipped,
         gate=tuple(GateVerdict(g.keep, g.score) for g in record.gated),

@@ -29,6 +29,8 @@ from tau_agent_core.tools.base import ToolError
 from home.jmfts.client import JmftsClient, read_token_file
 from home.jmfts.errors import JmftsError
 from home.jmfts.models import DEFAULT_EXCLUDED_USETYPES, EXCLUDED_WITH_TURNS
+from home.memory.kinds import KINDS, USETYPE_PREFIX, parse_kinds, usetype_kind
+from home.memory.memories import kinds_filter
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
 from shared.messages.memory import RecallQuery, RecallReport
@@ -52,6 +54,12 @@ SEARCH_SCHEMA: dict[str, Any] = {
             "description": "also search the conversations themselves, turn by turn, word for "
             "word (default: only what was remembered, noted or recorded)",
         },
+        "kinds": {
+            "type": "array",
+            "items": {"type": "string", "enum": list(KINDS)},
+            "description": "only memories of these kinds (default: everything); e.g. "
+            '["preference"] for what the user likes and wants',
+        },
     },
     "required": ["query"],
 }
@@ -73,7 +81,9 @@ def render_hits(results: list[dict[str, Any]]) -> str:
         if len(text) > HIT_CHARS:
             text = text[:HIT_CHARS] + f"… (memory_read {doc.get('id')} for the rest)"
         age = f", {item['age']}" if item.get("age") else ""
-        lines.append(f"[{doc.get('id')}] {item.get('path') or ''}{age}: {text}")
+        usetype = str(doc.get("usetype") or "")
+        kind = f", {usetype_kind(usetype)}" if usetype.startswith(USETYPE_PREFIX) else ""
+        lines.append(f"[{doc.get('id')}] {item.get('path') or ''}{age}{kind}: {text}")
     return "\n".join(lines) if lines else "Nothing in memory matches that."
 
 
@@ -123,12 +133,23 @@ class MemoryTools:
         turns = params.get("turns", False)
         if not isinstance(turns, bool):
             raise ToolError(f"memory_search: 'turns' must be true or false, got {turns!r}")
+        try:
+            kinds = parse_kinds(params.get("kinds"))
+        except ValueError as exc:
+            raise ToolError(f"memory_search: 'kinds': {exc}") from exc
         client = self._client("memory_search")
         began = time.monotonic()
         excluded = DEFAULT_EXCLUDED_USETYPES if turns else EXCLUDED_WITH_TURNS
+        # Kinds ask for memories only: no records, notes or turns, whatever ``turns`` says.
+        usetype, exclude_types = (None, list(excluded)) if kinds is None else kinds_filter(kinds)
         try:
             answer = await client.search(
-                query.strip(), "vector", self.limit, threshold=0.0, exclude_types=list(excluded)
+                query.strip(),
+                "vector",
+                self.limit,
+                threshold=0.0,
+                usetype=usetype,
+                exclude_types=exclude_types,
             )
         except JmftsError as exc:
             await self._report(query, [], time.monotonic() - began, str(exc))

@@ -108,6 +108,17 @@ def item_string(item: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def opt_item_string(item: dict[str, Any], key: str, where: str) -> str | None:
+    """An optional string of one array entry (absent reads as null); errors name
+    ``payload.<where>.<key>``."""
+    value = item.get(key)
+    if value is not None and not isinstance(value, str):
+        raise EnvelopeError(
+            payload_key(f"{where}.{key}"), f"must be a string or null, got {value!r:.60}"
+        )
+    return value
+
+
 def words_and_rest(payload: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The words any message carries (its ``text``, on every rail that has words, if it
     is a string) and the rest of its payload, for one-line summaries of any event."""

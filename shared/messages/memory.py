@@ -101,6 +101,8 @@ class Deposit:
     # What the knowledge book recorded of it ("sister ana · lives in · Lyon (#4, closes #1)"),
     # or why it recorded nothing ("unrecorded: ..."); None when it makes no claim.
     knowledge: str | None = None
+    # The memory's kind (fact, preference, routine, event, person); None for a reinforcement.
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,7 @@ class MemorizeReport(PayloadMessage):
                     "supersedes": d.supersedes,
                     "path": d.path,
                     "knowledge": d.knowledge,
+                    "kind": d.kind,
                 }
                 for d in self.deposits
             ],
@@ -202,20 +205,11 @@ class MemorizeReport(PayloadMessage):
                 raise EnvelopeError(
                     fields.payload_key(f"{where}.id"), f"must be an integer, got {ident!r:.60}"
                 )
-            path = deposit.get("path")
-            if path is not None and not isinstance(path, str):
-                raise EnvelopeError(
-                    fields.payload_key(f"{where}.path"),
-                    f"must be a string or null, got {path!r:.60}",
-                )
-            knowledge = deposit.get("knowledge")
-            if knowledge is not None and not isinstance(knowledge, str):
-                raise EnvelopeError(
-                    fields.payload_key(f"{where}.knowledge"),
-                    f"must be a string or null, got {knowledge!r:.60}",
-                )
+            path = fields.opt_item_string(deposit, "path", where)
+            knowledge = fields.opt_item_string(deposit, "knowledge", where)
+            kind = fields.opt_item_string(deposit, "kind", where)
             action = fields.item_string(deposit, "action", where)
-            deposits.append(Deposit(ident, action, supersedes, path, knowledge))
+            deposits.append(Deposit(ident, action, supersedes, path, knowledge, kind))
         gate = []
         for where, verdict in fields.objects(p, "gate"):
             keep = verdict.get("keep")

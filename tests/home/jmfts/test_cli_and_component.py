@@ -73,6 +73,21 @@ def test_memory_cli_put_search_get_tree_grant_token_triples(server: ServerProces
     assert [t["object_literal"] for t in json.loads(listed.stdout)["triples"]] == ["boilers"]
 
 
+def test_memory_cli_search_by_kind(server: ServerProcess) -> None:
+    likes = "The user loves gooseberry jam."
+    bought = "The user bought gooseberry jam at the market."
+    for text, kind in ((likes, "preference"), (bought, "fact")):
+        put = _home(server, "put", f"kinds/{kind}", text, "--usetype", f"memory:{kind}")
+        assert put.returncode == 0, put.stderr
+    both = _home(server, "search", "gooseberry jam", "--json")
+    assert {likes, bought} <= {hit["snippet"] for hit in json.loads(both.stdout)["results"]}
+    found = _home(server, "search", "gooseberry jam", "--kind", "preference", "--json")
+    assert found.returncode == 0, found.stderr
+    assert [hit["snippet"] for hit in json.loads(found.stdout)["results"]] == [likes]
+    unknown = _home(server, "search", "gooseberry jam", "--kind", "hobby")
+    assert unknown.returncode == 2 and "--kind hobby" in unknown.stderr, unknown.stderr
+
+
 def test_memory_cli_exit_codes(server: ServerProcess) -> None:
     assert _home(server, "get", "no/such/path").returncode == 1
     assert _home(server, "search", "x", "--method", "nonsense").returncode == 2

@@ -70,6 +70,8 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
             "path": "model",
             # The claim went into the knowledge book, naming the dog.
             "knowledge": "dog Biscuit · is called · Biscuit (#1)",
+            # Filed as a memory about who someone (here a pet) is.
+            "kind": "person",
         }
     ]
     # The evaluator saw the conversation up to the captured position, on its own branch.
@@ -86,6 +88,7 @@ async def test_a_fact_told_once_is_deposited_and_recalled_later_and_told_twice_i
             "supersedes": None,
             "path": "model",
             "knowledge": None,
+            "kind": None,
         }
     ]
     assert await stored_contents(jmfts, token) == ["The user's dog is called Biscuit."]
