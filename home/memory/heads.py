@@ -249,6 +249,10 @@ def _possessed(owner: EntityRef, rest: list[str]) -> tuple[EntityRef | None, str
     if found is None:
         return owner, " ".join(w for w in rest if w not in _FUNCTION)
     relation, after = found
+    named_words = [w for w in after if w not in _FUNCTION]
+    if not relation.endswith("'s") and named_words and named_words[0] in _HELD:
+        # "the user's son's dentist appointment": the son's, no dentist named appointment
+        return owner, " ".join(w for w in rest if w not in _FUNCTION)
     bare = relation.removesuffix("'s")
     kind: EntityKind = "pet" if bare.split()[-1] in PETS else "person"
     of = None if owner.kind == "user" else owner
@@ -266,6 +270,14 @@ def _possessed(owner: EntityRef, rest: list[str]) -> tuple[EntityRef | None, str
     return EntityRef(kind, bare, " ".join(named) or None, None, of, who.gender), ""
 
 
+# What someone has or goes to, never a name: "dentist appointment", "piano lesson".
+_HELD_TEXT = """
+appointment appointments lesson lessons class classes practice training birthday party
+school nursery club team shift shifts job office car bike phone number address flat house
+room bedtime diet allergy size check checkup visit match game recital exam test meeting
+interview wedding flight surgery operation bill fees
+"""
+_HELD = frozenset(_HELD_TEXT.split())
 _NOT_NAMES_TEXT = """
 what who where when why how which whose there here everyone everybody someone somebody
 nobody anyone anybody everything something nothing anything you we they i me us them one
@@ -405,7 +417,32 @@ def read_claim(draft: str) -> Claim | None:
         value = None if gone else " ".join(w for w in words if w not in _FUNCTION) or None
         return Claim(None, None, _as_said(value, draft), replaces=replaces)
     value = _as_said(chosen.value, draft)
-    return Claim(chosen.subject, chosen.predicate, value, replaces, chosen.since)
+    subject = _introduced(text, chosen.subject)
+    return Claim(subject, chosen.predicate, value, replaces, chosen.since)
+
+
+# "the household has got a rabbit now as well": a being the sentence brings in.
+_INTRODUCES = re.compile(
+    r"\b(?:has|have|got|adopted|bought|getting|is getting) (?:got )?(?:a|an|another) "
+    r"(?:new |little |baby |young )?([a-z]+)\b"
+)
+
+
+def _introduced(text: str, subject: EntityRef | None) -> EntityRef | None:
+    """A pronoun's referent when the same sentence brings in a being before it ("we've got
+    a rabbit now she's called clover": the rabbit, not the dog said of days ago);
+    otherwise ``subject`` as read."""
+    if subject is None or subject.pronoun is None or subject.pronoun not in _PRONOUNS:
+        return subject
+    found = _INTRODUCES.search(text)
+    if found is None or found.start() > text.find(f" {subject.pronoun} "):
+        return subject
+    word = found.group(1)
+    if word in PETS:
+        return EntityRef("pet", relation=word, gender=subject.gender)
+    if word in PEOPLE:
+        return EntityRef("person", relation=word, gender=subject.gender or gender_of(word))
+    return subject
 
 
 def _as_said(value: str | None, draft: str) -> str | None:

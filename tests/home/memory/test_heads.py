@@ -38,6 +38,15 @@ def claim_of(utterance: str) -> tuple[str | None, str | None, str | None, str | 
         ("no it's tuesdays not mondays", (None, "is", "tuesdays", "mondays")),
         ("we sold the kia", (None, None, None, "kia")),
         ("not the twelfth the fourteenth", (None, None, "fourteenth", "twelfth")),
+        # What a person has is theirs, not a person named after it.
+        (
+            "my son's dentist appointment is on the ninth",
+            ("son", "dentist appointment", "ninth", None),
+        ),
+        ("my mum's piano lesson is at four", ("mum", "piano lesson", "four", None)),
+        # A pronoun points first at a being the same sentence brings in.
+        ("we've got a rabbit now as well she's called clover", ("rabbit", NAMING, "clover", None)),
+        ("we adopted a kitten and he is called mochi", ("kitten", NAMING, "mochi", None)),
     ],
 )
 def test_a_claim_is_read_from_the_words_said(

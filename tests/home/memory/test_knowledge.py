@@ -116,6 +116,24 @@ async def test_a_pronoun_is_the_person_last_named(jmfts: RunningJmfts, tmp_path:
         assert not any("nurse" in m for m in shown), shown
 
 
+async def test_a_new_pet_or_another_childs_appointment_replaces_nothing(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    home, store = await household(jmfts, tmp_path, "mem_k5")
+    async with store:
+        biscuit = await home.say("our dog is called biscuit")
+        clover = await home.say("we've got a rabbit now as well she's called clover")
+        assert clover.action == "created" and clover.supersedes is None, clover
+        assert any("biscuit" in m for m in await home.recalled("what's our dog's name"))
+        son = await home.say("my son's dentist appointment is on the ninth")
+        daughter = await home.say("my daughter's dentist appointment is on the twentieth")
+        assert daughter.action == "created" and daughter.supersedes is None, daughter
+        assert any("ninth" in m for m in await home.recalled("when is my son at the dentist"))
+        named = {r["object_literal"] for r in await home.triples(predicate="is called")}
+        assert named == {"biscuit", "clover"}, named
+        assert {biscuit.action, son.action} == {"created"}
+
+
 async def test_not_x_corrects_the_memory_that_says_x(jmfts: RunningJmfts, tmp_path: Path) -> None:
     home, store = await household(jmfts, tmp_path, "mem_k3")
     async with store:
