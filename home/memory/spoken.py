@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from home.memory.fidelity import NUMBER_WORDS
+
 # Sounds that are never words of the fact, wherever they stand.
 _FILLER_TEXT = "um umm uh uhh uhm erm er ah eh hmm hm mm mhm"
 FILLERS = frozenset(_FILLER_TEXT.split())
@@ -59,6 +61,13 @@ _FILLER_ANYWHERE = re.compile(
 _REPEATED = re.compile(r"\b([\w']+)(?:\s+\1\b)+", re.IGNORECASE)
 
 
+def _unstuttered(match: re.Match[str]) -> str:
+    """A word said twice in a row once ("my my wife"), but a number said twice stays: it
+    is a value ("bay one one four", "pin 4 4 7 1")."""
+    word = match.group(1)
+    return match.group(0) if word.isdigit() or word.lower() in NUMBER_WORDS else word
+
+
 @dataclass(frozen=True)
 class Opening:
     """An utterance read past its opening: what is left, and whether it asked to be kept."""
@@ -88,5 +97,5 @@ def without_fillers(text: str) -> str:
     """``text`` without filler sounds, "you know", and words said twice in a row."""
     text = _FILLER_ANYWHERE.sub("", text)
     text = _ANYWHERE.sub("", text)
-    text = _REPEATED.sub(r"\1", text)
+    text = _REPEATED.sub(_unstuttered, text)
     return " ".join(text.split())

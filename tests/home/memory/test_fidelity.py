@@ -37,6 +37,9 @@ from tests.bench.memory_fidelity import HALVES, read_set, value_kept
         ),
         ("um so i like green tea", "The user likes green tea."),
         ("okay uh my my car is you know on level three", "The user's car is on level three."),
+        # A stutter goes; a number said twice is a value and stays.
+        ("my locker is one one four", "The user's locker is one one four."),
+        ("the gate code is 4 4 7 1", "The user said: the gate code is 4 4 7 1."),
         ("i went to school in leeds", "The user went to school in leeds."),
         ("me and my wife live in oslo", "The user and the user's wife live in oslo."),
         ("we have two cats", "The user's household has two cats."),
