@@ -6,7 +6,8 @@ joined by hand. The timeline gathers it from where each part already records it:
 
 - the event log (JetStream): each **turn** a device sent, each **answer** an agent gave
   (spoken or on the reply rail), and what the memory reflex **kept**, **corrected** or
-  **revised** off a turn (its memorize reports);
+  **revised** off a turn (its memorize reports), with each memory's kind, and what the
+  knowledge book then **believed** (the triple opened, and the one it closed);
 - the memory server (JMFTS): each memory **forgotten** (by voice or by hand: its
   retraction, dated, with the turn that asked when there was one) and **restored**;
 - each agent's review book: each memory that **faded**, dated when its FSRS
@@ -134,11 +135,16 @@ def _event_lines(logged: LoggedEvent, event: Event, rail: SubjectInfo) -> list[L
             memories = MemorizeReport.from_event(event).memories()
         except EnvelopeError:
             return []
-        kinds = [DEPOSIT_KINDS.get(m.action, m.action) for m in memories]
-        return [
-            Line(at, kind, _clip(m.fact), rail.device, rail.agent, f"#{m.id}", binding)
-            for kind, m in zip(kinds, memories, strict=True)
-        ]
+        lines = []
+        for m in memories:
+            said = f"{m.fact} ({m.kind})" if m.kind else m.fact
+            kind = DEPOSIT_KINDS.get(m.action, m.action)
+            lines.append(Line(at, kind, _clip(said), rail.device, rail.agent, f"#{m.id}", binding))
+            if m.knowledge and not m.knowledge.startswith("unrecorded"):
+                # What the knowledge book now believes, and what belief it closed.
+                lines.append(Line(at, "believed", _clip(m.knowledge), rail.device, rail.agent,
+                                  f"#{m.id}", binding))  # fmt: skip
+        return lines
     return []
 
 

@@ -130,6 +130,9 @@ class TurnMemory:
     action: str
     fact: str
     supersedes: int | None
+    kind: str | None = None
+    # What the knowledge book recorded of it (``Deposit.knowledge``).
+    knowledge: str | None = None
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,8 @@ class MemorizeReport(PayloadMessage):
                 d.action,
                 self.queries[i] if i < len(self.queries) else "",
                 d.supersedes,
+                d.kind,
+                d.knowledge,
             )
             for i, d in enumerate(self.deposits)
             if d.action not in ("reinforced", "unchanged")

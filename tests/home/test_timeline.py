@@ -49,7 +49,12 @@ def a_turn(binding: str, device: str = "kitchen") -> list[LoggedEvent]:
         memory_root=f"workspace/{AGENT}",
         queries=("the bins go out on tuesday", "the cat is fed at six"),
         document_ids=(41, 42),
-        deposits=(Deposit(41, "created"), Deposit(42, "corrected", supersedes=7)),
+        deposits=(
+            Deposit(41, "created", kind="routine"),
+            Deposit(
+                42, "corrected", supersedes=7, knowledge="cat · is fed at · six (#3, closes #2)"
+            ),
+        ),
     )
     said = an_event("sensation.turn", {"text": "bins go out on tuesday"}, None)
     return [
@@ -73,9 +78,12 @@ def test_the_event_log_gives_turns_answers_and_what_was_kept() -> None:
         ("answer", "kitchen", AGENT, binding),
         ("kept", "kitchen", AGENT, "#41"),
         ("corrected", "kitchen", AGENT, "#42"),
+        ("believed", "kitchen", AGENT, "#42"),  # what the knowledge book closed and opened
     ]
     assert lines[1].text == "Noted, Tuesdays."
+    assert lines[2].text == "the bins go out on tuesday (routine)"
     assert lines[3].text == "the cat is fed at six"
+    assert lines[4].text == "cat · is fed at · six (#3, closes #2)"
     # What does not parse, or names no rail of the contract, makes no line.
     assert log_lines([_logged(9, T0, "events.sensation.kitchen.turn", b"{not json")]) == []
     assert log_lines([logged(9, 0, "events.nowhere", an_event("x", {"text": "hi"}, None))]) == []
