@@ -1,0 +1,155 @@
+"""The slow curator's work on one agent's memories, off the turn: merge what is said twice.
+
+The reflex deduplicates each fact against what it finds stored when it deposits; two
+memories can still say one thing (two devices' evaluations at once, a fact written by
+hand, a paraphrase the model path wrote). The curator (``agent.memory_curator``, woken
+by the memorize reports of the agents it curates: :mod:`home.agents.curator_desk`)
+reads the memories written since its last pass, and for each finds the stored memories
+nearest to it: one as close as :data:`MERGE_COSINE` that brings no content word the
+other lacks says the same thing, and is merged into it. A merge is a retraction
+(``home memory forget``'s record) that supersedes the memory saying less, naming the one
+kept; it carries the curator's provenance (the turn that woke it), so ``home memory
+show`` and ``home timeline`` (a **merged** line) tell it, and ``--as-of`` before it
+still finds both. Nothing is asked of a model: merging is decided on the words.
+
+What the curator has read is a watermark per memory root (the highest id it has seen)
+in its state file, so a pass costs the memories new since the last one.
+See docs/architecture.md "Memory".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from home.jmfts.models import RETRACTION_USETYPE
+from home.memory.fidelity import content_stems
+from home.memory.kinds import USETYPE_PREFIX
+from home.memory.memories import MemoryStore, StoredMemory
+from home.memory.provenance import Provenance
+
+#: Two memories this close (cosine), neither bringing a content word the other lacks,
+#: say one thing. The reflex reinforces at its ``dedup_threshold`` (0.9 in the catalog)
+#: when it deposits; the curator merges at the same closeness, after the fact.
+MERGE_COSINE = 0.9
+NEIGHBOURS = 5
+#: Said in the retraction of a merged memory, ahead of the id it was merged into.
+MERGED_INTO = "merged into #"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Merge:
+    """One memory merged into another: the retraction written, and both texts."""
+
+    kept: int
+    merged: int
+    retraction: int
+    kept_text: str
+    merged_text: str
+    score: float
+
+    def describe(self) -> str:
+        """One line: what was merged into what."""
+        return f"#{self.merged} {self.merged_text!r} {MERGED_INTO}{self.kept} ({self.score:.2f})"
+
+
+def says_no_more(memory: str, other: str) -> bool:
+    """Whether ``memory`` brings no content word (by stem) that ``other`` lacks."""
+    return content_stems(memory) <= content_stems(other)
+
+
+def _is_memory(doc: dict[str, Any]) -> bool:
+    usetype = doc.get("usetype")
+    return usetype is None or str(usetype).startswith(USETYPE_PREFIX)
+
+
+class Watermarks:
+    """The highest memory id each root's last pass read, in one JSON file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> dict[str, int]:
+        """Every root's watermark; an absent or unreadable file is a first pass."""
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+    def write(self, root: str, seen: int) -> None:
+        """Record ``root``'s watermark (atomically: a new file renamed over the old)."""
+        marks = {**self.read(), root: seen}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self.path.with_suffix(".tmp")
+        scratch.write_text(json.dumps(marks, sort_keys=True))
+        scratch.replace(self.path)
+
+
+class Curator:
+    """Merges duplicate memories under the roots it is granted, as ``curator`` (its node)."""
+
+    def __init__(self, store: MemoryStore, curator: str, watermarks: Watermarks) -> None:
+        self.store = store
+        self.curator = curator
+        self.watermarks = watermarks
+
+    async def curate(
+        self, root: str, agent: str, *, binding_id: str | None = None, schema: str | None = None
+    ) -> list[Merge]:
+        """One pass over the memories of ``root`` (``agent``'s) new since the last: every
+        duplicate merged. JMFTS errors propagate (the root not granted is a 404)."""
+        root_id = await self.store.resolve(root)
+        view = await self.store.client.request("GET", f"/workspace/{root_id}")
+        current = [d for d in view.get("current", []) if _is_memory(d)]
+        seen = self.watermarks.read().get(root, 0)
+        gone: set[int] = set()
+        merges = []
+        for doc in sorted(current, key=lambda d: int(d["id"])):
+            if int(doc["id"]) <= seen or int(doc["id"]) in gone:
+                continue
+            memory = StoredMemory.from_document(doc)
+            for hit in await self.store.vector_search(memory.content, root_id, NEIGHBOURS):
+                if hit.id == memory.id or hit.id in gone or hit.score < MERGE_COSINE:
+                    continue
+                keep, drop = _kept_and_merged(memory, hit)
+                if not says_no_more(drop.content, keep.content):
+                    continue
+                origin = Provenance(agent, self.curator, binding_id, schema)
+                retraction = await self._retract(drop, keep, origin)
+                merge = Merge(keep.id, drop.id, retraction, keep.content, drop.content, hit.score)
+                log.info("curator %s: %s", root, merge.describe())
+                merges.append(merge)
+                gone.add(drop.id)
+                if drop.id == memory.id:
+                    break
+        if current:
+            self.watermarks.write(root, max(seen, *(int(d["id"]) for d in current)))
+        return merges
+
+    async def _retract(self, drop: StoredMemory, keep: StoredMemory, origin: Provenance) -> int:
+        """Retract ``drop`` as merged into ``keep``; the retraction's id."""
+        retraction = await self.store.client.create(
+            title=None,
+            content=f"{MERGED_INTO}{keep.id} by the curator: said again as {keep.content!r}",
+            parent_id=drop.parent_id,
+            usetype=RETRACTION_USETYPE,
+            structured_content=origin.structured_content(),
+            supersedes=drop.id,
+        )
+        return retraction.id
+
+
+def _kept_and_merged(a: StoredMemory, b: StoredMemory) -> tuple[StoredMemory, StoredMemory]:
+    """Which of two memories saying one thing is kept: the one with more to say, else the
+    one said first (its review history stays with it)."""
+    more_a, more_b = len(content_stems(a.content)), len(content_stems(b.content))
+    if more_a != more_b:
+        return (a, b) if more_a > more_b else (b, a)
+    return (a, b) if (a.written_at, a.id) <= (b.written_at, b.id) else (b, a)
