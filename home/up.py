@@ -167,14 +167,22 @@ def usable_halves(paired: PairedHalves) -> Callable[[], list[BridgeHalf]]:
     return halves
 
 
-def catalog_agents(catalog: Path) -> dict[str, tuple[str, ...]]:
-    """Every τ agent in the catalog (each gets a JMFTS principal), with the subtrees beyond
-    its own that it may read (its ``memory_reads``)."""
+def catalog_agents(catalog: Path) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Every τ agent in the catalog (each gets a JMFTS principal), with the grants beyond
+    its own subtrees: ``(path, "read")`` for its ``memory_reads``, ``(path, "write")`` for
+    its ``memory_writes``."""
     try:
         nodes = load_node_catalog(catalog).nodes.values()
     except SchemaError as exc:
         raise HomeConfigError(str(exc)) from exc
-    return {node.agent: node.memory_reads for node in nodes if node.agent is not None}
+    return {
+        node.agent: (
+            *((path, "read") for path in node.memory_reads),
+            *((path, "write") for path in node.memory_writes),
+        )
+        for node in nodes
+        if node.agent is not None
+    }
 
 
 def node_launchers(config: HomeConfig, model: ModelChoice) -> dict[str, Launcher]:

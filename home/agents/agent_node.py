@@ -17,8 +17,9 @@ the output watch (:mod:`home.agents.output_watch`), the delegation desk
 (:mod:`home.agents.conversation_book`), the compactor
 (:mod:`home.agents.compactor`), answers and reports (:mod:`home.agents.answers`), and
 on an agent with the intent step the verb desk (:mod:`home.agents.verb_desk`) and its
-reminders (:mod:`home.agents.due_reminders`), or on a small model's operator its
-search (:mod:`home.agents.operator_search`).
+reminders (:mod:`home.agents.due_reminders`), on a small model's operator its
+search (:mod:`home.agents.operator_search`), or on the curator its watch
+(:mod:`home.agents.curator_watch`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from home.agents.answers import AgentPublisher, Answers
 from home.agents.compaction import CompactionPolicy
 from home.agents.compactor import Compactor
 from home.agents.conversation_book import ConversationBook
+from home.agents.curator_watch import CuratorWatch, curates
 from home.agents.delegation import DELEGATE_ACKS, delegate_timeout, delegates, memory_refusal
 from home.agents.delegation_desk import DelegationDesk
 from home.agents.due_reminders import DueReminders
@@ -133,7 +135,7 @@ class AgentNode(Service):
         has_memory = jmfts_url is not None and jmfts_token_file is not None
         memory = searcher = None
         if jmfts_url is not None and jmfts_token_file is not None:
-            if keeps_reminders(spec):
+            if keeps_reminders(spec) or curates(spec):
                 memory = MemoryStore(jmfts_url, token=read_token_file(jmfts_token_file))
             elif searches_for_small_model(spec, model):
                 searcher = JmftsClient.from_token_file(jmfts_url, jmfts_token_file)
@@ -178,8 +180,11 @@ class AgentNode(Service):
         self.verbs: VerbDesk | None = None
         self.reminders: DueReminders | None = None
         self.search: OperatorSearch | None = None
+        self.curator: CuratorWatch | None = None
         desk: Desk | None = None
-        if keeps_reminders(spec):
+        if curates(spec) and memory is not None:
+            self.curator = CuratorWatch(spec, memory, self.run_dir)
+        elif keeps_reminders(spec):
             self.verbs = desk = VerbDesk(
                 self.agent, self._publisher, memory=memory, memory_root=memory_root(spec),
                 delegates=delegates(spec), calls=call_writer(self.model),
@@ -235,6 +240,8 @@ class AgentNode(Service):
                 await self.verbs.attach(nc)
                 await self.reminders.start(nc)
             await self._subscribe(nc)
+            if self.curator is not None:
+                await self.curator.start(nc)
             await confirm_subscriptions(nc)
             self._worker = asyncio.create_task(self._work(), name=f"{self.spec.name}-worker")
         except BaseException:
@@ -294,6 +301,8 @@ class AgentNode(Service):
             await self.verbs.close()
         if self.search is not None:
             await self.search.close()
+        if self.curator is not None:
+            await self.curator.close()
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -4,7 +4,8 @@ At start it serves the store under ``DATA_DIR/jmfts`` and gives every τ agent
 of the catalog a principal of its own, write access to its own subtrees
 (``journal/<agent>``, ``workspace/<agent>``, ``knowledge/<agent>``), read access to the subtrees its
 catalog entry names in ``memory_reads`` (the operator reads what it answers
-questions about) and a bearer token in ``DATA_DIR/tokens/<agent>.token`` (0600).
+questions about), write access to those in ``memory_writes`` (the curator, to the
+memories it curates) and a bearer token in ``DATA_DIR/tokens/<agent>.token`` (0600).
 Isolation between agents is the store's: an agent's token reaches only what it was
 granted.
 """
@@ -79,13 +80,13 @@ class JmftsComponent(Service):
     def __init__(
         self,
         data_dir: Path,
-        agents: Mapping[str, Sequence[str]],
+        agents: Mapping[str, Sequence[tuple[str, str]]],
         tokens_dir: Path,
         host: str = "127.0.0.1",
     ) -> None:
-        """``agents``: each agent, and the subtrees beyond its own it may read."""
+        """``agents``: each agent, and its ``(path, level)`` grants beyond its own subtrees."""
         self._server = JmftsServer(JmftsConfig(data_dir=data_dir, host=host, port=0))
-        self._agents = {agent: tuple(reads) for agent, reads in agents.items()}
+        self._agents = {agent: tuple(grants) for agent, grants in agents.items()}
         self._tokens_dir = tokens_dir
 
     async def start(self) -> None:
@@ -104,14 +105,11 @@ class JmftsComponent(Service):
         async with JmftsClient.from_token_file(
             self._server.url, token_file, timeout_s=PATIENT_TIMEOUT_S
         ) as admin:
-            for agent, reads in self._agents.items():
+            for agent, grants in self._agents.items():
                 await provision_principal(
                     admin,
                     f"agent.{agent}",
-                    [
-                        *((path, "write") for path in agent_subtrees(agent)),
-                        *((path, "read") for path in reads),
-                    ],
+                    [*((path, "write") for path in agent_subtrees(agent)), *grants],
                     self._tokens_dir / f"{agent}.token",
                 )
 

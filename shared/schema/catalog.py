@@ -49,6 +49,8 @@ class NodeSpec:
     config: dict[str, Any] = field(default_factory=dict)
     # JMFTS subtrees an agent's principal may read beyond its own (``home up`` grants them).
     memory_reads: tuple[str, ...] = ()
+    # JMFTS subtrees it may write beyond its own (the curator's: the memories it curates).
+    memory_writes: tuple[str, ...] = ()
     line: int | None = None
 
     @property
@@ -84,6 +86,7 @@ _NODE_KEYS = (
     "restart_policy",
     "wall_clock_s",
     "memory_reads",
+    "memory_writes",
     "config",
 )
 
@@ -174,9 +177,8 @@ def _parse_node(r: Reader, name: str, node: LocatedDict, path: str, line: int | 
                 )
             ),
         )
-    reads = r.str_list(node, "memory_reads", path, required=False, check=fields.memory_path)
-    if reads and kind not in ("tau_agent", "tau_bus_agent"):
-        r.issue(node, "memory_reads", f"{path}.memory_reads", "only agents have a principal")
+    reads = _memory_grants(r, node, "memory_reads", path, kind)
+    writes = _memory_grants(r, node, "memory_writes", path, kind)
     wall = r.get(
         node, "wall_clock_s", path, (int, float), 120.0, required=False, check=fields.positive
     )
@@ -192,6 +194,15 @@ def _parse_node(r: Reader, name: str, node: LocatedDict, path: str, line: int | 
         restart_policy=policy,
         wall_clock_s=float(wall),
         config=dict(r.get(node, "config", path, dict, {}, required=False)),
-        memory_reads=tuple(p for p, _ in reads),
+        memory_reads=reads,
+        memory_writes=writes,
         line=line,
     )
+
+
+def _memory_grants(r: Reader, node: LocatedDict, key: str, path: str, kind: str) -> tuple[str, ...]:
+    """A node's ``memory_reads`` or ``memory_writes``: subtree paths, for an agent only."""
+    given = r.str_list(node, key, path, required=False, check=fields.memory_path)
+    if given and kind not in ("tau_agent", "tau_bus_agent"):
+        r.issue(node, key, f"{path}.{key}", "only agents have a principal")
+    return tuple(p for p, _ in given)

@@ -110,11 +110,20 @@ def test_forgotten_and_restored_memories_come_from_their_records() -> None:
          "created_at": (T0 + timedelta(hours=1)).isoformat()},
         {"id": 52, "supersedes": 999, "content": "a superseded one out of view",
          "created_at": T0.isoformat()},
+        # The curator merged a memory said twice, woken by the report of turn ``kept_in``.
+        {"id": 53, "content": "my locker code is 4512", "created_at": T0.isoformat()},
+        {"id": 54, "usetype": RETRACTION_USETYPE, "supersedes": 53,
+         "content": "merged into #51 by the curator: said again as 'my locker code is 4512'",
+         "structured_content": Provenance(
+             agent=AGENT, written_by="agent.memory_curator", binding_id=kept_in
+         ).structured_content(),
+         "created_at": (T0 + timedelta(hours=2)).isoformat()},
     ]  # fmt: skip
     lines = memory_lines(AGENT, documents, {binding: "board", kept_in: "kitchen"})
     assert [(ln.kind, ln.ref, ln.device, ln.binding_id) for ln in lines] == [
         ("forgotten", "#41", "board", binding),
         ("restored", "#51", None, None),
+        ("merged", "#53", "kitchen", kept_in),
     ]
     assert "my locker code is 4512" in lines[0].text and "forget that" in lines[0].text
 

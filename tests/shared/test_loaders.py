@@ -88,11 +88,14 @@ def test_shipped_schemas_need_only_catalog_nodes_and_bind_any_device() -> None:
         assert schema.bindings[0].to == f"agent.{name}"
 
 
-def test_the_two_shipped_schemas_differ_by_one_node_name() -> None:
+def test_the_two_shipped_schemas_differ_by_one_node_name_and_the_curator() -> None:
     plain = (SCHEMAS / "activation/edge_asr.yaml").read_text()
     memory = (SCHEMAS / "activation/edge_asr_memory.yaml").read_text()
     assert plain != memory
-    assert memory.replace("edge_asr_memory", "edge_asr") == plain
+    # Only the agent that remembers has memories to curate.
+    curator = "    - agent.memory_curator\n"
+    assert curator in memory
+    assert memory.replace(curator, "").replace("edge_asr_memory", "edge_asr") == plain
 
 
 def test_the_operator_reads_what_the_asking_agents_write() -> None:
@@ -105,14 +108,15 @@ def test_the_operator_reads_what_the_asking_agents_write() -> None:
     )
 
 
-def test_only_an_agent_may_declare_memory_reads() -> None:
+@pytest.mark.parametrize("key", ["memory_reads", "memory_writes"])
+def test_only_an_agent_may_declare_memory_grants(key: str) -> None:
     text = CATALOG_OK + (
-        "  effector.x:\n    kind: effector\n    runs_on: home\n    memory_reads: [workspace/a]\n"
+        f"  effector.x:\n    kind: effector\n    runs_on: home\n    {key}: [workspace/a]\n"
     )
     with pytest.raises(SchemaError) as info:
         PARSERS["catalog"](parse_yaml(text, "doc.yaml"), "doc.yaml")
     (issue,) = info.value.issues
-    assert (issue.key, issue.line) == ("nodes.effector.x.memory_reads", 9)
+    assert (issue.key, issue.line) == (f"nodes.effector.x.{key}", 9)
 
 
 def test_check_against_catalog_names_unknown_nodes() -> None:
