@@ -3,7 +3,8 @@
 Reports are for monitors and never bound into a node (``shared/schema/activation.py``),
 so the curator reads the memorize report rail of the agents it curates as a monitor: its
 catalog entry subscribes to ``events.workspace.<agent>.out.memorize.*``, and each report
-wakes one pass of :class:`home.memory.curator.Curator` over the memory root it names,
+that deposited something wakes one pass of :class:`home.memory.curator.Curator` over
+the memory root it names,
 under the curator's own principal (``home up`` grants it write on the roots its catalog
 entry names in ``memory_writes``; any other answers 404, logged and counted, and nothing
 is written). Every ``curate_every_s`` (its node config; 0: never) it also passes over
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nats.aio.client import Client as NatsClient
@@ -73,14 +74,16 @@ class Wake:
 
 @dataclass
 class CuratorCounts:
-    """What the watch did: reports, passes, merges, and what it refused or could not do."""
+    """What the watch did: reports read (and of them, those that deposited nothing, refused
+    or dropped), passes, failed passes, and every merge."""
 
     reports: int = 0
+    quiet: int = 0
     refused: int = 0
     dropped: int = 0
     passes: int = 0
     failures: int = 0
-    merges: list[Merge] | None = None
+    merges: list[Merge] = field(default_factory=list)
 
 
 class CuratorWatch:
@@ -92,7 +95,7 @@ class CuratorWatch:
         self.curator = Curator(store, spec.name, Watermarks(run_dir / WATERMARKS_FILE))
         every = spec.config.get("curate_every_s", 0)
         self.every_s = float(every) if isinstance(every, int | float) and every > 0 else None
-        self.counts = CuratorCounts(merges=[])
+        self.counts = CuratorCounts()
         self._queue: asyncio.Queue[Wake] = asyncio.Queue(QUEUE_LIMIT)
         self._subs: list[Subscription] = []
         self._worker: asyncio.Task[None] | None = None
@@ -105,7 +108,8 @@ class CuratorWatch:
         self._worker = asyncio.create_task(self._work(), name=f"{self.spec.name}-curator")
 
     async def on_report(self, msg: Msg) -> None:
-        """A memorize report: a pass over its root, queued (never raised, never blocking)."""
+        """A memorize report that deposited something: a pass over its root, queued (never
+        raised, never blocking)."""
         self.counts.reports += 1
         try:
             event = Event.from_json(msg.data, self.limits)
@@ -113,6 +117,9 @@ class CuratorWatch:
         except ContractError as exc:
             self.counts.refused += 1
             log.warning("%s: report on %s refused: %s", self.spec.name, msg.subject, exc)
+            return
+        if not report.document_ids:
+            self.counts.quiet += 1  # nothing deposited: nothing new to curate
             return
         agent = report.agent or report.memory_root.rsplit("/", 1)[-1]
         wake = Wake(report.memory_root, agent, event.binding_id, event.produced_by_schema)
@@ -151,8 +158,7 @@ class CuratorWatch:
             self.counts.failures += 1
             log.warning("%s: curating %s failed: %s", self.spec.name, wake.root, exc)
             return []
-        if self.counts.merges is not None:
-            self.counts.merges += merged
+        self.counts.merges += merged
         return merged
 
     async def close(self) -> None:

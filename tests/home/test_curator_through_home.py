@@ -3,7 +3,8 @@ planted twice in the agent's workspace is merged into one when the next turn's m
 report wakes `agent.memory_curator`, and `home timeline` and `home memory show` say so.
 
 The edge is played on home's NATS; the scripted model (the one double) answers the turn
-and keeps nothing, so the only change to memory is the curator's.
+and its evaluation keeps the fact said, so the turn deposits a memory and its report
+wakes the curator.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, 
 pytestmark = pytest.mark.slow
 AGENT = "edge_asr_memory"
 SAID = "The user's dog is called Biscuit."
+KEPT = "The user's cat is called Miso."
 
 
 def answers(request: RecordedRequest) -> Reply:
-    """Turns are answered aloud; the reflex's evaluations keep nothing."""
+    """Turns are answered aloud; the reflex's evaluation keeps what was said."""
     system = "".join(
         content_text(m.get("content")) for m in request.messages if m.get("role") == "system"
     )
     if EVALUATOR_MARKER in system:
-        return Reply.say("NONE")
+        return Reply.say(f"- {KEPT}")
     return Reply.call("speak", {"text": "Hello."})
 
 
@@ -66,7 +68,9 @@ async def test_a_deposit_wakes_the_curator_which_merges_a_planted_duplicate(
     ):
         first = await plant(home, SAID)
         again = await plant(home, SAID)
-        binding_id, said = await ask_and_listen(home.nats_url, "good morning", 1, within_s=120)
+        binding_id, said = await ask_and_listen(
+            home.nats_url, "my cat is called miso", 1, within_s=120
+        )
         assert said == ["Hello."]
         merged: list[dict[str, Any]] = []
         for _ in range(120):  # the report reaches the curator after the turn is answered
@@ -75,7 +79,10 @@ async def test_a_deposit_wakes_the_curator_which_merges_a_planted_duplicate(
                 break
             await asyncio.sleep(0.5)
         code, shown = await home.cli("memory", "show", str(again), "--json")
+        _, timeline = await home.cli("timeline", "--json")
 
+    kept = [ln for ln in json.loads(timeline) if ln["kind"] == "kept"]
+    assert [ln["text"] for ln in kept] == [f"{KEPT} (person)"], "the deposit that woke it"
     (line,) = merged
     assert line["ref"] == f"#{again}" and line["agent"] == AGENT, line
     assert line["binding_id"] == binding_id, "the turn whose report woke the curator"

@@ -40,8 +40,10 @@ class Delivered:
     data: bytes
 
 
-def report_event(root: str = ROOT) -> bytes:
-    report = MemorizeReport(evaluation_id="e1", status="deposited", memory_root=root)
+def report_event(root: str = ROOT, deposited: tuple[int, ...] = (1,)) -> bytes:
+    report = MemorizeReport(
+        evaluation_id="e1", status="deposited", memory_root=root, document_ids=deposited
+    )
     event = report.to_event(source=f"agent.{AGENT}", sequence_number=1, binding_id="b" * 32)
     return event.to_json()
 
@@ -77,6 +79,9 @@ async def test_a_report_wakes_a_pass_and_hostile_input_is_counted_not_raised(
         for data in hostile:
             await watch.on_report(Delivered(subject, data))  # type: ignore[arg-type]
         assert watch.counts.refused == len(hostile) and watch._queue.empty()
+        # A report that deposited nothing wakes nothing: nothing new to curate.
+        await watch.on_report(Delivered(subject, report_event(deposited=())))  # type: ignore[arg-type]
+        assert watch.counts.quiet == 1 and watch._queue.empty()
         await watch.on_report(Delivered(subject, report_event()))  # type: ignore[arg-type]
         wake = watch._queue.get_nowait()
         assert wake == Wake(ROOT, AGENT, "b" * 32, None)
