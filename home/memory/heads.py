@@ -259,14 +259,15 @@ def _possessed(owner: EntityRef, rest: list[str]) -> tuple[EntityRef | None, str
     who = EntityRef(kind, relation=bare, owner=of, gender=gender_of(bare))
     if relation.endswith("'s"):  # "the user's sister's car", "the user's son's best friend"
         return _possessed(who, after)
-    named = [w for w in after if w not in _FUNCTION]
-    if named and named[-1].endswith("'s"):  # "the user's brother kofi's wedding"
-        name = " ".join([*named[:-1], named[-1][:-2]])
-        return EntityRef(kind, bare, name, None, of, who.gender), ""
+    qualifier = next((i for i, w in enumerate(after) if w in _QUALIFYING), len(after))
+    named = [w for w in after[:qualifier] if w not in _FUNCTION]  # "manager at work": no name
     for i, word in enumerate(named):
         if word.endswith("'s"):  # "brother kofi's wedding": kofi's, the wedding
-            name = " ".join([*named[:i], word[:-2]])
-            return EntityRef(kind, bare, name, None, of, who.gender), " ".join(named[i + 1 :])
+            ref = EntityRef(kind, bare, " ".join([*named[:i], word[:-2]]), None, of, who.gender)
+            after_name = named[i + 1 :]
+            if after_name and _relation_at(after_name) is not None:
+                return _possessed(ref, after_name)  # "sister zainab's husband": hers
+            return ref, " ".join(after_name)
     return EntityRef(kind, bare, " ".join(named) or None, None, of, who.gender), ""
 
 
@@ -278,6 +279,8 @@ room bedtime diet allergy size check checkup visit match game recital exam test 
 interview wedding flight surgery operation bill fees
 """
 _HELD = frozenset(_HELD_TEXT.split())
+# Words after a relation that qualify it, never start its name: "manager at work".
+_QUALIFYING = frozenset({"at", "from", "in", "on", "of", "next", "with", "who", "that"})
 _NOT_NAMES_TEXT = """
 what who where when why how which whose there here everyone everybody someone somebody
 nobody anyone anybody everything something nothing anything you we they i me us them one
@@ -360,16 +363,32 @@ def _clauses(words: list[str]) -> list[list[str]]:
     return [words[a:b] for a, b in zip(starts, [*starts[1:], len(words)], strict=True)]
 
 
+_BEFORE_A_NOUN = frozenset({"at", "to", "from", "for", "after", "before", "off"})
 _VALUE_ENDS = frozenset({"he", "she", "they", "we", "it", "i", "but", "because", "so", "and"})
 
 
 def _claim_of(words: list[str]) -> Claim | None:
-    verb = next((i for i, w in enumerate(words) if w in VERBS), None)
+    # A verb word after a preposition is a noun: "the user's manager at work is ...".
+    verb = next(
+        (
+            i
+            for i, w in enumerate(words)
+            if w in VERBS and (i == 0 or words[i - 1] not in _BEFORE_A_NOUN)
+        ),
+        None,
+    )
     if verb is None or verb == 0:
         return None
     subject, prefix = _subject(words[:verb])
     after = words[verb:]
-    end = next((i for i, w in enumerate(after) if i > 1 and w in _VALUE_ENDS), len(after))
+    end = next(
+        (
+            i
+            for i, w in enumerate(after)
+            if i > 1 and (w in _VALUE_ENDS or after[i : i + 2] == ["the", "user"])
+        ),
+        len(after),
+    )
     rest = " ".join(after[:end])  # "drives a taxi now he quit in august": the taxi
     since_match = _WHEN_TAIL.search(rest)
     since = since_match.group(0).strip() if since_match else None

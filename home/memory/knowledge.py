@@ -318,9 +318,11 @@ class KnowledgeBook:
                 return plan
             plan.predicate = claim.predicate
             plan.predicate_id = await self.predicate_id(claim.predicate)
-            wanted = set(claim.predicate.split())
+            wanted = {stem(w) for w in claim.predicate.split()}
             for row in await self.open_beliefs(plan.entity.id):
-                said = set(str(row["predicate"]["name"]).split())
+                # By stem: "shoes" and "shoe size" are one, as "favourite" and "favourite
+                # takeaway" are; "favourite food" and "favourite drink" are not.
+                said = {stem(w) for w in str(row["predicate"]["name"]).split()}
                 if not (said <= wanted or wanted <= said):
                     continue  # "favourite" and "favourite takeaway" are one; "favourite food" not
                 if _same_value(row["object_literal"], claim.value):

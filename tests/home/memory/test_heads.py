@@ -44,6 +44,17 @@ def claim_of(utterance: str) -> tuple[str | None, str | None, str | None, str | 
             ("son", "dentist appointment", "ninth", None),
         ),
         ("my mum's piano lesson is at four", ("mum", "piano lesson", "four", None)),
+        # A name's own people, and a relation qualified by where (no name "work").
+        (
+            "my sister zainab's husband is called omar",
+            ("sister zainab's husband", NAMING, "omar", None),
+        ),
+        ("my manager at work is called fiona", ("manager", NAMING, "fiona", None)),
+        # A value ends where the user starts a clause of their own.
+        (
+            "sorry my sister's husband is called amir i mixed him up with someone",
+            ("sister's husband", NAMING, "amir", None),
+        ),
         # A pronoun points first at a being the same sentence brings in.
         ("we've got a rabbit now as well she's called clover", ("rabbit", NAMING, "clover", None)),
         ("we adopted a kitten and he is called mochi", ("kitten", NAMING, "mochi", None)),
