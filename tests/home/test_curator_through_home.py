@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 
-from home.jmfts.client import JmftsClient, read_token_file
 from home.memory.evaluator import EVALUATOR_MARKER
-from tests.home.test_home_delegation import ask_and_listen
+from tests.home.test_home_delegation import ask_and_listen, store_fact
 from tests.support.home_up import RunningHome, running_home
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
 
@@ -38,20 +37,6 @@ def answers(request: RecordedRequest) -> Reply:
     return Reply.call("speak", {"text": "Hello."})
 
 
-async def plant(home: RunningHome, text: str) -> int:
-    """``text`` written into the agent's workspace as the agent (its own token); its id."""
-    status = await home.status()
-    assert status is not None
-    (jmfts,) = [c for c in status["components"] if c["name"] == "jmfts"]
-    token = read_token_file(home.data_dir / "tokens" / f"{AGENT}.token")
-    async with JmftsClient(jmfts["address"], token=token) as client:
-        workspace = await client.resolve(f"workspace/{AGENT}")
-        doc = await client.create(
-            title=None, content=text, parent_id=workspace.id, usetype="memory:person"
-        )
-        return doc.id
-
-
 async def merged_lines(home: RunningHome) -> list[dict[str, Any]]:
     code, out = await home.cli("timeline", "--json")
     assert code == 0, out
@@ -66,8 +51,8 @@ async def test_a_deposit_wakes_the_curator_which_merges_a_planted_duplicate(
         ScriptedModel(responder=answers) as model,
         running_home(tmp_path / "home", model.url, apply=(AGENT,)) as home,
     ):
-        first = await plant(home, SAID)
-        again = await plant(home, SAID)
+        first = await store_fact(home, AGENT, SAID, "memory:person")
+        again = await store_fact(home, AGENT, SAID, "memory:person")
         binding_id, said = await ask_and_listen(
             home.nats_url, "my cat is called miso", 1, within_s=120
         )

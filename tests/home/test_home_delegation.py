@@ -27,15 +27,16 @@ pytestmark = pytest.mark.slow
 DEVICE = "tui"
 
 
-async def store_fact(home: RunningHome, agent: str, text: str) -> None:
-    """Write ``text`` into the agent's workspace as the agent itself (its own token)."""
+async def store_fact(home: RunningHome, agent: str, text: str, usetype: str | None = None) -> int:
+    """Write ``text`` into the agent's workspace as the agent itself (its own token); its id."""
     status = await home.status()
     assert status is not None
     (jmfts,) = [c for c in status["components"] if c["name"] == "jmfts"]
     token = read_token_file(home.data_dir / "tokens" / f"{agent}.token")
     async with JmftsClient(jmfts["address"], token=token) as client:
         workspace = await client.resolve(f"workspace/{agent}")
-        await client.create(title=None, content=text, parent_id=workspace.id)
+        doc = await client.create(title=None, content=text, parent_id=workspace.id, usetype=usetype)
+        return doc.id
 
 
 async def ask_and_listen(
