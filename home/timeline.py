@@ -10,8 +10,9 @@ joined by hand. The timeline gathers it from where each part already records it:
   knowledge book then **believed** (the triple opened, and the one it closed);
 - the memory server (JMFTS): each memory **forgotten** (by voice or by hand: its
   retraction, dated, with the turn that asked when there was one) and **restored**, and
-  each the curator **merged** into another that says the same (its retraction, with the
-  turn whose memorize report woke it);
+  each the curator **merged** into another that says the same or **resolved** (a later
+  belief with its head contradicts it: its retraction, with the turn whose memorize
+  report woke it);
 - each agent's review book: each memory that **faded**, dated when its FSRS
   retrievability fell to the review threshold (it sinks in rank from then on; decay
   never hides it, :mod:`home.memory.due`).
@@ -40,7 +41,7 @@ from home.jmfts.errors import JmftsError, NotFound
 from home.jmfts.locate import locate_memory_server
 from home.jmfts.models import RETRACTION_USETYPE
 from home.memory.config import DEFAULT_INITIAL_STABILITY_DAYS, LEDGER_DIRNAME
-from home.memory.curator import MERGED_INTO
+from home.memory.curator import CONTRADICTED_BY, MERGED_INTO
 from home.memory.due import RETENTION, days_until, written_memories
 from home.memory.fsrs import ReviewBook
 from home.memory.provenance import Provenance
@@ -175,8 +176,15 @@ def memory_lines(
         if doc.get("usetype") == RETRACTION_USETYPE:
             words = str(superseded.get("content") or "")
             reason = str(doc.get("content") or "")
-            # The curator's merge of a memory said twice, or a forget (by voice, by hand).
-            kind = "merged" if reason.startswith(MERGED_INTO) else "forgotten"
+            # The curator's merge of a memory said twice, its resolution of a belief a
+            # later one contradicts, or a forget (by voice, by hand).
+            kind = (
+                "merged"
+                if reason.startswith(MERGED_INTO)
+                else "resolved"
+                if reason.startswith(CONTRADICTED_BY)
+                else "forgotten"
+            )
             lines.append(Line(at, kind, _clip(f"{words} ({reason})"), device, agent,
                               f"#{target}", binding))  # fmt: skip
         elif superseded.get("usetype") == RETRACTION_USETYPE:

@@ -12,6 +12,13 @@ kept; it carries the curator's provenance (the turn that woke it), so ``home mem
 show`` and ``home timeline`` (a **merged** line) tell it, and ``--as-of`` before it
 still finds both. Nothing is asked of a model: merging is decided on the words.
 
+A pass then resolves the contradictions the fast path missed in the agent's knowledge
+book (``knowledge/<agent>``, when granted): two open triples with one head (entity and
+predicate, by stem) and two values (written at once from two devices, or before the book
+knew the two predicates were one) are one belief replaced; the older is invalidated and
+the memory it was said in retracted ("contradicted by #N by the curator …"), so recall
+shows the later value only.
+
 What the curator has read is a watermark per memory root (the highest id it has seen)
 in its state file, so a pass costs the memories new since the last one.
 See docs/architecture.md "Memory".
@@ -25,9 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from home.jmfts.errors import JmftsError, NotFound
 from home.jmfts.models import RETRACTION_USETYPE
-from home.memory.fidelity import content_stems
+from home.memory.fidelity import content_stems, stem
 from home.memory.kinds import USETYPE_PREFIX
+from home.memory.knowledge import KnowledgeBook, same_value
 from home.memory.memories import MemoryStore, StoredMemory
 from home.memory.provenance import Provenance
 
@@ -38,6 +47,8 @@ MERGE_COSINE = 0.9
 NEIGHBOURS = 5
 #: Said in the retraction of a merged memory, ahead of the id it was merged into.
 MERGED_INTO = "merged into #"
+#: Said in the retraction of a memory whose belief a later one replaced, ahead of its id.
+CONTRADICTED_BY = "contradicted by #"
 log = logging.getLogger(__name__)
 
 
@@ -51,10 +62,13 @@ class Merge:
     kept_text: str
     merged_text: str
     score: float
+    # Not said twice but replaced: a later belief with its head contradicts it.
+    contradicted: bool = False
 
     def describe(self) -> str:
-        """One line: what was merged into what."""
-        return f"#{self.merged} {self.merged_text!r} {MERGED_INTO}{self.kept} ({self.score:.2f})"
+        """One line: what was merged into what (or which belief replaced which)."""
+        how = CONTRADICTED_BY if self.contradicted else MERGED_INTO
+        return f"#{self.merged} {self.merged_text!r} {how}{self.kept} ({self.score:.2f})"
 
 
 def says_no_more(memory: str, other: str) -> bool:
@@ -131,7 +145,67 @@ class Curator:
                     break
         if current:
             self.watermarks.write(root, max(seen, *(int(d["id"]) for d in current)))
-        return merges
+        live = {int(d["id"]) for d in current} - gone
+        origin = Provenance(agent, self.curator, binding_id, schema)
+        return merges + await self.resolve(f"knowledge/{agent}", live, origin)
+
+    async def resolve(self, knowledge: str, live: set[int], origin: Provenance) -> list[Merge]:
+        """Close each open belief a later one with its head contradicts, and retract the
+        memory it was said in (when still ``live``); nothing when ``knowledge`` is not
+        granted. The changes are :class:`Merge` rows (kept: the later memory)."""
+        book = KnowledgeBook(self.store.client, knowledge)
+        try:
+            await book.root_id()  # not granted (or none yet): a 404, nothing to resolve
+            rows = await book.open_beliefs()
+        except NotFound:
+            return []
+        heads: dict[tuple[int, frozenset[str]], list[dict[str, Any]]] = {}
+        for row in rows:
+            said = frozenset(stem(w) for w in str(row["predicate"]["name"]).split())
+            heads.setdefault((int(row["subject"]["id"]), said), []).append(row)
+        resolved = []
+        for beliefs in heads.values():
+            beliefs.sort(key=lambda r: (str(r.get("valid_from") or ""), int(r["id"])))
+            latest = beliefs[-1]
+            for older in beliefs[:-1]:
+                if same_value(older["object_literal"], latest["object_literal"]):
+                    continue
+                await book.client.request(
+                    "POST",
+                    f"/triples/{older['id']}/invalidate",
+                    json={"reason": f"{CONTRADICTED_BY}{latest['id']} (the curator)"},
+                )
+                change = await self._contradicted(older, latest, live, origin)
+                if change is not None:
+                    resolved.append(change)
+        return resolved
+
+    async def _contradicted(
+        self,
+        older: dict[str, Any],
+        latest: dict[str, Any],
+        live: set[int],
+        origin: Provenance,
+    ) -> Merge | None:
+        """Retract the memory ``older`` was said in, replaced by ``latest``'s."""
+        old_id, new_id = older.get("source_document_id"), latest.get("source_document_id")
+        if not isinstance(old_id, int) or old_id == new_id or old_id not in live:
+            return None
+        try:
+            old, new = await self.store.get(old_id), await self.store.get(int(new_id or 0))
+        except JmftsError:
+            return None
+        retraction = await self.store.client.create(
+            title=None,
+            content=f"{CONTRADICTED_BY}{new.id} by the curator: {new.content!r} says "
+            f"{latest['object_literal']!r}, not {older['object_literal']!r}",
+            parent_id=old.parent_id,
+            usetype=RETRACTION_USETYPE,
+            structured_content=origin.structured_content(),
+            supersedes=old.id,
+        )
+        log.info("curator: #%d contradicted by #%d", old.id, new.id)
+        return Merge(new.id, old.id, retraction.id, new.content, old.content, 0.0, True)
 
     async def _retract(self, drop: StoredMemory, keep: StoredMemory, origin: Provenance) -> int:
         """Retract ``drop`` as merged into ``keep``; the retraction's id."""

@@ -146,7 +146,8 @@ def expanded_query(query: str, entities: list[Entity]) -> str | None:
     return " ".join(out) if changed else None
 
 
-def _same_value(a: str, b: str) -> bool:
+def same_value(a: str, b: str) -> bool:
+    """Whether two values say one thing (the same stems: "tuesdays" and "tuesday")."""
     return {stem(w) for w in a.lower().split()} == {stem(w) for w in b.lower().split()}
 
 
@@ -325,7 +326,7 @@ class KnowledgeBook:
                 said = {stem(w) for w in str(row["predicate"]["name"]).split()}
                 if not (said <= wanted or wanted <= said):
                     continue  # "favourite" and "favourite takeaway" are one; "favourite food" not
-                if _same_value(row["object_literal"], claim.value):
+                if same_value(row["object_literal"], claim.value):
                     plan.same = True
                 elif plan.closes is None or said == wanted:
                     plan.closes = OpenBelief(

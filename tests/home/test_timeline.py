@@ -118,12 +118,17 @@ def test_forgotten_and_restored_memories_come_from_their_records() -> None:
              agent=AGENT, written_by="agent.memory_curator", binding_id=kept_in
          ).structured_content(),
          "created_at": (T0 + timedelta(hours=2)).isoformat()},
+        {"id": 55, "content": "the bins go out on mondays", "created_at": T0.isoformat()},
+        {"id": 56, "usetype": RETRACTION_USETYPE, "supersedes": 55,
+         "content": "contradicted by #51 by the curator: 'tuesdays', not 'mondays'",
+         "created_at": (T0 + timedelta(hours=3)).isoformat()},
     ]  # fmt: skip
     lines = memory_lines(AGENT, documents, {binding: "board", kept_in: "kitchen"})
     assert [(ln.kind, ln.ref, ln.device, ln.binding_id) for ln in lines] == [
         ("forgotten", "#41", "board", binding),
         ("restored", "#51", None, None),
         ("merged", "#53", "kitchen", kept_in),
+        ("resolved", "#55", None, None),
     ]
     assert "my locker code is 4512" in lines[0].text and "forget that" in lines[0].text
 
