@@ -23,7 +23,7 @@ from rich.tree import Tree
 from home.jmfts.client import SyncJmftsClient
 from home.jmfts.errors import InvalidInput, JmftsError
 from home.jmfts.locate import locate_memory_server
-from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT, MEMORY_KINDS, MEMORY_USETYPE_PREFIX
+from home.jmfts.models import DEFAULT_HOST, DEFAULT_PORT, MEMORY_KINDS, memory_kinds_filter
 from home.substrate.options import DataDir
 from shared.cli import CommandApp
 from shared.lifecycle import until_signalled
@@ -295,17 +295,24 @@ def search(
                 if unknown
                 else "--kind and --usetype: give one or the other"
             )
-        usetype = ",".join(MEMORY_USETYPE_PREFIX + k for k in kind)
+    globs, excluded = memory_kinds_filter(kind) if kind else (None, None)
     with _connected(data_dir, url, token_file) as client:
         roots = [client.resolve(r).id for r in root or []] or None
-        extra: dict[str, Any] = {"roots": roots, "usetype": usetype}
+        extra: dict[str, Any] = {
+            "roots": roots,
+            "usetype": globs or usetype,
+            "exclude_types": excluded,
+        }
         if as_of is not None:
             extra["as_of"] = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).isoformat()
         if method == "vector":
             extra["threshold"] = threshold
         response = client.search(query, method, limit, **extra)
     keys = ("id", "path", "title", "snippet", "score", "usetype", "created_at", "age")
-    results = [{k: hit[k] for k in keys} for hit in response["results"]]
+    hits = response["results"]
+    if kind:  # memories only: a container (a title, no text) is none
+        hits = [hit for hit in hits if (hit.get("document") or {}).get("content")]
+    results = [{k: hit[k] for k in keys} for hit in hits]
     if as_json:
         _print_json({"results": results, "score_kind": response["score_kind"]})
         return

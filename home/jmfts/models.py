@@ -11,6 +11,7 @@ optional and documented: ``supersedes`` (workspace records), ``titled_path`` (ro
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -42,6 +43,26 @@ MEMORY_USETYPE_PREFIX = "memory:"
 MEMORY_KINDS: tuple[str, ...] = ("preference", "routine", "event", "person", "fact")
 #: What a search for what was remembered leaves out: what every search does, and turns.
 EXCLUDED_WITH_TURNS: tuple[str, ...] = (*DEFAULT_EXCLUDED_USETYPES, *CONVERSATION_USETYPES)
+#: What a search for memories leaves out: the above, and records and journal notes.
+NOT_MEMORIES: tuple[str, ...] = (*EXCLUDED_WITH_TURNS, RECORD_USETYPE, JOURNAL_ENTRY_USETYPE)
+
+
+def memory_kinds_filter(
+    kinds: Sequence[str] | None, excluded: Sequence[str] = NOT_MEMORIES
+) -> tuple[list[str] | None, list[str]]:
+    """The ``(usetype, exclude_types)`` of a search for memories of ``kinds`` (None: all).
+
+    With ``fact`` among them it is an exclusion of the other kinds, so a memory kept
+    before kinds existed (no usetype: a fact) is still found; without, only those kinds.
+    """
+    if kinds is None or set(kinds) >= set(MEMORY_KINDS):
+        return None, list(excluded)
+    if "fact" in kinds:
+        others = (MEMORY_USETYPE_PREFIX + k for k in MEMORY_KINDS if k not in kinds)
+        return None, [*excluded, *others]
+    return [MEMORY_USETYPE_PREFIX + k for k in kinds], list(excluded)
+
+
 API_VERSION = "0.8.0"
 #: A document of this usetype makes its subtree an append-only workspace.
 WORKSPACE_USETYPE = "workspace"

@@ -14,8 +14,8 @@ from typing import Any
 
 from home.jmfts.client import DEFAULT_TIMEOUT_S, JmftsClient
 from home.jmfts.errors import JmftsError, MalformedAnswer
-from home.jmfts.models import EXCLUDED_WITH_TURNS, JOURNAL_ENTRY_USETYPE, RECORD_USETYPE
-from home.memory.kinds import KINDS, MemoryKind, kind_usetype, usetype_kind
+from home.jmfts.models import memory_kinds_filter
+from home.memory.kinds import MemoryKind, kind_usetype, usetype_kind
 from home.memory.provenance import Provenance
 from shared.lifecycle import Service
 
@@ -62,25 +62,6 @@ class StoredMemory:
         )
 
 
-#: What a search for memories leaves out (besides what every search does).
-NOT_MEMORIES = [*EXCLUDED_WITH_TURNS, RECORD_USETYPE, JOURNAL_ENTRY_USETYPE]
-
-
-def kinds_filter(
-    kinds: tuple[MemoryKind, ...] | None, excluded: list[str] | tuple[str, ...] = NOT_MEMORIES
-) -> tuple[list[str] | None, list[str]]:
-    """The ``(usetype, exclude_types)`` of a search for memories of ``kinds`` (all: None).
-
-    With ``fact`` among them it is an exclusion of the other kinds, so a memory kept
-    before kinds existed (no usetype: a fact) is still found; without, only those kinds.
-    """
-    if kinds is None or set(kinds) == set(KINDS):
-        return None, list(excluded)
-    if "fact" in kinds:
-        return None, [*excluded, *(kind_usetype(k) for k in KINDS if k not in kinds)]
-    return [kind_usetype(k) for k in kinds], list(excluded)
-
-
 class MemoryStore(Service):
     """The reflex's memories as one principal. ``async with MemoryStore(url, token=...)``."""
 
@@ -119,7 +100,7 @@ class MemoryStore(Service):
         Only memories: a record the model wrote (``jmfts_write``), a journal note and a
         conversation's own turns share the agent's subtrees but are not facts about the
         user, and are never recalled, deduplicated against or corrected as one."""
-        usetype, excluded = kinds_filter(kinds)
+        usetype, excluded = memory_kinds_filter(kinds)
         answer = await self.client.search(
             query,
             "vector",

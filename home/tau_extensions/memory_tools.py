@@ -28,9 +28,12 @@ from tau_agent_core.tools.base import ToolError
 
 from home.jmfts.client import JmftsClient, read_token_file
 from home.jmfts.errors import JmftsError
-from home.jmfts.models import DEFAULT_EXCLUDED_USETYPES, EXCLUDED_WITH_TURNS
+from home.jmfts.models import (
+    DEFAULT_EXCLUDED_USETYPES,
+    EXCLUDED_WITH_TURNS,
+    memory_kinds_filter,
+)
 from home.memory.kinds import KINDS, USETYPE_PREFIX, parse_kinds, usetype_kind
-from home.memory.memories import kinds_filter
 from home.tau_extensions.bus_link import BusLink
 from home.tau_extensions.errors import ExtensionError
 from shared.messages.memory import RecallQuery, RecallReport
@@ -141,7 +144,9 @@ class MemoryTools:
         began = time.monotonic()
         excluded = DEFAULT_EXCLUDED_USETYPES if turns else EXCLUDED_WITH_TURNS
         # Kinds ask for memories only: no records, notes or turns, whatever ``turns`` says.
-        usetype, exclude_types = (None, list(excluded)) if kinds is None else kinds_filter(kinds)
+        usetype, exclude_types = (
+            (None, list(excluded)) if kinds is None else memory_kinds_filter(kinds)
+        )
         try:
             answer = await client.search(
                 query.strip(),

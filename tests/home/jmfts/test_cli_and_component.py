@@ -84,6 +84,13 @@ def test_memory_cli_search_by_kind(server: ServerProcess) -> None:
     found = _home(server, "search", "gooseberry jam", "--kind", "preference", "--json")
     assert found.returncode == 0, found.stderr
     assert [hit["snippet"] for hit in json.loads(found.stdout)["results"]] == [likes]
+    # A memory kept before kinds (no usetype) is a fact; a record is no memory at all.
+    legacy = "The user made gooseberry jam last summer."
+    assert _home(server, "put", "kinds/legacy", legacy).returncode == 0
+    note = "Gooseberry jam recipe notes."
+    assert _home(server, "put", "kinds/note", note, "--usetype", "record").returncode == 0
+    facts = _home(server, "search", "gooseberry jam", "--kind", "fact", "--json")
+    assert {hit["snippet"] for hit in json.loads(facts.stdout)["results"]} == {bought, legacy}
     unknown = _home(server, "search", "gooseberry jam", "--kind", "hobby")
     assert unknown.returncode == 2 and "--kind hobby" in unknown.stderr, unknown.stderr
 
