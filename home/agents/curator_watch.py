@@ -14,7 +14,7 @@ down costs nothing: each pass reads every memory new since the last (its waterma
 Passes run one at a time on one worker; a report that does not parse is counted and
 logged, never raised into the subscription. What a pass changed is in the store, as
 retractions with the curator's provenance (the turn whose report woke it): ``home
-memory show`` and ``home timeline`` (**merged**) tell it. See docs/architecture.md
+memory show`` and ``home timeline`` (**merged**, **resolved**) tell it. See docs/architecture.md
 "Memory".
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from nats.aio.client import Client as NatsClient
@@ -75,7 +75,7 @@ class Wake:
 @dataclass
 class CuratorCounts:
     """What the watch did: reports read (and of them, those that deposited nothing, refused
-    or dropped), passes, failed passes, and every merge."""
+    or dropped), passes, failed passes, and the memories merged or resolved."""
 
     reports: int = 0
     quiet: int = 0
@@ -83,7 +83,7 @@ class CuratorCounts:
     dropped: int = 0
     passes: int = 0
     failures: int = 0
-    merges: list[Merge] = field(default_factory=list)
+    merged: int = 0
 
 
 class CuratorWatch:
@@ -158,7 +158,7 @@ class CuratorWatch:
             self.counts.failures += 1
             log.warning("%s: curating %s failed: %s", self.spec.name, wake.root, exc)
             return []
-        self.counts.merges += merged
+        self.counts.merged += len(merged)
         return merged
 
     async def close(self) -> None:

@@ -46,7 +46,6 @@ from home.intent.errors import IntentError
 from home.intent.frames import framed_call, naming_words, unframed_call
 from home.intent.step import IntentStep, Verb, load_intent_step, spoken_form
 from home.jmfts.errors import JmftsError
-from home.jmfts.models import RETRACTION_USETYPE
 from home.llm.endpoint import ModelEndpoint
 from home.memory.memories import MemoryStore
 from home.memory.provenance import Provenance
@@ -453,22 +452,14 @@ class VerbDesk:
 
     async def _retract(self, doc_id: int, turn: PendingTurn) -> None:
         assert self.memory is not None
-        client = self.memory.client
-        doc = await client.get(doc_id)
         origin = Provenance(
             agent=self.agent,
             written_by=self.publisher.source,
             binding_id=turn.binding.binding_id,
             produced_by_schema=turn.binding.schema,
         )
-        await client.create(
-            title=None,
-            content=f"forgotten by voice on {turn.binding.device}: {turn.text[:200]}",
-            parent_id=doc.parent_id,
-            usetype=RETRACTION_USETYPE,
-            structured_content=origin.structured_content(),
-            supersedes=doc_id,
-        )
+        reason = f"forgotten by voice on {turn.binding.device}: {turn.text[:200]}"
+        await self.memory.retract(await self.memory.get(doc_id), reason, origin)
 
     async def _remind(self, turn: PendingTurn, call: VerbCall, device: str) -> str:
         now = self.clock()

@@ -3,7 +3,7 @@
 The reflex deduplicates each fact against what it finds stored when it deposits; two
 memories can still say one thing (two devices' evaluations at once, a fact written by
 hand, a paraphrase the model path wrote). The curator (``agent.memory_curator``, woken
-by the memorize reports of the agents it curates: :mod:`home.agents.curator_desk`)
+by the memorize reports of the agents it curates: :mod:`home.agents.curator_watch`)
 reads the memories written since its last pass, and for each finds the stored memories
 nearest to it: one as close as :data:`MERGE_COSINE` that brings no content word the
 other lacks says the same thing, and is merged into it. A merge is a retraction
@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from home.jmfts.errors import JmftsError, NotFound
-from home.jmfts.models import RETRACTION_USETYPE
 from home.memory.fidelity import content_stems, stem
 from home.memory.kinds import USETYPE_PREFIX
 from home.memory.knowledge import KnowledgeBook, same_value
@@ -123,6 +122,7 @@ class Curator:
         view = await self.store.client.request("GET", f"/workspace/{root_id}")
         current = [d for d in view.get("current", []) if _is_memory(d)]
         seen = self.watermarks.read().get(root, 0)
+        origin = Provenance(agent, self.curator, binding_id, schema)
         gone: set[int] = set()
         merges = []
         for doc in sorted(current, key=lambda d: int(d["id"])):
@@ -135,8 +135,8 @@ class Curator:
                 keep, drop = _kept_and_merged(memory, hit)
                 if not says_no_more(drop.content, keep.content):
                     continue
-                origin = Provenance(agent, self.curator, binding_id, schema)
-                retraction = await self._retract(drop, keep, origin)
+                said = f"{MERGED_INTO}{keep.id} by the curator: said again as {keep.content!r}"
+                retraction = await self.store.retract(drop, said, origin)
                 merge = Merge(keep.id, drop.id, retraction, keep.content, drop.content, hit.score)
                 log.info("curator %s: %s", root, merge.describe())
                 merges.append(merge)
@@ -146,7 +146,6 @@ class Curator:
         if current:
             self.watermarks.write(root, max(seen, *(int(d["id"]) for d in current)))
         live = {int(d["id"]) for d in current} - gone
-        origin = Provenance(agent, self.curator, binding_id, schema)
         return merges + await self.resolve(f"knowledge/{agent}", live, origin)
 
     async def resolve(self, knowledge: str, live: set[int], origin: Provenance) -> list[Merge]:
@@ -195,29 +194,13 @@ class Curator:
             old, new = await self.store.get(old_id), await self.store.get(int(new_id or 0))
         except JmftsError:
             return None
-        retraction = await self.store.client.create(
-            title=None,
-            content=f"{CONTRADICTED_BY}{new.id} by the curator: {new.content!r} says "
-            f"{latest['object_literal']!r}, not {older['object_literal']!r}",
-            parent_id=old.parent_id,
-            usetype=RETRACTION_USETYPE,
-            structured_content=origin.structured_content(),
-            supersedes=old.id,
+        said = (
+            f"{CONTRADICTED_BY}{new.id} by the curator: {new.content!r} says "
+            f"{latest['object_literal']!r}, not {older['object_literal']!r}"
         )
+        retraction = await self.store.retract(old, said, origin)
         log.info("curator: #%d contradicted by #%d", old.id, new.id)
-        return Merge(new.id, old.id, retraction.id, new.content, old.content, 0.0, True)
-
-    async def _retract(self, drop: StoredMemory, keep: StoredMemory, origin: Provenance) -> int:
-        """Retract ``drop`` as merged into ``keep``; the retraction's id."""
-        retraction = await self.store.client.create(
-            title=None,
-            content=f"{MERGED_INTO}{keep.id} by the curator: said again as {keep.content!r}",
-            parent_id=drop.parent_id,
-            usetype=RETRACTION_USETYPE,
-            structured_content=origin.structured_content(),
-            supersedes=drop.id,
-        )
-        return retraction.id
+        return Merge(new.id, old.id, retraction, new.content, old.content, 0.0, True)
 
 
 def _kept_and_merged(a: StoredMemory, b: StoredMemory) -> tuple[StoredMemory, StoredMemory]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from home.jmfts.client import DEFAULT_TIMEOUT_S, JmftsClient
 from home.jmfts.errors import JmftsError, MalformedAnswer
-from home.jmfts.models import memory_kinds_filter
+from home.jmfts.models import RETRACTION_USETYPE, memory_kinds_filter
 from home.memory.kinds import MemoryKind, kind_usetype, usetype_kind
 from home.memory.provenance import Provenance
 from shared.lifecycle import Service
@@ -125,6 +125,19 @@ class MemoryStore(Service):
                 )
             )
         return hits
+
+    async def retract(self, memory: StoredMemory, reason: str, origin: Provenance) -> int:
+        """Stop believing ``memory``: a retraction that supersedes it, saying ``reason``,
+        with ``origin``'s provenance (who retracted it, in which turn); its id."""
+        retraction = await self.client.create(
+            title=None,
+            content=reason,
+            parent_id=memory.parent_id,
+            usetype=RETRACTION_USETYPE,
+            structured_content=origin.structured_content(),
+            supersedes=memory.id,
+        )
+        return retraction.id
 
     async def deposit(
         self,
