@@ -19,6 +19,7 @@ replica lost with a member is what keeps the log whole.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -28,7 +29,12 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
-from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.errors import (
+    BucketNotFoundError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    NoKeysError,
+)
 from nats.js.errors import NotFoundError as JsNotFound
 from nats.js.kv import KeyValue
 
@@ -139,6 +145,9 @@ class Membership(Service):
         # silence up to then is its own blindness, not the others' (see _gone).
         self._blind_at = time.monotonic()
         self._kv: KeyValue | None = None
+        # The revision of this member's record as it last wrote it, and the schemas in it.
+        self._revision: int | None = None
+        self._written: tuple[SchemaSource, ...] = ()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -237,9 +246,51 @@ class Membership(Service):
     async def _beat(self) -> None:
         if self._kv is None:
             return
-        await self._kv.put(self.cluster.member, self._record().to_json())
+        await self._write(self._kv)
         await self._look(self._kv)
         await self._widen()
+
+    async def _write(self, kv: KeyValue) -> None:
+        """Write this member's record over the one it last wrote. Gone from the bucket, it
+        was claimed: another member took this one for lost while its beats stalled and
+        runs its schemas now, so it gives them up before it writes afresh."""
+        record = self._record()
+        key = self.cluster.member
+        if self._revision is not None:
+            try:
+                self._revision = await kv.update(key, record.to_json(), last=self._revision)
+                self._written = record.schemas
+                return
+            except KeyWrongLastSequenceError:
+                try:
+                    # A put of its own that timed out and still landed moved the revision.
+                    self._revision = (await kv.get(key)).revision
+                except KeyNotFoundError:
+                    await self._give_up_claimed()
+                    record = self._record()
+                else:
+                    self._revision = await kv.update(key, record.to_json(), last=self._revision)
+                    self._written = record.schemas
+                    return
+        self._revision = await kv.put(key, record.to_json())
+        self._written = record.schemas
+
+    async def _give_up_claimed(self) -> None:
+        """Unapply the schemas of the record another member claimed: it runs them now."""
+        log.warning(
+            "membership: another member took %s for lost (its heartbeat stalled for %.0f s)"
+            " and runs its schemas; not running them here",
+            self.cluster.member, GONE_AFTER_S,
+        )  # fmt: skip
+        runtime = self._substrate.runtime
+        if runtime is None:
+            return
+        claimed = set()
+        for source in self._written:
+            with contextlib.suppress(SchemaError):
+                claimed.add(runtime.parse(source).name)
+        for name in [n for n in runtime.active if n in claimed]:
+            await runtime.unapply(name)
 
     def _record(self) -> MemberRecord:
         runtime = self._substrate.runtime

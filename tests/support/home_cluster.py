@@ -135,15 +135,48 @@ def cluster_ready(status: dict[str, Any] | None, members: int) -> bool:
     )
 
 
+def not_ready(status: dict[str, Any] | None) -> str:
+    """What a member's status shows of its members, schemas and nodes: why it is not ready."""
+    if not status:
+        return "no status"
+    members = status.get("cluster", {}).get("members", [])
+    return json.dumps(
+        {
+            "members": {m["member"]: (m["alive"], m["last_heartbeat_s"]) for m in members},
+            "schemas": {s["name"]: s["state"] for s in status["schemas"]},
+            "nodes": {n["name"]: n["state"] for n in status["nodes"]},
+            "jetstream_peers": status.get("cluster", {}).get("jetstream_peers"),
+            "adopted": status.get("cluster", {}).get("adopted"),
+        }
+    )
+
+
+def log_tail(member: Member, lines: int = 40) -> str:
+    """The end of the member's ``home up`` log."""
+    try:
+        return "\n".join(member.log_path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return repr(exc)
+
+
 async def wait_for(members: Sequence[Member], alive: int) -> None:
-    """Until every member in ``members`` is ready and sees ``alive`` members."""
-    async with asyncio.timeout(START_TIMEOUT_S):
-        for member in members:
-            while not cluster_ready(await member.status(), alive):
-                assert member.proc is not None and member.proc.returncode is None, (
-                    member.log_path.read_text()
-                )
-                await asyncio.sleep(0.5)
+    """Until every member in ``members`` is ready and sees ``alive`` members; on timeout,
+    what each member last said of itself and the end of its log."""
+    last: dict[str, dict[str, Any] | None] = {}
+    try:
+        async with asyncio.timeout(START_TIMEOUT_S):
+            for member in members:
+                while not cluster_ready(last.get(member.name), alive):
+                    assert member.proc is not None and member.proc.returncode is None, (
+                        member.log_path.read_text()
+                    )
+                    last[member.name] = await member.status()
+                    await asyncio.sleep(0.5)
+    except TimeoutError:
+        said = [f"{m.name}: {not_ready(last.get(m.name))}\n{log_tail(m)}" for m in members]
+        raise AssertionError(
+            f"not {alive} members ready within {START_TIMEOUT_S:.0f} s:\n" + "\n\n".join(said)
+        ) from None
 
 
 @contextlib.asynccontextmanager

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -235,3 +236,40 @@ async def test_a_lost_member_loses_no_acknowledged_turn(tmp_path: Path) -> None:
         finally:
             await nc.close()
     assert any("before 0" in r.last_user_text for r in model.requests)
+
+
+async def test_a_member_that_stalls_gives_its_schema_to_the_member_that_took_it(
+    tmp_path: Path,
+) -> None:
+    """m3 stops (SIGSTOP) past the time a member is taken for lost, and m1 takes its
+    schema over; when m3 wakes, its record is gone, so it gives the schema up: one agent
+    reads the inbox, and a turn is answered once."""
+    schemas = write_turns_schema(tmp_path / "schemas")
+    async with (
+        ScriptedModel(responder=HeldTurn()) as model,
+        home_cluster(
+            tmp_path,
+            model.url,
+            {"m3": ["cluster_turns"]},
+            extra_args=["--schema-dir", str(schemas)],
+        ) as (m1, _m2, m3),
+    ):
+        assert m3.proc is not None
+        m3.proc.send_signal(signal.SIGSTOP)
+        try:
+            async with asyncio.timeout(60):
+                while (await m1.status() or {}).get("cluster", {}).get("adopted") != {"m3": "m1"}:
+                    await asyncio.sleep(0.5)
+        finally:
+            m3.proc.send_signal(signal.SIGCONT)
+        await gives_up_its_schema(m3)
+        status = await m1.status()
+        assert status is not None and runs_agent(status) == {"m1"}, status
+        nc = await nats.connect(m1.admin_url())
+        try:
+            board = Board(nc)
+            await board.listen()
+            await board.send("after the stall")
+            await board.all_answered_once()
+        finally:
+            await nc.close()
