@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from home.memory.correction import corrects, revision_overlap
+from home.memory.correction import common_stems, corrects, revision_overlap
 from home.memory.fidelity import content_stems
 from home.memory.memories import StoredMemory
 
@@ -119,8 +119,10 @@ def decide(
 
 def _revised(fact: str, nearest: list[StoredMemory], replaces: str | None) -> StoredMemory | None:
     """The memory ``fact`` revises (of several, the one sharing most words, then the
-    nearest), else the nearest holding the value it says is no longer so."""
-    overlaps = [(revision_overlap(fact, m.content, m.score), m.score, m) for m in nearest]
+    nearest; a word most of them share, as "biscuit", links none), else the nearest
+    holding the value it says is no longer so."""
+    common = common_stems(m.content for m in nearest)
+    overlaps = [(revision_overlap(fact, m.content, m.score, common), m.score, m) for m in nearest]
     revised = [(overlap, score, m) for overlap, score, m in overlaps if overlap > 0]
     if revised:
         return max(revised, key=lambda r: (r[0], r[1]))[2]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from home.memory.correction import RELATION_SYNONYMS, RELATION_VERBS, read_slot
+from home.memory.fidelity import NUMBER_WORDS
 
 EntityKind = Literal["user", "person", "pet", "thing"]
 
@@ -56,7 +57,7 @@ _PRONOUNS = {"she": "f", "he": "m", "they": None, "her": "f", "him": "m"}
 _POSSESSIVES = {"his": "m", "her": "f", "their": None}
 _FUNCTION_TEXT = """
 a an the this that these those and or but to of in on at for with from by as is are was
-were be been it its it's not no so
+were be been it its it's not no so has have had
 """
 _FUNCTION = frozenset(_FUNCTION_TEXT.split())
 # Words a spoken correction opens with that are no part of the claim.
@@ -408,7 +409,57 @@ def _claim_of(words: list[str]) -> Claim | None:
             return Claim(ref, IDENTITY, None, since=since)
         if subject.relation and not subject.name and len(value.split()) == 1:
             predicate = NAMING  # "his best friend is ollie": a name
+    if subject is not None and predicate in _PAST:
+        return Claim(subject, None, value or None, since=since)  # what was, not what is
+    if subject is not None and predicate in _COPULAS and after[0] in _COPULAS and not prefix:
+        # "leo is allergic to peanuts", "leo's training tonight": said, and no head.
+        head = _copula_head(subject, rest.split()[1:], value, since)
+        return Claim(subject, head, value or None, since=since)
     return Claim(subject, predicate, value or None, since=since)
+
+
+_COPULAS = frozenset({"is", "are", "is a"})
+_PAST = frozenset({"was", "were"})
+# What a bare "is" says, by the words after it: a place, an age. Anything else
+# ("allergic to peanuts", "training at the park", "vegetarian") has no one value that a
+# later "is" replaces, so it is no head (docs/architecture.md "The knowledge book").
+LIVES_IN = "lives in"
+AGE = "age"
+# What someone is doing these days ("studying law", "seeing hana"): one at a time. Not what
+# they do on one occasion ("training tonight", "going to portugal this summer").
+DOING = "is doing"
+_DOING = re.compile(r"[a-z]{2,}ing")
+_FOR_NOW = re.compile(
+    r"\b(?:tonight|today|tomorrow|later|this (?:morning|afternoon|evening|week|weekend|"
+    r"summer|winter|spring|autumn|year)|next \w+|on (?:monday|tuesday|wednesday|thursday|"
+    r"friday|saturday|sunday)\b)"
+)
+_AGE_WORDS = frozenset({"years", "year", "old", "months", "month"})
+# "in year six", "in hospital", "in charge": in, and no place.
+_NOT_PLACES = frozenset(
+    {"year", "class", "grade", "form", "reception", "bed", "hospital", "charge", "love"}
+)
+
+
+def _copula_head(subject: EntityRef, after: list[str], value: str, when: str | None) -> str | None:
+    """The head of a bare "is" claim, or None: what someone is (a role, after "a") and is
+    doing these days; and, of anyone but the user, where they live and their age."""
+    if not after or not value:
+        return None
+    words, place = value.split(), after[0] in {"in", "at"}
+    doing = _DOING.fullmatch(after[0]) is not None and not _FOR_NOW.search(when or "")
+    heads = {
+        "is a": after[0] in {"a", "an"},  # "priya's a midwife now"; not "on a new food"
+        DOING: doing,  # "diego's studying law", "i'm learning spanish"; not "... tonight"
+        # "i'm on ramipril", "i'm allergic to penicillin": no head of the user's.
+        LIVES_IN: subject.kind != "user"
+        and place
+        and words[0] not in _NOT_PLACES,  # "claire's in cardiff now"; not "in year six"
+        AGE: subject.kind != "user"
+        and not place
+        and all(w.isdigit() or w in NUMBER_WORDS or w in _AGE_WORDS for w in words),
+    }
+    return next((head for head, said in heads.items() if said), None)
 
 
 def read_claim(draft: str) -> Claim | None:

@@ -24,7 +24,7 @@ from typing import Any
 from home.jmfts.client import JmftsClient
 from home.jmfts.models import ENTITY_USETYPE
 from home.memory.fidelity import stem
-from home.memory.heads import NAMING, Claim, EntityRef
+from home.memory.heads import NAMING, VERBS, Claim, EntityRef
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,20 @@ def expanded_query(query: str, entities: list[Entity]) -> str | None:
                 changed = True
                 break
     return " ".join(out) if changed else None
+
+
+_VERB_STEMS = frozenset(stem(w) for w in VERBS)
+
+
+def one_predicate(said: set[str], wanted: set[str]) -> bool:
+    """Whether two predicates' stems name one attribute: the same, or a noun and the noun
+    said one word closer ("shoes" and "shoe size", "favourite" and "favourite takeaway");
+    not "gym" and "gym locker code", not "moved" and "moved into", not "favourite food"
+    and "favourite drink"."""
+    if said == wanted:
+        return True
+    small, big = sorted((said, wanted), key=len)
+    return small < big and len(big - small) == 1 and not small & _VERB_STEMS
 
 
 def same_value(a: str, b: str) -> bool:
@@ -321,11 +335,9 @@ class KnowledgeBook:
             plan.predicate_id = await self.predicate_id(claim.predicate)
             wanted = {stem(w) for w in claim.predicate.split()}
             for row in await self.open_beliefs(plan.entity.id):
-                # By stem: "shoes" and "shoe size" are one, as "favourite" and "favourite
-                # takeaway" are; "favourite food" and "favourite drink" are not.
                 said = {stem(w) for w in str(row["predicate"]["name"]).split()}
-                if not (said <= wanted or wanted <= said):
-                    continue  # "favourite" and "favourite takeaway" are one; "favourite food" not
+                if not one_predicate(said, wanted):
+                    continue
                 if same_value(row["object_literal"], claim.value):
                     plan.same = True
                 elif plan.closes is None or said == wanted:

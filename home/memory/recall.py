@@ -19,7 +19,13 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from home.memory.correction import change_said, corrects, shares_and_brings, subject_stems
+from home.memory.correction import (
+    change_said,
+    common_stems,
+    corrects,
+    shares_and_brings,
+    subject_stems,
+)
 from home.memory.memories import StoredMemory
 
 MEMORY_TEXT_CHARS = 500
@@ -99,19 +105,12 @@ def gate(
     return revisions_first(ranked)
 
 
-#: A stem more candidates than this share, among those that say no change, names who or
-#: what many memories are about ("priya", "biscuit"), not what one of them changed: it
-#: links no revision. Chosen on the life benchmark's tuning half: 1 and 2 gave the same
-#: recall@5 and staleness, 2 the better recall@1 (tests/bench/memory_life.py).
-REVISION_LINK_MAX_SHARERS = 2
-
-
 def revises(newer: StoredMemory, older: StoredMemory, common: set[str]) -> bool:
     """Whether ``newer``, found beside ``older`` for one question, reads as its revision:
     said later, it fills the same slot with another value, or it says that something
     changed, shares a word with ``older`` that is not in ``common`` (what changed, not
     who it happened to) and brings a word of its own (the new value). ``common``: the
-    words too many of the candidates share (:data:`REVISION_LINK_MAX_SHARERS`)."""
+    words too many of the candidates share (:func:`~home.memory.correction.common_stems`)."""
     if newer.written_at <= older.written_at:
         return False
     if corrects(newer.content, older.content):
@@ -131,12 +130,7 @@ def revisions_first(ranked: list[ScoredHit]) -> list[ScoredHit]:
     finds the two together, and here the later one comes first, even when its own cosine
     is under the gate ("the gp's taken me off ramipril and put me on amlodipine instead"
     for "what medication am I on")."""
-    counts: dict[str, int] = {}
-    for hit in ranked:
-        if change_said(hit.memory.content) is None:
-            for word in subject_stems(hit.memory.content):
-                counts[word] = counts.get(word, 0) + 1
-    common = {word for word, n in counts.items() if n > REVISION_LINK_MAX_SHARERS}
+    common = common_stems(hit.memory.content for hit in ranked)
     out = list(ranked)
     looked_at: set[int] = set()
     i = 0

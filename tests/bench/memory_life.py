@@ -48,6 +48,7 @@ from pathlib import Path
 import yaml
 
 from home.jmfts.testing import running_jmfts
+from home.memory import correction as correction_module
 from home.memory import recall as recall_module
 from home.memory.config import ReflexConfig, parse_config
 from home.memory.correction import revises_recalled
@@ -56,6 +57,7 @@ from home.memory.fsrs import ReviewBook, stability_after_success
 from home.memory.keep_gate import KeepGate, load_keep_gate
 from home.memory.memories import MemoryStore, StoredMemory
 from home.memory.recall import ScoredHit
+from home.memory.records import DepositRecord
 from home.memory.reflex import Depositor, Recaller
 from tests.bench.memory_fidelity import value_kept
 from tests.bench.report import Result, publish, quantile
@@ -283,6 +285,7 @@ class Arm:
     recaller: Recaller
     depositor: Depositor
     tally: Tally = field(default_factory=Tally)
+    written: dict[int, str] = field(default_factory=dict)  # memory id -> its text
 
 
 async def live(
@@ -306,12 +309,32 @@ async def live(
             keep = verdict.keep or revises_recalled(event.text, verdict.score, recalled)
             extracted = drafted(event.text) if keep else None
             if extracted is not None and extracted.faithful:
-                await arm.depositor.deposit([extracted])
+                records = await arm.depositor.deposit([extracted])
+                _note_replacements(arm, records, event)
                 arm.tally.kept += 1
                 arm.tally.chatter_kept += event.chatter
             continue
         await ask(arm, event, asked_turns)
         asked_turns += 1
+
+
+def _note_replacements(arm: Arm, records: list[DepositRecord], turn: Turn) -> None:
+    """With ``LIFE_DEPOSITS=FILE``: each memory a deposit replaced, and by what (YAML)."""
+    for record in records:
+        arm.written[record.id] = record.fact
+        if record.supersedes is not None:
+            _append("LIFE_DEPOSITS", {
+                "arm": arm.name, "day": round(turn.at, 1), "chatter": turn.chatter,
+                "action": record.action, "by": record.fact, "knowledge": record.knowledge,
+                "replaced": arm.written.get(record.supersedes, record.supersedes),
+            })  # fmt: skip
+
+
+def _append(variable: str, row: dict[str, object]) -> None:
+    """Append ``row`` to the YAML file the environment ``variable`` names, if it names one."""
+    if path := os.environ.get(variable):
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(yaml.safe_dump([row], sort_keys=False, allow_unicode=True))
 
 
 async def ask(arm: Arm, probe: Probe, turn: int) -> None:
@@ -338,17 +361,25 @@ async def ask(arm: Arm, probe: Probe, turn: int) -> None:
         _, others = await arm.recaller.recall(question)
         found = any(_bears(h.memory, probe.current) for h in others)
     tally.add(tally.lost, key, int(not found))
+    if not bearing:
+        _append("LIFE_MISSES", {
+            "arm": arm.name, "fact": probe.fact.id, "half": probe.fact.half, "age": probe.age,
+            "asked": first, "current": list(probe.current), "found by another question": found,
+            "shown": [f"{h.score:.2f} #{h.memory.id} {h.memory.content}" for h in shown],
+        })  # fmt: skip
     if probe.fact.correction is None:
         tally.add(tally.uncorrected, key)
         tally.add(tally.uncorrected_lost, key, int(not found))
 
 
-def _config(work: Path, url: str, root: str, decay: bool, threshold: float) -> ReflexConfig:
+def _config(
+    work: Path, url: str, root: str, knowledge: str | None, decay: bool, threshold: float
+) -> ReflexConfig:
     return parse_config({
         "agent": "life", "nats_url": "nats://unused", "binding_file": str(work / "b.json"),
         "jmfts_url": url, "jmfts_token_file": str(work / "admin.token"),
         "roots": [{"path": root, "decay": decay}], "memory_root": root,
-        "k": K, "threshold": threshold,
+        "knowledge_root": knowledge, "k": K, "threshold": threshold,
         "initial_stability_days": INITIAL_STABILITY_DAYS,
     })  # fmt: skip
 
@@ -371,9 +402,15 @@ async def run_life(
                 root = f"workspace/life_{name}"
                 await jmfts.ensure_path(root)
                 threshold = float(os.environ.get("LIFE_THRESHOLD", THRESHOLD))
+                # The catalog's knowledge book, one per arm; the peer had none.
+                knowledge = None if name == "peer" else f"knowledge/life_{name}"
+                if os.environ.get("LIFE_KNOWLEDGE") == "off":
+                    knowledge = None
+                if knowledge is not None:
+                    await jmfts.ensure_path(knowledge)
                 if name == "peer":
                     threshold = PEER_THRESHOLD
-                config = _config(work, jmfts.url, root, name != "off", threshold)
+                config = _config(work, jmfts.url, root, knowledge, name != "off", threshold)
                 book = ReviewBook(work / f"reviews-{name}.json", INITIAL_STABILITY_DAYS)
                 clock = SimClock(max(p.at for p in probes))
                 if name == "peer":  # a restatement's review goes to a book recall never reads
@@ -488,9 +525,11 @@ def main() -> None:
     ``LIFE_ARMS=on,off`` leaves the peer out; ``LIFE_THRESHOLD`` and ``LIFE_RANK_FLOOR``
     try another gate threshold or rank floor than the shipped ones;
     ``LIFE_REVISION_SHARERS`` tries another bound on the candidates that may share the
-    word linking a revision at recall (0 links far fewer)."""
+    word linking a revision at recall (0 links far fewer); ``LIFE_KNOWLEDGE=off`` lives it
+    without the knowledge book; ``LIFE_MISSES=FILE`` appends each question recall missed,
+    with what it showed, and ``LIFE_DEPOSITS=FILE`` each memory a deposit replaced (YAML)."""
     if "LIFE_REVISION_SHARERS" in os.environ:
-        recall_module.REVISION_LINK_MAX_SHARERS = int(os.environ["LIFE_REVISION_SHARERS"])
+        correction_module.REVISION_LINK_MAX_SHARERS = int(os.environ["LIFE_REVISION_SHARERS"])
     if "LIFE_RANK_FLOOR" in os.environ:
         recall_module.RANK_FLOOR = float(os.environ["LIFE_RANK_FLOOR"])
     halves = os.environ.get("LIFE_HALVES", ",".join(HALVES)).split(",")

@@ -58,6 +58,24 @@ def claim_of(utterance: str) -> tuple[str | None, str | None, str | None, str | 
         # A pronoun points first at a being the same sentence brings in.
         ("we've got a rabbit now as well she's called clover", ("rabbit", NAMING, "clover", None)),
         ("we adopted a kitten and he is called mochi", ("kitten", NAMING, "mochi", None)),
+        # A bare "is" heads a role, a home or an age; anything else it says is no head.
+        ("priya's a midwife now", ("priya", "is a", "midwife", None)),
+        ("claire's in cardiff now", ("claire", "lives in", "cardiff", None)),
+        ("maya is eleven", ("maya", "age", "eleven", None)),
+        ("leo is allergic to peanuts", ("leo", None, "allergic to peanuts", None)),
+        (
+            "leo's training at victoria park tonight",
+            ("leo", None, "training at victoria park", None),
+        ),
+        ("diego is studying law", ("diego", "is doing", "studying law", None)),
+        (
+            "we're going to portugal this summer",
+            ("the user", None, "going to portugal", None),
+        ),
+        ("biscuit is on a new food now", ("biscuit", None, "new food", None)),
+        ("maya's in year six", ("maya", None, "year six", None)),
+        ("we were on facetime with claire", ("the user", None, "facetime with claire", None)),
+        ("i'm on ramipril", ("the user", None, "ramipril", None)),
     ],
 )
 def test_a_claim_is_read_from_the_words_said(

@@ -134,6 +134,30 @@ async def test_a_new_pet_or_another_childs_appointment_replaces_nothing(
         assert {biscuit.action, son.action} == {"created"}
 
 
+async def test_what_one_person_is_said_to_be_or_do_replaces_nothing_else(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    """Only a role, a home or an age is one value a later "is" replaces; a gym and its
+    locker code, a move of the key and a move into the house, are two things."""
+    home, store = await household(jmfts, tmp_path, "mem_k6")
+    async with store:
+        said = [
+            "leo is allergic to peanuts",
+            "leo's training at victoria park tonight",
+            "maya's eleven, she's in year six",
+            "maya can stay up till nine now that she's older",
+            "my gym is fitzone on king street",
+            "the code for my locker at the gym is 4471",
+            "we moved the spare key to the shed",
+            "we moved into this house in 2015",
+        ]
+        records = [await home.say(text) for text in said]
+        replaced = [(r.fact, r.supersedes) for r in records if r.supersedes is not None]
+        assert not replaced, replaced
+        assert any("peanuts" in m for m in await home.recalled("what is leo allergic to"))
+        assert any("eleven" in m for m in await home.recalled("how old is maya"))
+
+
 async def test_not_x_corrects_the_memory_that_says_x(jmfts: RunningJmfts, tmp_path: Path) -> None:
     home, store = await household(jmfts, tmp_path, "mem_k3")
     async with store:
