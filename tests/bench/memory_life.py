@@ -27,8 +27,9 @@ answer, the answer uses it (a review). Per age and half:
 - **unrecallable**: the share of facts that none of their three questions brings back,
   and the same among the facts never corrected (the goal there is none).
 
-Arms, in the same run, each on its own root: decay on (the catalog's root), decay off,
-and the peer, recall as it was before #33 (cosine times retrievability gated at the
+Arms, in the same run, each on its own root and, as the catalog's agent has, its own
+knowledge book (``knowledge/life_<arm>``): decay on (the catalog's root), decay off,
+and the peer (no knowledge book), recall as it was before #33 (cosine times retrievability gated at the
 catalog's threshold then, 0.45, among the k found; an unused recall a lapse; a
 restatement no review).
 """
