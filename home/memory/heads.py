@@ -19,7 +19,7 @@ they correct. See docs/architecture.md "Memory".
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from home.memory.correction import RELATION_SYNONYMS, RELATION_VERBS, read_slot
@@ -133,7 +133,8 @@ NAMING = "is called"
 class EntityRef:
     """How a claim names its subject: the user, a relation (to the user, or to ``owner``),
     a name, a pronoun (any may be absent but not all); ``gender`` as the words said it
-    (``f``, ``m``), which a pronoun's resolution respects."""
+    (``f``, ``m``), which a pronoun's resolution respects; ``said_before``, of a pronoun,
+    the words its sentence said before it, where a name it points at comes first."""
 
     kind: EntityKind
     relation: str | None = None
@@ -141,6 +142,7 @@ class EntityRef:
     pronoun: str | None = None
     owner: EntityRef | None = None
     gender: str | None = None
+    said_before: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -501,12 +503,14 @@ _INTRODUCES = re.compile(
 def _introduced(text: str, subject: EntityRef | None) -> EntityRef | None:
     """A pronoun's referent when the same sentence brings in a being before it ("we've got
     a rabbit now she's called clover": the rabbit, not the dog said of days ago);
-    otherwise ``subject`` as read."""
+    otherwise ``subject`` as read, with the words said before the pronoun."""
     if subject is None or subject.pronoun is None or subject.pronoun not in _PRONOUNS:
         return subject
+    at = text.find(f" {subject.pronoun} ")
     found = _INTRODUCES.search(text)
-    if found is None or found.start() > text.find(f" {subject.pronoun} "):
-        return subject
+    if found is None or found.start() > at:
+        before = [w.removesuffix("'s") for w in text[: max(at, 0)].split()]
+        return replace(subject, said_before=tuple(before))
     word = found.group(1)
     if word in PETS:
         return EntityRef("pet", relation=word, gender=subject.gender)

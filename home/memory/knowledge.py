@@ -200,9 +200,18 @@ class KnowledgeBook:
         return sorted(known, key=lambda e: (e.id in order, order.get(e.id, e.id)))
 
     def _by_pronoun(self, ref: EntityRef, known: list[Entity]) -> Entity | None:
-        """The one a pronoun points at: the latest mentioned person (or pet) of its gender,
-        else the latest whose gender nobody said."""
+        """The one a pronoun points at: a person (or pet) its own sentence named before it
+        ("priya traded in her car, she's driving a mini now"), else the latest mentioned
+        of its gender, else the latest whose gender nobody said."""
         beings = [e for e in self._recent(known) if e.kind in ("person", "pet")]
+        named = [
+            (max(i for i, w in enumerate(ref.said_before) if w in e.names), e)
+            for e in beings
+            if set(e.names) & set(ref.said_before)
+            and (ref.gender is None or e.gender in (None, ref.gender))
+        ]
+        if named:
+            return max(named, key=lambda n: n[0])[1]  # the name said nearest the pronoun
         if ref.gender is None:
             return beings[-1] if beings else None
         exact = [e for e in beings if e.gender == ref.gender]

@@ -5,6 +5,7 @@ model (:func:`home.memory.restate.restate_draft`)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,22 @@ async def test_a_pronoun_is_the_person_last_named(jmfts: RunningJmfts, tmp_path:
         assert pilot.action == "corrected" and pilot.supersedes == nurse.id, (nurse, pilot)
         shown = await home.recalled("what does lena do for work")
         assert not any("nurse" in m for m in shown), shown
+
+
+async def test_a_pronoun_is_first_the_person_its_sentence_named(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    home, store = await household(jmfts, tmp_path, "mem_k7")
+    async with store:
+        await home.say("my sister claire is a teacher")
+        nurse = await home.say("priya is a nurse")
+        await home.say("claire's studying for a masters")
+        midwife = await home.say("priya finished her retraining, she's a midwife now")
+        assert midwife.supersedes == nurse.id, (nurse, midwife)
+        nurse_triple = re.search(r"\(#(\d+)\)", nurse.knowledge or "")
+        assert nurse_triple is not None, nurse
+        assert (midwife.knowledge or "").startswith("priya · is a · midwife"), midwife
+        assert (midwife.knowledge or "").endswith(f"closes #{nurse_triple.group(1)})"), midwife
 
 
 async def test_a_new_pet_or_another_childs_appointment_replaces_nothing(
