@@ -29,9 +29,9 @@ answer, the answer uses it (a review). Per age and half:
 
 Arms, in the same run, each on its own root and, as the catalog's agent has, its own
 knowledge book (``knowledge/life_<arm>``): decay on (the catalog's root), decay off,
-and the peer (no knowledge book), recall as it was before #33 (cosine times retrievability gated at the
-catalog's threshold then, 0.45, among the k found; an unused recall a lapse; a
-restatement no review).
+and the peer (no knowledge book), recall as it was before #33 (cosine times
+retrievability gated at the catalog's threshold then, 0.45, among the k found; an unused
+recall a lapse; a restatement no review).
 """
 
 from __future__ import annotations
