@@ -21,6 +21,7 @@ from typing import Any
 from shared.bus_credentials import home_admin_url
 from shared.proc import free_port
 from tests.support.home_up import home_status
+from tests.support.scripted_model import Responder, ScriptedModel
 
 START_TIMEOUT_S = 240.0
 SECRET = "loopback-cluster-secret"
@@ -208,3 +209,23 @@ async def home_cluster(
                 if member.proc.returncode is None:
                     member.kill()
                     await member.proc.wait()
+
+
+def turns_args(root: Path) -> list[str]:
+    """The arguments that let a member apply :data:`TURNS_SCHEMA` (written under ``root``)."""
+    return ["--schema-dir", str(write_turns_schema(root / "schemas"))]
+
+
+@contextlib.asynccontextmanager
+async def turns_cluster(
+    root: Path, responder: Responder
+) -> AsyncIterator[tuple[ScriptedModel, list[Member]]]:
+    """:func:`home_cluster` with :data:`TURNS_SCHEMA` applied on m3, its agent answered by
+    a scripted model with ``responder``; start a member again with :func:`turns_args`."""
+    async with (
+        ScriptedModel(responder=responder) as model,
+        home_cluster(
+            root, model.url, {"m3": [str(TURNS_SCHEMA["schema"])]}, extra_args=turns_args(root)
+        ) as members,
+    ):
+        yield model, members

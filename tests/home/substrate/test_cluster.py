@@ -37,12 +37,12 @@ from shared.subjects import sensation_turn_subject, speech_completed_subject
 from tests.support.home_cluster import (
     AGENT,
     Member,
-    home_cluster,
     start_member,
+    turns_args,
+    turns_cluster,
     wait_for,
-    write_turns_schema,
 )
-from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel
+from tests.support.scripted_model import RecordedRequest, Reply
 
 pytestmark = pytest.mark.slow
 
@@ -186,17 +186,8 @@ def runs_agent(status: dict[str, Any]) -> set[str]:
 
 
 async def test_a_lost_member_loses_no_acknowledged_turn(tmp_path: Path) -> None:
-    schemas = write_turns_schema(tmp_path / "schemas")
     held = HeldTurn()
-    async with (
-        ScriptedModel(responder=held) as model,
-        home_cluster(
-            tmp_path,
-            model.url,
-            {"m3": ["cluster_turns"]},
-            extra_args=["--schema-dir", str(schemas)],
-        ) as (m1, m2, m3),
-    ):
+    async with turns_cluster(tmp_path, held) as (model, (m1, m2, m3)):
         status = await m1.status()
         assert status is not None
         where = {m["member"]: [n["name"] for n in m["nodes"]] for m in status["cluster"]["members"]}
@@ -228,7 +219,7 @@ async def test_a_lost_member_loses_no_acknowledged_turn(tmp_path: Path) -> None:
             assert runs_agent(status) == {"m1"}, cluster
             await board.log_is_whole()
             # m3 comes back: it restores its schema, sees m1 runs it, and gives it up.
-            await start_member(m3, model.url, [m1], ["--schema-dir", str(schemas)])
+            await start_member(m3, model.url, [m1], turns_args(tmp_path))
             await wait_for([m3, m1], alive=3)
             await gives_up_its_schema(m3)
             await board.send("back again")
@@ -244,16 +235,7 @@ async def test_a_member_that_stalls_gives_its_schema_to_the_member_that_took_it(
     """m3 stops (SIGSTOP) past the time a member is taken for lost, and m1 takes its
     schema over; when m3 wakes, its record is gone, so it gives the schema up: one agent
     reads the inbox, and a turn is answered once."""
-    schemas = write_turns_schema(tmp_path / "schemas")
-    async with (
-        ScriptedModel(responder=HeldTurn()) as model,
-        home_cluster(
-            tmp_path,
-            model.url,
-            {"m3": ["cluster_turns"]},
-            extra_args=["--schema-dir", str(schemas)],
-        ) as (m1, _m2, m3),
-    ):
+    async with turns_cluster(tmp_path, HeldTurn()) as (_model, (m1, _m2, m3)):
         assert m3.proc is not None
         m3.proc.send_signal(signal.SIGSTOP)
         try:
