@@ -28,7 +28,9 @@ answer, the answer uses it (a review). Per age and half:
   and the same among the facts never corrected (the goal there is none).
 
 Arms, in the same run, each on its own root and, as the catalog's agent has, its own
-knowledge book (``knowledge/life_<arm>``): decay on (the catalog's root), decay off,
+knowledge book (``knowledge/life_<arm>``): decay on (the catalog's root); decay on with
+the slow curator (:mod:`home.memory.curator`) making a pass after each deposit, as the
+memorize report wakes ``agent.memory_curator``; decay off;
 and the peer (no knowledge book), recall as it was before #33 (cosine times
 retrievability gated at the catalog's threshold then, 0.45, among the k found; an unused
 recall a lapse; a restatement no review).
@@ -37,11 +39,12 @@ recall a lapse; a restatement no review).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import os
 import random
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -53,6 +56,7 @@ from home.memory import correction as correction_module
 from home.memory import recall as recall_module
 from home.memory.config import ReflexConfig, parse_config
 from home.memory.correction import revises_recalled
+from home.memory.curator import Curator, Merge, Watermarks
 from home.memory.extract import drafted
 from home.memory.fsrs import ReviewBook, stability_after_success
 from home.memory.keep_gate import KeepGate, load_keep_gate
@@ -258,6 +262,7 @@ class Tally:
     chatter_kept: int = 0
     chatter_turns: int = 0
     chatter_shown: int = 0  # chatter turns recall showed a memory on
+    curated: int = 0  # the curator's merges and resolutions
 
     def add(self, table: dict[tuple[str, int], int], key: tuple[str, int], n: int = 1) -> None:
         table[key] = table.get(key, 0) + n
@@ -287,6 +292,8 @@ class Arm:
     depositor: Depositor
     tally: Tally = field(default_factory=Tally)
     written: dict[int, str] = field(default_factory=dict)  # memory id -> its text
+    # The curator's pass, woken by each deposit as its node is by a memorize report.
+    curate: Callable[[], Awaitable[list[Merge]]] | None = None
 
 
 async def live(
@@ -312,6 +319,8 @@ async def live(
             if extracted is not None and extracted.faithful:
                 records = await arm.depositor.deposit([extracted])
                 _note_replacements(arm, records, event)
+                if arm.curate is not None:
+                    arm.tally.curated += len(await arm.curate())
                 arm.tally.kept += 1
                 arm.tally.chatter_kept += event.chatter
             continue
@@ -427,12 +436,20 @@ async def run_life(
                         Recaller(config, store, book, clock),
                         Depositor(config, store, book, clock),
                     )
+                if name == "curated":
+                    curator = Curator(store, "agent.memory_curator", Watermarks(work / "c.json"))
+                    arm.curate = functools.partial(curator.curate, root, f"life_{name}")
                 await live(arm, gate, turns, probes, clock)
                 tallies[name] = arm.tally
     return tallies
 
 
-ARM_NAMES = {"on": "decay on", "off": "decay off", "peer": "recall before #33"}
+ARM_NAMES = {
+    "on": "decay on",
+    "curated": "decay on, curated",
+    "off": "decay off",
+    "peer": "recall before #33",
+}
 
 
 METRICS = (
@@ -511,6 +528,17 @@ def results_of(tallies: dict[str, Tally], halves: Iterable[str]) -> list[Result]
                 labels={"metric": "chatter kept", "arm": ARM_NAMES[name]},
             )
         )
+        if name == "curated":
+            results.append(
+                Result(
+                    f"curator merges and resolutions [{ARM_NAMES[name]}]",
+                    float(tally.curated),
+                    "count",
+                    tally.kept,
+                    note="n: all memories kept",
+                    labels={"metric": "curated", "arm": ARM_NAMES[name]},
+                )
+            )
     return results
 
 
@@ -534,7 +562,7 @@ def main() -> None:
     if "LIFE_RANK_FLOOR" in os.environ:
         recall_module.RANK_FLOOR = float(os.environ["LIFE_RANK_FLOOR"])
     halves = os.environ.get("LIFE_HALVES", ",".join(HALVES)).split(",")
-    arms = os.environ.get("LIFE_ARMS", "on,off,peer").split(",")
+    arms = os.environ.get("LIFE_ARMS", "on,curated,off,peer").split(",")
     with tempfile.TemporaryDirectory(prefix="memory-life-") as work:
         tallies = asyncio.run(run_life(life_facts(), read_chatter(), arms, Path(work)))
     publish("memory_life", results_of(tallies, halves))
