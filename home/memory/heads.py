@@ -422,9 +422,10 @@ def _claim_of(words: list[str]) -> Claim | None:
 
 _COPULAS = frozenset({"is", "are", "is a"})
 _PAST = frozenset({"was", "were"})
-# What a bare "is" says, by the words after it: a place, an age. Anything else
-# ("allergic to peanuts", "training at the park", "vegetarian") has no one value that a
-# later "is" replaces, so it is no head (docs/architecture.md "The knowledge book").
+# What a bare "is" heads, by the words after it: a role, what someone is doing these
+# days, a place, an age (:func:`_copula_head`). Anything else ("allergic to peanuts",
+# "vegetarian") has no one value that a later "is" replaces, so it is no head
+# (docs/architecture.md "Memory", the knowledge book).
 LIVES_IN = "lives in"
 AGE = "age"
 # What someone is doing these days ("studying law", "seeing hana"): one at a time. Not what
