@@ -140,14 +140,16 @@ def not_ready(status: dict[str, Any] | None) -> str:
     """What a member's status shows of its members, schemas and nodes: why it is not ready."""
     if not status:
         return "no status"
-    members = status.get("cluster", {}).get("members", [])
+    cluster = status.get("cluster", {})
     return json.dumps(
         {
-            "members": {m["member"]: (m["alive"], m["last_heartbeat_s"]) for m in members},
+            "members": {
+                m["member"]: (m["alive"], m["last_heartbeat_s"]) for m in cluster.get("members", [])
+            },
             "schemas": {s["name"]: s["state"] for s in status["schemas"]},
             "nodes": {n["name"]: n["state"] for n in status["nodes"]},
-            "jetstream_peers": status.get("cluster", {}).get("jetstream_peers"),
-            "adopted": status.get("cluster", {}).get("adopted"),
+            "jetstream_peers": cluster.get("jetstream_peers"),
+            "adopted": cluster.get("adopted"),
         }
     )
 
@@ -167,12 +169,13 @@ async def wait_for(members: Sequence[Member], alive: int) -> None:
     try:
         async with asyncio.timeout(START_TIMEOUT_S):
             for member in members:
-                while not cluster_ready(last.get(member.name), alive):
+                last[member.name] = await member.status()
+                while not cluster_ready(last[member.name], alive):
                     assert member.proc is not None and member.proc.returncode is None, (
                         member.log_path.read_text()
                     )
-                    last[member.name] = await member.status()
                     await asyncio.sleep(0.5)
+                    last[member.name] = await member.status()
     except TimeoutError:
         said = [f"{m.name}: {not_ready(last.get(m.name))}\n{log_tail(m)}" for m in members]
         raise AssertionError(
