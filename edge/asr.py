@@ -27,7 +27,7 @@ from edge.errors import ModelError
 from shared.event import new_binding_id
 from shared.lifecycle import Service, cancel_and_wait
 from shared.messages.trace import ASR_FINAL, ENDPOINT, VOICE_END, Marks
-from shared.messages.voice import Partial, Turn, WordTiming
+from shared.messages.voice import Heard, Partial, Turn, WordTiming
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,7 @@ class AsrNode(Service):
         self._task: asyncio.Task[None] | None = None
         self._binding_id: str | None = None
         self._started_at = 0.0
+        self._wake_probability: float | None = None
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -186,6 +187,7 @@ class AsrNode(Service):
     async def _handle(self, loop: asyncio.AbstractEventLoop, event: SegmentEvent) -> None:
         if isinstance(event, UtteranceStart):
             self._binding_id, self._started_at = new_binding_id(), event.at
+            self._wake_probability = event.wake_probability
             await loop.run_in_executor(self._executor, self.recognizer.reset)
         elif isinstance(event, UtteranceAudio):
             binding_id = self._binding_id
@@ -237,6 +239,7 @@ class AsrNode(Service):
             ended_at=_wall(end.speech_ended_at),
             endpoint=end.reason,
             trace=Marks(at={VOICE_END: end.speech_ended_at, ENDPOINT: end.at, ASR_FINAL: final_at}),
+            heard=Heard(end.level_db, self._wake_probability),
         )
         await self.bus.hand_over(
             turn.subject, turn.to_event(source=self.source, sequence_number=self._next())

@@ -2,6 +2,11 @@
 
 It also reads the push-to-talk button: a press while the board speaks is a
 barge-in (playback stops, the queue is dropped, the microphone opens at once).
+
+In mode ``wake`` every admitted frame outside an utterance goes to the wake word
+model first; a detection arms the endpointer for ``listen_s`` and plays the chime.
+After the board speaks an answer, the endpointer is armed for the follow-up
+window, longer when the answer asked a question.
 """
 
 from __future__ import annotations
@@ -11,12 +16,14 @@ import logging
 import time
 
 from edge.asr import AsrNode
-from edge.audio.base import AudioSource
+from edge.audio.base import AudioFrame, AudioSource
+from edge.config import WakeConfig
 from edge.echo_gate import EchoGate
 from edge.endpoint.buttons import Button
 from edge.endpoint.segmenter import Endpointer
 from edge.errors import EdgeError
 from edge.tts import Speaker
+from edge.wake import WakeWord, chime
 from shared.lifecycle import Service, cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -34,6 +41,8 @@ class CaptureNode(Service):
         speaker: Speaker,
         *,
         button: Button | None = None,
+        wake: WakeWord | None = None,
+        wake_config: WakeConfig | None = None,
     ) -> None:
         self.source = source
         self.gate = gate
@@ -44,6 +53,13 @@ class CaptureNode(Service):
         self.exhausted = asyncio.Event()
         self.error: BaseException | None = None
         self.barge_ins = 0
+        self.wake = wake
+        self.wake_config = wake_config or WakeConfig()
+        self.wakes = 0
+        self.follow_ups = 0
+        self._chime = chime(speaker.synth.sample_rate) if self.wake_config.chime else None
+        if wake is not None:
+            speaker.on_answered = self.follow_up
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -66,6 +82,7 @@ class CaptureNode(Service):
         try:
             async for frame in self.source.frames():
                 if self.gate.admits(frame):
+                    self._hear_wake(frame)
                     self.asr.feed(self.endpointer.on_frame(frame))
                 elif self.endpointer.is_open and not self.endpointer.held:
                     # The board started speaking mid-utterance: what was heard so far stands.
@@ -82,6 +99,25 @@ class CaptureNode(Service):
                 self.gate.admitted,
                 self.gate.dropped,
             )
+
+    def _hear_wake(self, frame: AudioFrame) -> None:
+        if self.wake is None or self.endpointer.is_open:
+            return
+        probability = self.wake.feed(frame.pcm)
+        if probability is None:
+            return
+        self.wakes += 1
+        self.endpointer.arm(frame.ends_at + self.wake_config.listen_s, "wake", probability)
+        log.info("heard the wake word %r (%.2f)", self.wake.phrase, probability)
+        if self._chime is not None:
+            self.speaker.say_local(self._chime, "chime", tail=False)
+
+    def follow_up(self, answer: str, reopens_at: float) -> None:
+        """The board spoke ``answer``; listen without the wake word once the mic reopens."""
+        asked = answer.rstrip().endswith("?")
+        window = self.wake_config.question_s if asked else self.wake_config.follow_up_s
+        self.follow_ups += 1
+        self.endpointer.arm(reopens_at + window, "follow_up")
 
     async def _buttons(self, button: Button) -> None:
         try:

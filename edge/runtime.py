@@ -7,7 +7,7 @@
        replies   the reply rail (text not to be spoken) into the log
     5. asr       Vosk node: segment events in, partials and turns out
     6. bridge    the edge bridge node (:mod:`edge.bridge_plugin`), only with ``bridge.half``
-    7. capture   microphone -> echo gate -> endpointer -> asr; push-to-talk
+    7. capture   microphone -> echo gate -> (wake word) -> endpointer -> asr; push-to-talk
     8. systemd   READY=1, then watchdog pings (no-op outside systemd)
 
 Everything that listens is up before the bridge opens, and the bridge is up
@@ -58,6 +58,7 @@ from edge.notice import NoticeNode
 from edge.replies import ReplyLog
 from edge.systemd import SystemdNotifier
 from edge.tts import PiperSynthesizer, Speaker
+from edge.wake import WakeWord
 from shared.lifecycle import Service
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,8 @@ class RunSummary:
     notices: int = 0
     not_taken: int = 0  # events for home the bridge half did not take (edge/handover.py)
     barge_ins: int = 0
+    wakes: int = 0  # wake words heard (mode wake)
+    follow_ups: int = 0  # answers after which the board listened without the wake word
     echo_gate_dropped: int = 0
     malformed_events: int = 0
 
@@ -261,11 +264,24 @@ class EdgeRuntime(Service):
         button = self._button or open_button(config.endpointing.push_to_talk)
         if button is not None:
             button = await self._enter("button", button)
-        endpointer = Endpointer(config.endpointing.mode, config.endpointing.vad)
+        endpointing = config.endpointing
+        endpointer = Endpointer(endpointing.mode, endpointing.vad)
         self.asr.on_decoded = endpointer.on_decoded
+        wake = None
+        if endpointing.mode == "wake":
+            wake = WakeWord(endpointing.wake.model, endpointing.wake.cutoff)
         self.capture = await self._enter(
             "capture",
-            CaptureNode(source, self.gate, endpointer, self.asr, self.speaker, button=button),
+            CaptureNode(
+                source,
+                self.gate,
+                endpointer,
+                self.asr,
+                self.speaker,
+                button=button,
+                wake=wake,
+                wake_config=endpointing.wake,
+            ),
         )
         finite = isinstance(config.audio.input, WavInput) and self._source is None
         self.notifier.healthy = lambda: finite or self.capture.running
@@ -329,6 +345,8 @@ class EdgeRuntime(Service):
             notices=self.notice.notices_played,
             not_taken=self.bus.not_taken,
             barge_ins=self.capture.barge_ins,
+            wakes=self.capture.wakes,
+            follow_ups=self.capture.follow_ups,
             echo_gate_dropped=self.gate.dropped,
             malformed_events=self.bus.malformed + self.speaker.stats.malformed,
         )

@@ -111,6 +111,7 @@ class _Item:
     pcm: Pcm | None = None  # already rendered (notices)
     received_at: float = field(default_factory=time.monotonic)
     dropped: bool = False  # a barge-in came while it waited: acked, never played
+    tail: bool = True  # the echo gate's tail follows it (not after the wake chime)
     first_chunk_at: float | None = None  # monotonic: the first sentence was synthesized
     first_audio_at: float | None = None  # monotonic: it reached the sound device
 
@@ -167,6 +168,9 @@ class Speaker(Service):
         self.stats = SpeakerStats()
         self.acks: list[SpeechCompleted] = []
         self._on_settled = on_settled
+        # Told when an answer's last part has played (its text, when the microphone
+        # reopens): mode wake listens for a follow-up then.
+        self.on_answered: Callable[[str, float], None] | None = None
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._pending: list[_Item] = []  # queued, not yet taken by the worker
         self._current: _Item | None = None  # taken by the worker: synthesizing or playing
@@ -216,9 +220,13 @@ class Speaker(Service):
         item.dropped = request.binding_id is not None and request.binding_id in self._cut
         self._enqueue(item)
 
-    def say_local(self, pcm: Pcm, text: str) -> None:
-        """Queue already-rendered audio that nobody acks (the unreachable-home notice)."""
-        self._enqueue(_Item(text, None, pcm))
+    def say_local(self, pcm: Pcm, text: str, *, tail: bool = True) -> None:
+        """Queue already-rendered audio that nobody acks (a notice, the wake chime).
+
+        ``tail`` False reopens the microphone as soon as it has played (the chime: the
+        person is about to speak).
+        """
+        self._enqueue(_Item(text, None, pcm, tail=tail))
 
     def _enqueue(self, item: _Item) -> None:
         self._idle.clear()
@@ -283,13 +291,19 @@ class Speaker(Service):
             # queued part has played (a barge-in ends it at once).
             interrupted = result is not None and result.interrupted
             if interrupted or result is None or not self._continues(item):
-                self.gate.speaking_ended(barge_in=interrupted)
+                self.gate.speaking_ended(barge_in=interrupted or not item.tail)
+                if result is not None and not interrupted and item.request is not None:
+                    self._answered(item.text)
             await chunks.aclose()
         self.stats.last_playback = result
         item.first_audio_at = result.first_audio_at
         if result.first_audio_at is not None:
             self.stats.last_time_to_first_audio_s = result.first_audio_at - item.received_at
         await self._settle(item, interrupted=result.interrupted, duration_s=result.duration_s)
+
+    def _answered(self, text: str) -> None:
+        if self.on_answered is not None:
+            self.on_answered(text, time.monotonic() + self.gate.tail_s)
 
     async def _settle(
         self,

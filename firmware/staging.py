@@ -168,6 +168,11 @@ def edge_config_text(files: BoardFiles) -> str:
             f"  input: {{kind: spool, dir: {SPOOL_IN}}}",
             f"  output: {{kind: spool, dir: {SPOOL_OUT}}}",
         ]
+    else:
+        # A board in a room hears radios and neighbours: a turn starts with the wake word,
+        # or follows an answer (edge/board.example.yaml). The spool harness sends turns
+        # without one, so the emulated board keeps voice activity.
+        lines.append("endpointing: {mode: wake, wake: {model: okay_nabu}}")
     if files.bridge_half is not None:
         # The half and keys are read-only config; the outbox is state the edge writes.
         half = f"{ETC}/{files.device}.edge.yaml"

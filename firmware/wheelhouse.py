@@ -17,7 +17,13 @@ from pathlib import Path
 from firmware.errors import BuildError
 from firmware.host import run_tool
 
-PLATFORMS = ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64")
+# Newest first; the board's Debian (glibc 2.36) runs them all. pymicro-wakeword is 2_35 only.
+PLATFORMS = (
+    "manylinux_2_35_aarch64",
+    "manylinux_2_28_aarch64",
+    "manylinux_2_17_aarch64",
+    "manylinux2014_aarch64",
+)
 PYTHON_VERSION = "3.11"
 ABI = "cp311"
 

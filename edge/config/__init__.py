@@ -45,6 +45,7 @@ from edge.config.model import (
     SpoolOutput,
     TtsConfig,
     VadConfig,
+    WakeConfig,
     WavInput,
     WavOutput,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "SpoolOutput",
     "TtsConfig",
     "VadConfig",
+    "WakeConfig",
     "WavInput",
     "WavOutput",
     "load_edge_config",

@@ -26,6 +26,7 @@ from edge.config.model import (
     SpoolOutput,
     TtsConfig,
     VadConfig,
+    WakeConfig,
     WavInput,
     WavOutput,
 )
@@ -204,7 +205,7 @@ class _ConfigReader(Reader):
     def endpointing(self, data: LocatedDict | None) -> EndpointingConfig:
         if data is None:
             return EndpointingConfig()
-        self.allow_keys(data, "endpointing", ("mode", "vad", "push_to_talk"))
+        self.allow_keys(data, "endpointing", ("mode", "vad", "push_to_talk", "wake"))
         mode = self.get(
             data,
             "mode",
@@ -212,7 +213,7 @@ class _ConfigReader(Reader):
             str,
             "vad",
             required=False,
-            check=_one_of("vad", "push_to_talk", "both"),
+            check=_one_of("vad", "push_to_talk", "both", "wake"),
         )
         ptt = self._push_to_talk(self.section(data, "push_to_talk", "endpointing"))
         if mode in ("push_to_talk", "both") and ptt.source == "none":
@@ -226,6 +227,39 @@ class _ConfigReader(Reader):
             mode=mode,  # type: ignore[arg-type]
             vad=self._vad(self.section(data, "vad", "endpointing")),
             push_to_talk=ptt,
+            wake=self._wake(self.section(data, "wake", "endpointing")),
+        )
+
+    def _wake(self, data: LocatedDict | None) -> WakeConfig:
+        if data is None:
+            return WakeConfig()
+        p, d = "endpointing.wake", WakeConfig()
+        self.allow_keys(
+            data, p, ("model", "cutoff", "listen_s", "follow_up_s", "question_s", "chime")
+        )
+        models = ("okay_nabu", "hey_jarvis", "hey_mycroft", "alexa")
+        cutoff: float | None = self.get(
+            data,
+            "cutoff",
+            p,
+            (*_NUMBER, type(None)),
+            None,
+            required=False,
+            check=lambda v: None if v is None or 0 < v < 1 else f"must be in (0, 1), got {v}",
+        )
+
+        def seconds(key: str, default: float) -> float:
+            return float(self.get(data, key, p, _NUMBER, default, required=False, check=_positive))
+
+        check = _one_of(*models)
+        model: str = self.get(data, "model", p, str, d.model, required=False, check=check)
+        return WakeConfig(
+            model=model,  # type: ignore[arg-type]
+            cutoff=None if cutoff is None else float(cutoff),
+            listen_s=seconds("listen_s", d.listen_s),
+            follow_up_s=seconds("follow_up_s", d.follow_up_s),
+            question_s=seconds("question_s", d.question_s),
+            chime=self.get(data, "chime", p, bool, d.chime, required=False),
         )
 
     def _vad(self, data: LocatedDict | None) -> VadConfig:

@@ -8,7 +8,8 @@ from typing import Literal
 
 from edge.models import DEFAULT_PIPER_VOICE, DEFAULT_VOSK_MODEL
 
-EndpointMode = Literal["vad", "push_to_talk", "both"]
+EndpointMode = Literal["vad", "push_to_talk", "both", "wake"]
+WakeModel = Literal["okay_nabu", "hey_jarvis", "hey_mycroft", "alexa"]
 ButtonKind = Literal["none", "key", "gpio"]
 
 DEFAULT_NOTICE = "I can't reach home right now. Please try again in a little while."
@@ -101,12 +102,31 @@ class PushToTalkConfig:
 
 
 @dataclass(frozen=True)
+class WakeConfig:
+    """The wake word (mode ``wake``): which model, and how long the board listens after it.
+
+    ``model`` is one of the microWakeWord models in the ``pymicro-wakeword`` wheel;
+    ``cutoff`` overrides its own probability cutoff. After the wake word the board waits
+    ``listen_s`` for speech to begin; after it speaks an answer it listens ``follow_up_s``
+    without the wake word (``question_s`` when the answer ends in a question).
+    """
+
+    model: WakeModel = "okay_nabu"
+    cutoff: float | None = None
+    listen_s: float = 4.0
+    follow_up_s: float = 5.0
+    question_s: float = 10.0
+    chime: bool = True
+
+
+@dataclass(frozen=True)
 class EndpointingConfig:
-    """How utterances are cut: by voice activity, by the button, or both."""
+    """How utterances are cut: by voice activity, by the button, both, or after a wake word."""
 
     mode: EndpointMode = "vad"
     vad: VadConfig = field(default_factory=VadConfig)
     push_to_talk: PushToTalkConfig = field(default_factory=PushToTalkConfig)
+    wake: WakeConfig = field(default_factory=WakeConfig)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,11 @@ that quiet and its transcript, not empty, did not change in it: the words are in
 and waiting out the rest of the silence would only add to the person's wait.
 While the push-to-talk button is held, the button alone decides: press opens an
 utterance (or takes over an open one), release closes it.
+
+In mode ``wake`` voice activity opens an utterance only while the endpointer is
+armed (:meth:`Endpointer.arm`): by the wake word, or by the follow-up window
+after the board answered. Arming by the wake word forgets the audio before it,
+so the wake word is not part of the turn; closing an utterance disarms.
 """
 
 from __future__ import annotations
@@ -24,17 +29,21 @@ from edge.audio.base import AudioFrame
 from edge.config import EndpointMode, VadConfig
 
 EndReason = Literal["vad", "max_length", "push_to_talk", "end_of_input", "echo_gate"]
-StartReason = Literal["vad", "push_to_talk"]
+StartReason = Literal["vad", "push_to_talk", "wake", "follow_up"]
 
 _SILENT_DB = -120.0
 
 
 @dataclass(frozen=True)
 class UtteranceStart:
-    """An utterance opens; ``at`` is the monotonic time of its first sample."""
+    """An utterance opens; ``at`` is the monotonic time of its first sample.
+
+    ``wake_probability``: how sure the wake word model was, when a wake word armed it.
+    """
 
     at: float
     reason: StartReason
+    wake_probability: float | None = None
 
 
 @dataclass(frozen=True)
@@ -46,11 +55,15 @@ class UtteranceAudio:
 
 @dataclass(frozen=True)
 class UtteranceEnd:
-    """The utterance closes; ``speech_ended_at`` is when the voice stopped, ``at`` the decision."""
+    """The utterance closes; ``speech_ended_at`` is when the voice stopped, ``at`` the decision.
+
+    ``level_db``: the power mean of its voiced frames (how loudly this board heard it).
+    """
 
     at: float
     speech_ended_at: float
     reason: EndReason
+    level_db: float = _SILENT_DB
 
 
 SegmentEvent = UtteranceStart | UtteranceAudio | UtteranceEnd
@@ -65,13 +78,25 @@ def frame_level_db(pcm: bytes) -> float:
     return max(_SILENT_DB, 20.0 * math.log10(rms)) if rms > 0 else _SILENT_DB
 
 
+def _power(pcm: bytes) -> float:
+    """Mean square of 16-bit PCM, relative to full scale."""
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64) / 32768.0
+    return float(np.mean(samples * samples)) if len(samples) else 0.0
+
+
 class Endpointer:
     """Turns frames and button presses into :data:`SegmentEvent` s."""
 
     def __init__(self, mode: EndpointMode, vad: VadConfig) -> None:
         self.mode = mode
         self.vad = vad
-        self._use_vad = mode in ("vad", "both")
+        self._use_vad = mode in ("vad", "both", "wake")
+        self._wake = mode == "wake"
+        # Mode wake: voice opens an utterance only until this monotonic time.
+        self._armed_until = 0.0
+        self._armed_by: StartReason = "wake"
+        self._wake_probability: float | None = None
+        self._voiced_power: list[float] = []  # of the open utterance's loud frames
         self._open = False
         self._held = False
         self._started_at = 0.0
@@ -94,6 +119,22 @@ class Endpointer:
     def held(self) -> bool:
         """True while the push-to-talk button is down."""
         return self._held
+
+    def arm(self, until: float, reason: StartReason, probability: float | None = None) -> None:
+        """Mode wake: let voice open an utterance until ``until`` (the wake word, a follow-up).
+
+        A wake word also forgets the frames before it: the wake word is not part of the turn.
+        """
+        if self._open:
+            return
+        self._armed_until, self._armed_by = until, reason
+        self._wake_probability = probability
+        if reason == "wake":
+            self._reset_listening()
+
+    def armed(self, at: float) -> bool:
+        """Whether voice heard at monotonic ``at`` may open an utterance."""
+        return not self._wake or at <= self._armed_until
 
     def on_frame(self, frame: AudioFrame) -> list[SegmentEvent]:
         """Feed one admitted frame."""
@@ -154,7 +195,7 @@ class Endpointer:
 
     def _listening(self, frame: AudioFrame) -> list[SegmentEvent]:
         loud = frame_level_db(frame.pcm) >= self.vad.threshold_db
-        if not loud:
+        if not loud or not self.armed(frame.captured_at):
             self._loud_s = 0.0
             self._pre_roll.extend(self._pending)
             self._pending.clear()
@@ -165,10 +206,16 @@ class Endpointer:
         if self._loud_s * 1000 < self.vad.start_ms:
             return []
         frames = [*self._pre_roll, *self._pending]
+        self._voiced_power = [_power(f.pcm) for f in self._pending]
         self._reset_listening()
         self._open, self._started_at = True, frames[0].captured_at
         self._last_voice_end = frame.ends_at
-        return [UtteranceStart(self._started_at, "vad"), *(UtteranceAudio(f) for f in frames)]
+        start = (
+            UtteranceStart(self._started_at, self._armed_by, self._wake_probability)
+            if self._wake
+            else UtteranceStart(self._started_at, "vad")
+        )
+        return [start, *(UtteranceAudio(f) for f in frames)]
 
     def _remember(self, frame: AudioFrame) -> None:
         self._pre_roll.append(frame)
@@ -183,6 +230,7 @@ class Endpointer:
             self._last_voice_end = frame.ends_at
             return events
         if frame_level_db(frame.pcm) >= self.vad.threshold_db:
+            self._voiced_power.append(_power(frame.pcm))
             self._quiet_s = 0.0
             self._last_voice_end = frame.ends_at
         else:
@@ -197,7 +245,10 @@ class Endpointer:
         self._open = False
         self._quiet_s = 0.0
         self._reset_listening()
-        return [UtteranceEnd(at, speech_ended_at, reason)]
+        self._armed_until, self._wake_probability = 0.0, None
+        power, self._voiced_power = self._voiced_power, []
+        level = 10 * math.log10(sum(power) / len(power)) if power and sum(power) > 0 else _SILENT_DB
+        return [UtteranceEnd(at, speech_ended_at, reason, max(_SILENT_DB, level))]
 
     def _reset_listening(self) -> None:
         self._decoded_until = self._transcript_changed_at = 0.0

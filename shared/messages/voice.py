@@ -64,6 +64,42 @@ class WordTiming:
 
 
 @dataclass(frozen=True)
+class Heard:
+    """How well the board heard a turn: its voiced level and, after a wake word, how sure
+    the wake word model was. Home answers one utterance heard by several boards on the
+    board that heard it best (docs/architecture.md "The right room")."""
+
+    level_db: float
+    wake_probability: float | None = None
+
+    @property
+    def score(self) -> tuple[float, float]:
+        """Best first when sorted in reverse: the wake word's probability, then the level."""
+        return (self.wake_probability or 0.0, self.level_db)
+
+    def to_json(self) -> dict[str, Any]:
+        """As the turn payload's ``heard`` object."""
+        heard: dict[str, Any] = {"level_db": round(self.level_db, 2)}
+        if self.wake_probability is not None:
+            heard["wake_probability"] = round(self.wake_probability, 4)
+        return heard
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> Heard | None:
+        """``payload.heard``, if the board stamped one; errors name the key."""
+        heard = fields.opt_object(payload, "heard")
+        if heard is None:
+            return None
+        numbers = [
+            fields.opt_number(heard, key, path=fields.payload_key(f"heard.{key}"))
+            for key in ("level_db", "wake_probability")
+        ]
+        if numbers[0] is None:
+            raise EnvelopeError("payload.heard.level_db", "must be a number, got null")
+        return cls(numbers[0], numbers[1])
+
+
+@dataclass(frozen=True)
 class Turn(Message):
     """A finished utterance: ``events.sensation.<device>.turn``."""
 
@@ -78,6 +114,7 @@ class Turn(Message):
     ended_at: datetime
     endpoint: str  # what closed the utterance: vad, push_to_talk, end_of_input, ...
     trace: Marks | None = None  # the board's marks (voice_end, endpoint, asr_final)
+    heard: Heard | None = None
 
     @property
     def subject(self) -> str:
@@ -97,6 +134,8 @@ class Turn(Message):
         }
         if self.trace is not None:
             payload[TRACE_KEY] = self.trace.to_json()
+        if self.heard is not None:
+            payload["heard"] = self.heard.to_json()
         return payload
 
     def to_event(self, *, source: str, sequence_number: int, now: datetime | None = None) -> Event:
@@ -130,6 +169,7 @@ class Turn(Message):
             ended_at=_instant(p, "ended_at"),
             endpoint=fields.string(p, "endpoint"),
             trace=Marks.from_payload(p),
+            heard=Heard.from_payload(p),
         )
 
 

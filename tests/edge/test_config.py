@@ -148,6 +148,37 @@ audio:
     }
 
 
+def test_wake_mode_reads_its_model_and_windows_and_names_bad_values() -> None:
+    text = """\
+endpointing:
+  mode: wake
+  wake: {model: hey_jarvis, cutoff: 0.9, follow_up_s: 8, chime: false}
+"""
+    wake = parse_edge_config(text, "edge.yaml").endpointing.wake
+    assert (wake.model, wake.cutoff, wake.follow_up_s, wake.chime) == ("hey_jarvis", 0.9, 8, False)
+    assert wake.question_s == 10.0 and wake.listen_s == 4.0
+    assert _schema_errors(yaml.safe_load(text)) == []
+    bad = """\
+endpointing:
+  mode: wake
+  wake:
+    model: hey_tether
+    cutoff: 1.5
+    listen_s: 0
+    volume: 3
+"""
+    with pytest.raises(SchemaError) as caught:
+        parse_edge_config(bad, "edge.yaml")
+    found = {(i.line, i.key) for i in caught.value.issues}
+    assert found == {
+        (4, "endpointing.wake.model"),
+        (5, "endpointing.wake.cutoff"),
+        (6, "endpointing.wake.listen_s"),
+        (7, "endpointing.wake.volume"),
+    }
+    assert "must be one of okay_nabu, hey_jarvis, hey_mycroft, alexa" in str(caught.value)
+
+
 def test_invalid_yaml_names_the_line() -> None:
     with pytest.raises(SchemaError, match=r"edge\.yaml:3: invalid YAML: expected .,. or .\]."):
         parse_edge_config("device: board\naudio: [unclosed\n", "edge.yaml")
@@ -183,6 +214,9 @@ def test_the_board_example_passes_the_loader_and_the_json_schema() -> None:
         "asr: {grammar: []}\n",
         "echo_gate: {tail_ms: -1}\n",
         "tts: {length_scale: 0}\n",
+        "endpointing: {mode: wake, wake: {model: siri}}\n",
+        "endpointing: {wake: {cutoff: 1}}\n",
+        "endpointing: {wake: {follow_up_s: -1}}\n",
         "volume: 3\n",
     ],
 )

@@ -83,5 +83,6 @@ def test_board_config_files() -> None:
         edge_config_text(dataclasses.replace(files, profile=get_profile("rpi"))), "edge.yaml"
     )
     assert rpi.audio.input == DeviceInput() and rpi.audio.output == DeviceOutput()
+    assert rpi.endpointing.mode == "wake" and parsed.endpointing.mode == "vad"
     line = cmdline_text(get_profile("qemu"), 0x0BADCAFE)
     assert "console=ttyAMA0" in line and "root=PARTUUID=0badcafe-02" in line
