@@ -12,9 +12,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from edge.wake import WAKE_MODELS
 from hil.model import CaseResult, RunResult
 from hil.report import write_reports
-from hil.runner import HilError, Suite, TargetDown, run_suites
+from hil.runner import BadOption, HilError, Suite, TargetDown, run_suites
 from hil.suites import SUITE_NAMES, build_suites, parse_fleet_sizes
 from hil.targets.address import (
     QemuTarget,
@@ -37,7 +38,8 @@ from shared.cli import CommandApp, finish
 
 app = CommandApp(
     name="hil",
-    help="Hardware-in-the-loop runs: smoke, turn, linkdrop, soak and fleet suites against a board.",
+    help="Hardware-in-the-loop runs: smoke, turn, linkdrop, soak, fleet and wake suites "
+    "against a board.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -96,6 +98,20 @@ FleetBoardsOpt = Annotated[
 ]
 FleetTurnsOpt = Annotated[int, typer.Option(help="Turns each fleet board speaks.")]
 FleetIntervalOpt = Annotated[float, typer.Option(help="Seconds between one fleet board's turns.")]
+WakeHoursOpt = Annotated[
+    float,
+    typer.Option(
+        help="wake: hours of synthesised background audio (speech, music, speech over "
+        "music) per half, for false accepts per hour."
+    ),
+]
+WakeModelOpt = Annotated[
+    str,
+    typer.Option(
+        help="wake: the model the board listens with (endpointing.wake.model); the suite "
+        "judges it and measures the others."
+    ),
+]
 KeyOpt = Annotated[
     Path | None,
     typer.Option(help="ssh/qemu: the private key to log in with (the only one used)."),
@@ -153,6 +169,8 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
     fleet_boards: FleetBoardsOpt = "10",
     fleet_turns: FleetTurnsOpt = 3,
     fleet_interval: FleetIntervalOpt = 5.0,
+    wake_hours: WakeHoursOpt = 1.0,
+    wake_model: WakeModelOpt = "okay_nabu",
     key: KeyOpt = None,
     use_agent: UseAgentOpt = False,
     known_hosts: KnownHostsOpt = None,
@@ -178,6 +196,8 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         hil run --target qemu:out/tui-0.1.0.img.zst --suite smoke --report out/
 
         hil run --target virtual --suite fleet --fleet-boards 1,10 --llm-url URL
+
+        hil run --target virtual --suite wake --wake-model okay_nabu --wake-hours 1
     """
     names = [s.strip() for s in suite.split(",") if s.strip()]
     chosen = tuple(p.strip() for p in phrases.split(",") if p.strip())
@@ -195,9 +215,14 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         acoustic=acoustic,
         phrases=chosen,
     )
+    if wake_model not in WAKE_MODELS:
+        raise BadOption(f"--wake-model must be one of {', '.join(WAKE_MODELS)}; got {wake_model!r}")
+    if wake_hours <= 0:
+        raise BadOption(f"--wake-hours must be more than 0; got {wake_hours:g}")
     knobs = Knobs(
-        suites, chosen, work_dir, soak_turns, soak_minutes, sizes, fleet_turns, fleet_interval
-    )
+        suites, chosen, work_dir, soak_turns, soak_minutes, sizes, fleet_turns, fleet_interval,
+        wake_hours, wake_model,
+    )  # fmt: skip
     try:
         if isinstance(parsed, VirtualTarget):
             home_args = ("--llm-url", llm_url) if llm_url else ()
@@ -228,6 +253,8 @@ class Knobs:
     fleet_sizes: tuple[int, ...] = (10,)
     fleet_turns: int = 3
     fleet_interval_s: float = 5.0
+    wake_hours: float = 1.0
+    wake_model: str = "okay_nabu"
 
     def context(
         self, board: Board, home: HomeWatch, root: Path, home_dir: Path | None
@@ -243,6 +270,8 @@ class Knobs:
             fleet_sizes=self.fleet_sizes,
             fleet_turns=self.fleet_turns,
             fleet_interval_s=self.fleet_interval_s,
+            wake_hours=self.wake_hours,
+            wake_model=self.wake_model,
         )
 
 

@@ -1,4 +1,4 @@
-"""The HIL suites: smoke, turn, linkdrop, soak, fleet; each named cases on a TargetContext.
+"""The HIL suites: smoke, turn, linkdrop, soak, fleet, wake; each named cases on a TargetContext.
 
 Every case says what it expected and what happened when it fails, and records
 its measurements (latency per stage in ms, resources per sample).
@@ -10,12 +10,14 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
+from edge.wake import WAKE_MODELS
 from hil.fleet import Fleet, FleetLoad
 from hil.model import Measurement
 from hil.runner import BadOption, Case, CaseFailed, HilError, Suite, UnknownSuite
 from hil.targets.base import Seen, TargetContext
 from hil.wait import TOTAL as WAIT
 from hil.wait import HomeArrivals, turn_wait
+from hil.wake import HALVES, build_corpus, score
 from shared.errors import EnvelopeError
 from shared.event import Event
 from shared.messages.memory import RecallReport
@@ -32,6 +34,8 @@ MIN_DISK_MB = 200.0
 MIN_MEM_MB = 100.0
 MAX_CLOCK_SKEW_S = 5.0
 MAX_SOAK_RSS_GROWTH_MB = 150.0
+WAKE_MAX_FALSE_REJECT_PERCENT = 5.0
+WAKE_MAX_FALSE_ACCEPTS_PER_HOUR = 1.0
 
 
 # --- smoke ------------------------------------------------------------------------
@@ -413,7 +417,58 @@ def parse_fleet_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
-SUITE_NAMES = ("smoke", "turn", "linkdrop", "soak", "fleet")
+# --- wake -------------------------------------------------------------------------
+
+
+async def wake(ctx: TargetContext, model: str) -> list[Measurement]:
+    """``model`` on the wake corpus (hil/wake.py), both halves: false rejects per 100 wake
+    words and false accepts per hour of background. Judged on the held-out half, for the
+    model the board listens with (``--wake-model``); the others are measured only."""
+    corpus = await asyncio.to_thread(build_corpus, ctx.wake_hours)
+    measurements = []
+    for half in HALVES:
+        result = await asyncio.to_thread(score, model, corpus, half)
+        measurements += [
+            Measurement("false_reject_percent", result.false_reject_percent, "%", half),
+            Measurement("false_accepts_per_hour", result.false_accepts_per_hour, "/h", half),
+            Measurement("wake_words", float(result.wake_words), "count", half),
+            Measurement("background_hours", result.background_hours, "h", half),
+            Measurement("near_miss_accepts", float(result.near_miss_accepts), "count", half),
+        ]
+        measurements += [
+            Measurement(f"false_rejects_{kind}", float(n), "count", half)
+            for kind, n in sorted(result.rejects_by.items())
+        ]
+    if model != ctx.wake_model:
+        return measurements
+    held = {m.name: m.value for m in measurements if m.stage == "held_out"}
+    if (
+        held["false_reject_percent"] > WAKE_MAX_FALSE_REJECT_PERCENT
+        or held["false_accepts_per_hour"] > WAKE_MAX_FALSE_ACCEPTS_PER_HOUR
+    ):
+        raise CaseFailed(
+            f"{model} on the held-out half: {held['false_reject_percent']:.1f} false rejects "
+            f"per 100 wake words (at most {WAKE_MAX_FALSE_REJECT_PERCENT:g}) and "
+            f"{held['false_accepts_per_hour']:.2f} false accepts per hour of background "
+            f"(at most {WAKE_MAX_FALSE_ACCEPTS_PER_HOUR:g})",
+            measurements,
+        )
+    return measurements
+
+
+def wake_cases() -> tuple[Case[TargetContext], ...]:
+    """One case per wake word model in the wheel."""
+
+    def case(model: str) -> Case[TargetContext]:
+        async def run(ctx: TargetContext) -> list[Measurement]:
+            return await wake(ctx, model)
+
+        return Case(f"wake_{model}", run, timeout_s=3600)
+
+    return tuple(case(m) for m in WAKE_MODELS)
+
+
+SUITE_NAMES = ("smoke", "turn", "linkdrop", "soak", "fleet", "wake")
 
 
 def build_suites(
@@ -436,6 +491,7 @@ def build_suites(
         "linkdrop": Suite("linkdrop", (Case("cut_speak_restore", linkdrop, 300),)),
         "soak": Suite("soak", (Case("soak", soak, 3600),)),
         "fleet": Suite("fleet", fleet_cases(fleet_sizes)),
+        "wake": Suite("wake", wake_cases()),
     }
     unknown = [n for n in names if n not in table]
     if unknown:

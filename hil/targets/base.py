@@ -219,3 +219,6 @@ class TargetContext:
     fleet_sizes: tuple[int, ...] = (10,)
     fleet_turns: int = 3
     fleet_interval_s: float = 5.0
+    # The wake suite: hours of background audio per half, and the board's wake word model.
+    wake_hours: float = 1.0
+    wake_model: str = "okay_nabu"

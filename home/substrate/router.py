@@ -1,15 +1,19 @@
 """The router: subscribes every active binding and the device-less speak rail, and delivers.
 
 Decisions are made by :mod:`home.substrate.routing`; this module only moves
-bytes between NATS and those functions, and counts what was dropped.
+bytes between NATS and those functions, and counts what was dropped. A turn the
+board says how well it heard is first offered to :mod:`home.substrate.rooms`, which
+may hold it for a moment to answer one utterance on the board that heard it best.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from nats.aio.client import Client as NatsClient
@@ -18,7 +22,9 @@ from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
 from home.substrate.eventlog import read_log
+from home.substrate.rooms import Deliver, Group, Heard, Late, Rooms, fold
 from home.substrate.routing import (
+    ELSEWHERE,
     FAILED,
     MALFORMED,
     REFUSED,
@@ -35,6 +41,7 @@ from home.substrate.routing import (
 )
 from shared.errors import ContractError, EnvelopeTooLarge, NotTextOnly
 from shared.event import EnvelopeLimits, Event, utc_now
+from shared.messages.voice import TURN_EVENT_TYPE, Turn
 from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import DEVICELESS_SPEAK_PATTERN, device_of
 
@@ -53,6 +60,8 @@ class Router:
         self.counters = RouterCounters()
         self.rate = RateMeter()
         self.memory = BindingMemory()
+        self.rooms: Rooms[_Routed] = Rooms()
+        self._settling: set[asyncio.Task[None]] = set()
         self._subs: dict[str, list[Subscription]] = defaultdict(list)
         self._speak_sub: Subscription | None = None
 
@@ -61,7 +70,9 @@ class Router:
         self._speak_sub = await self._nc.subscribe(DEVICELESS_SPEAK, cb=self._on_speak)
 
     async def close(self) -> None:
-        """Drop every subscription."""
+        """Drop every subscription; turns held for the right room are delivered first."""
+        while self._settling:
+            await asyncio.gather(*self._settling, return_exceptions=True)
         for schema in list(self._subs):
             await self.remove_routes(schema)
         if self._speak_sub is not None:
@@ -142,10 +153,55 @@ class Router:
             self._drop(decision)
             return
         device = device_of(subject)
+        routed = _Routed(route, decision, delivery_id(route, event), device)
+        heard = _heard(routed)
+        if heard is not None:
+            verdict = self.rooms.offer(route.schema, heard, time.monotonic())
+            if isinstance(verdict, Late):
+                self._drop_elsewhere(heard, verdict.group.best(), late=True)
+                return
+            if not isinstance(verdict, Deliver):
+                if verdict.opened:
+                    self._hold(verdict.group)
+                return
+        await self._deliver(routed)
+
+    async def _deliver(self, routed: _Routed) -> None:
+        decision, device = routed.decision, routed.device
         if device is not None and decision.event.binding_id is not None:
-            self.memory.remember(decision.event.binding_id, BindingOrigin(device, route.schema))
-        if await self._publish(decision, delivery_id(route, event)):
-            self.counters.count_routed(route.schema)
+            origin = BindingOrigin(device, routed.route.schema)
+            self.memory.remember(decision.event.binding_id, origin)
+        if await self._publish(decision, routed.msg_id):
+            self.counters.count_routed(routed.route.schema)
+
+    def _hold(self, group: Group[_Routed]) -> None:
+        async def settle() -> None:
+            await asyncio.sleep(max(0.0, group.closes_at - time.monotonic()))
+            best, others = self.rooms.settle(group)
+            for other in others:
+                self._drop_elsewhere(other, best, late=False)
+            try:
+                await self._deliver(best.item)
+            # The router's boundary: no event leaves it uncounted.
+            except Exception as exc:  # noqa: BLE001
+                self._drop(_unhandled(best.item.route.from_, exc))
+
+        task = asyncio.create_task(settle(), name="rooms-settle")
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+
+    def _drop_elsewhere(
+        self, turn: Heard[_Routed], answered: Heard[_Routed], *, late: bool
+    ) -> None:
+        when = "after its window" if late else "in the same window"
+        self._drop(
+            Dropped(
+                ELSEWHERE,
+                f"turn {turn.item.decision.event.binding_id} of {turn.device} ({turn.words!r}, "
+                f"heard {_score(turn)}) is answered on {answered.device} (heard "
+                f"{_score(answered)}), which heard it {when}",
+            )
+        )
 
     async def _resolve_speak(self, msg: Msg) -> None:
         event = self._parse(msg.subject, msg.data)
@@ -172,6 +228,35 @@ class Router:
     def _drop(self, dropped: Dropped) -> None:
         self.counters.drop(dropped)
         log.warning("router dropped an event (%s): %s", dropped.reason, dropped.detail)
+
+
+@dataclass(frozen=True)
+class _Routed:
+    """A binding ready to publish: its route, the stamped event, and its log id."""
+
+    route: Route
+    decision: Delivered
+    msg_id: str
+    device: str | None
+
+
+def _heard(routed: _Routed) -> Heard[_Routed] | None:
+    """The turn as the right room sees it, when a board said how well it heard it."""
+    event = routed.decision.event
+    if event.event_type != TURN_EVENT_TYPE or routed.device is None:
+        return None
+    try:
+        turn = Turn.from_event(event)
+    except ContractError:
+        return None  # the agent refuses it, naming the field; nothing to arbitrate
+    if turn.heard is None:
+        return None
+    return Heard(routed.device, fold(turn.text), turn.heard.score, routed)
+
+
+def _score(turn: Heard[_Routed]) -> str:
+    wake, level = turn.score
+    return f"wake {wake:.2f}, level {level:.1f} dB"
 
 
 def _unhandled(subject: str, exc: Exception) -> Dropped:

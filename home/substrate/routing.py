@@ -25,9 +25,11 @@ EXPIRED, LOOPED, MALFORMED, REFUSED, UNRESOLVED, FAILED = (
     "unresolved",
     "failed",
 )
+# heard_elsewhere: another board heard the same utterance better (home/substrate/rooms.py).
+ELSEWHERE = "heard_elsewhere"
 # refused: a well-formed event over the size limit or not text-only.
 # failed: the router raised handling it (a bug of ours): counted, never silent.
-DROP_REASONS = (EXPIRED, LOOPED, MALFORMED, REFUSED, UNRESOLVED, FAILED)
+DROP_REASONS = (EXPIRED, LOOPED, MALFORMED, REFUSED, UNRESOLVED, FAILED, ELSEWHERE)
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,7 @@ async def test_loops_expired_malformed_and_unresolved_are_dropped_and_counted(ho
             "refused": 1,
             "unresolved": 1,
             "failed": 0,
+            "heard_elsewhere": 0,
         }
 
     await wait_for(counted, "one drop of each kind to be counted")

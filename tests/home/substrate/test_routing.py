@@ -190,6 +190,7 @@ def test_counters_and_rate() -> None:
         "refused": 0,
         "unresolved": 0,
         "failed": 0,
+        "heard_elsewhere": 0,
     }
     assert counters.last_error == {"expired": "older"}
     meter = RateMeter(window_s=10)
