@@ -87,6 +87,7 @@ class Models:
                 voice,
                 length_scale=config.tts.length_scale,
                 first_clause_words=config.tts.first_clause_words,
+                threads=config.tts.threads,
             ),
         )
         return cls(recognizer, synth)

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+import onnxruntime
 from piper import PiperVoice, SynthesisConfig
 
 from edge.audio.base import AudioSink, Pcm, PlaybackResult, PlaybackTag, tagged
@@ -57,9 +58,19 @@ class PiperSynthesizer:
         length_scale: float | None = None,
         first_clause_words: int = 0,
         noise_w_scale: float | None = None,
+        threads: int = 0,
     ) -> None:
         try:
             self.voice = PiperVoice.load(voice.model, config_path=voice.config)
+            if threads > 0:
+                # Piper builds its session with onnxruntime's own thread count (every core);
+                # on a machine it shares with the model server, fewer threads fight less.
+                options = onnxruntime.SessionOptions()
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+                self.voice.session = onnxruntime.InferenceSession(
+                    str(voice.model), sess_options=options, providers=["CPUExecutionProvider"]
+                )
         except Exception as exc:  # onnxruntime and json raise many kinds; name the file
             raise ModelError(f"{voice.model}: Piper could not load the voice: {exc}") from exc
         self.sample_rate: int = self.voice.config.sample_rate

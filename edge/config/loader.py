@@ -374,7 +374,7 @@ class _ConfigReader(Reader):
     def tts(self, data: LocatedDict | None) -> TtsConfig:
         if data is None:
             return TtsConfig()
-        self.allow_keys(data, "tts", ("voice", "length_scale", "first_clause_words"))
+        self.allow_keys(data, "tts", ("voice", "length_scale", "first_clause_words", "threads"))
         scale: float | None = self.get(
             data, "length_scale", "tts", (int, float, type(None)), None, required=False
         )
@@ -392,6 +392,9 @@ class _ConfigReader(Reader):
                 TtsConfig.first_clause_words,
                 required=False,
                 check=_not_negative,
+            ),
+            threads=self.get(
+                data, "threads", "tts", int, TtsConfig.threads, required=False, check=_not_negative
             ),
         )
 

@@ -147,6 +147,9 @@ class TtsConfig:
     # Synthesize a long first sentence's first clause (split at , ; : after at least this
     # many words) on its own, so playback starts sooner (0: whole sentences only).
     first_clause_words: int = 4
+    # Piper's onnxruntime threads (0: onnxruntime's own choice, every core). Fewer when
+    # the board shares its cores with home's model server (hil's virtual board).
+    threads: int = 0
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,9 @@ class VirtualBoard(Service):
                     "audio": self._audio_config(),
                     "endpointing": {"mode": "vad", **({"vad": self._vad} if self._vad else {})},
                     "asr": {"grammar": [*self.phrases, "[unk]"]},
-                    **({"tts": self._tts} if self._tts else {}),
+                    # One machine runs board and home: Piper on one core, so the model
+                    # server writing the rest of the answer keeps the other.
+                    "tts": {"threads": 1, **self._tts},
                     "nats": {"host": "127.0.0.1", "port": edge_nats},
                     "bridge": {
                         "half": str(self.board_dir / f"{DEVICE}.edge.yaml"),

@@ -49,6 +49,12 @@ def default_threads() -> int:
     return max(1, min(4, (os.cpu_count() or 2) - 1))
 
 
+def default_batch_threads() -> int:
+    """Every core (at most 4) for reading the prompt: it runs before the board's Piper has
+    anything to say, while generation (:func:`default_threads`) overlaps with it."""
+    return max(1, min(4, os.cpu_count() or 2))
+
+
 @dataclass
 class LlamaServerConfig:
     """How to run the server; every default works on this machine."""
@@ -58,7 +64,7 @@ class LlamaServerConfig:
     host: str = "127.0.0.1"
     port: int = 0
     n_threads: int = field(default_factory=default_threads)
-    n_threads_batch: int = field(default_factory=default_threads)
+    n_threads_batch: int = field(default_factory=default_batch_threads)
     n_ctx: int = 4096
     # Turns before the current one the model sees (home.llm.serve); None: serve's default.
     history_turns: int | None = None

@@ -28,7 +28,9 @@ unspeakable answer is spoken, or else a short apology.
 
 Config (``--ext-config handset:KEY=VALUE``): ``agent``, ``nats_url``,
 ``binding_file`` (run context, given by the node), ``ack_timeout_s``,
-``first_sentence`` (default true; false speaks each answer whole, once it ends).
+``first_sentence`` (default true; false speaks each answer whole, once it ends),
+``first_clause_words`` (default 4: a first clause of that many words is spoken before
+its sentence ends; 0: whole sentences only).
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ NOTHING_SPEAKABLE = "nothing in it can be read aloud"
 
 log = logging.getLogger(__name__)
 
+# A first clause this long goes out before its sentence ends: SmolLM2's first sentences
+# run 20 tokens and more, 14-20 ms each on one core (docs/architecture.md "One voice turn").
+FIRST_CLAUSE_WORDS = 4
+
 
 def config_flag(config: dict[str, Any], key: str, default: bool) -> bool:
     """A boolean of the extension's config, given as a bool or as the text of one."""
@@ -106,6 +112,18 @@ def config_flag(config: dict[str, Any], key: str, default: bool) -> bool:
     if text in ("false", "0", "no", "off"):
         return False
     raise ExtensionError(f"handset config {key!r}: expected true or false, got {value!r}")
+
+
+def config_count(config: dict[str, Any], key: str, default: int) -> int:
+    """A whole number >= 0 of the extension's config, given as a number or its text."""
+    value = config.get(key, default)
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        count = -1
+    if isinstance(value, bool) or count < 0:
+        raise ExtensionError(f"handset config {key!r}: expected a whole number >= 0, got {value!r}")
+    return count
 
 
 class EarlyPart:
@@ -151,6 +169,7 @@ class Handset:
         )
         self.ack_timeout_s = float(config.get("ack_timeout_s", DEFAULT_ACK_TIMEOUT_S))
         self.first_sentence = config_flag(config, "first_sentence", default=True)
+        self.first_clause_words = config_count(config, "first_clause_words", FIRST_CLAUSE_WORDS)
         self._early: EarlyPart | None = None
 
     def speak_event(
@@ -258,7 +277,7 @@ class Handset:
             return
         if assistant_prose(message).kind is not ProseKind.ANSWER:
             return
-        sentence = first_sentence(message_text(message))
+        sentence = first_sentence(message_text(message), self.first_clause_words)
         spoken = speakable_text(sentence) if sentence is not None else ""
         if sentence is None or not spoken:
             return

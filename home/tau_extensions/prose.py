@@ -23,6 +23,8 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
 _URL = re.compile(r"https?://\S+")
 # A sentence's end: its mark and any closing quotes or brackets, then a space or the end.
 _SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*(?=\s|$)")
+# A clause's end: a comma, semicolon or colon the stream has gone past (a space follows).
+_CLAUSE_END = re.compile(r"[,;:](?=\s)")
 
 # Words a period follows without ending the sentence ("Dr. Smith").
 _ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "vs", "jr", "sr", "prof", "e.g", "i.e"})
@@ -80,26 +82,42 @@ def whole_sentences(text: str) -> str:
     return text[: ends[-1]].rstrip() if ends else text
 
 
-def first_sentence(text: str) -> str | None:
+def first_sentence(text: str, clause_words: int = 0) -> str | None:
     """The first whole sentence of an answer still being written, or None while it has none.
 
     A sentence counts once the stream has gone past its end mark (``3.`` may yet
     become ``3.5``). An answer that opens with anything but a spoken sentence (a
     heading, a list, a code block) has none: it is spoken whole, or refused, once
-    it ends (docs/architecture.md "Prose rules").
+    it ends (docs/architecture.md "Prose rules"). With ``clause_words``, a first
+    clause of at least that many words (up to a comma, semicolon or colon the
+    stream has gone past) counts before its sentence ends: the board can say it
+    while the model writes the rest.
     """
     text = text.lstrip()
     for end in _SENTENCE_END.finditer(text):
         if end.end() >= len(text):
-            return None
+            break
         sentence = text[: end.end()]
         words = sentence.split()
         if words and words[-1].rstrip(".").lower() in _ABBREVIATIONS:
             continue
-        if "\n" in sentence or "```" in sentence or _URL.search(sentence) is not None:
-            return None
-        return sentence
+        return sentence if _spoken_opening(sentence) else None
+    clause = _first_clause(text, clause_words) if clause_words > 0 else None
+    return clause if clause is not None and _spoken_opening(clause) else None
+
+
+def _first_clause(text: str, min_words: int) -> str | None:
+    for end in _CLAUSE_END.finditer(text):
+        if _SENTENCE_END.search(text, 0, end.start()) is not None:
+            return None  # a sentence ends before it: that sentence is the first part
+        head = text[: end.end()]
+        if len(head.split()) >= min_words:
+            return head
     return None
+
+
+def _spoken_opening(part: str) -> bool:
+    return "\n" not in part and "```" not in part and _URL.search(part) is None
 
 
 def unspeakable_reason(text: str) -> str | None:

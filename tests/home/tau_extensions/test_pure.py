@@ -133,6 +133,28 @@ def test_first_sentence_of_an_answer_being_written(streamed: str, sentence: str 
     assert first_sentence(streamed) == sentence
 
 
+@pytest.mark.parametrize(
+    ("streamed", "part"),
+    [
+        ("I'm sorry for any misunderstanding, but", "I'm sorry for any misunderstanding,"),
+        ("I'm sorry for any misunderstanding,", None),  # the stream has not gone past it
+        ("Yes, it is", None),  # one word is no clause worth saying alone
+        ("The kettle is on. It boils, and", "The kettle is on."),
+        ("It costs 1,000 euros and", None),
+        ("Dr. Smith, our neighbour, called", None),
+        ("Here is the plan: first", "Here is the plan:"),
+        ("# Plan\nWe go there, then", None),
+        ("See https://example.org, then", None),
+    ],
+)
+def test_a_long_first_clause_is_the_first_part_before_its_sentence_ends(
+    streamed: str, part: str | None
+) -> None:
+    assert first_sentence(streamed, clause_words=4) == part
+    if part is not None and not part.endswith("."):
+        assert first_sentence(streamed) is None
+
+
 def test_message_text_keeps_the_streams_spaces() -> None:
     message = {"content": [{"type": "text", "text": "On. "}, {"type": "text", "text": "It"}]}
     assert message_text(message) == "On. It"
