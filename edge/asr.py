@@ -61,34 +61,22 @@ class VoskRecognizer:
                 self.model, sample_rate, json.dumps(list(grammar), ensure_ascii=False)
             )
         self._rec.SetWords(True)
-        self._rec.SetPartialWords(True)
         self._segments: list[dict[str, Any]] = []
         self._last_partial = ""
-        # Seconds from the utterance's first sample to the end of its last word so far.
-        self.words_end_s: float | None = None
 
     def accept(self, pcm: bytes) -> str | None:
         """Feed 16-bit PCM; return the partial transcript when it changed, else None."""
         if self._rec.AcceptWaveform(pcm):
             # Vosk found a pause on its own: keep the segment, the utterance goes on.
-            segment = json.loads(self._rec.Result())
-            self._segments.append(segment)
-            self._note_words_end(segment.get("result"))
+            self._segments.append(json.loads(self._rec.Result()))
             partial = ""
         else:
-            result = json.loads(self._rec.PartialResult())
-            self._note_words_end(result.get("partial_result"))
-            partial = result.get("partial", "")
+            partial = json.loads(self._rec.PartialResult()).get("partial", "")
         text = " ".join([*(s.get("text", "") for s in self._segments), partial]).strip()
         if text and text != self._last_partial:
             self._last_partial = text
             return text
         return None
-
-    def _note_words_end(self, words: Any) -> None:
-        ends = [w["end"] for w in words or () if isinstance(w, dict) and "end" in w]
-        if ends:
-            self.words_end_s = float(max(ends))
 
     @property
     def heard_words(self) -> bool:
@@ -99,7 +87,6 @@ class VoskRecognizer:
         """Close the utterance: the whole transcript; the recognizer is ready for the next."""
         self._segments.append(json.loads(self._rec.FinalResult()))
         segments, self._segments, self._last_partial = self._segments, [], ""
-        self.words_end_s = None
         self._rec.Reset()
         words = tuple(
             WordTiming(
@@ -119,7 +106,6 @@ class VoskRecognizer:
         """Drop anything fed since the last utterance."""
         self._rec.Reset()
         self._segments, self._last_partial = [], ""
-        self.words_end_s = None
 
 
 def _wall(at: float) -> datetime:
@@ -155,9 +141,8 @@ class AsrNode(Service):
         self.queue: asyncio.Queue[SegmentEvent] = asyncio.Queue()
         self.turn_published: list[Turn] = []
         # Told after each decoded frame (audio decoded until, transcript changed, has words,
-        # now, when its last word ended); the endpointer answers with the utterance's end
-        # once the words settled.
-        self.on_decoded: Callable[..., list[SegmentEvent]] | None = None
+        # now); the endpointer answers with the utterance's end once the words settled.
+        self.on_decoded: Callable[[float, bool, bool, float], list[SegmentEvent]] | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="vosk")
         self._task: asyncio.Task[None] | None = None
         self._binding_id: str | None = None
@@ -215,14 +200,12 @@ class AsrNode(Service):
             self.stats.decode_s += time.perf_counter() - began
             self.stats.audio_s += event.frame.duration_s
             if self.on_decoded is not None:
-                words_end = self.recognizer.words_end_s
                 self.feed(
                     self.on_decoded(
                         event.frame.ends_at,
                         partial is not None,
                         self.recognizer.heard_words,
                         time.monotonic(),
-                        None if words_end is None else self._started_at + words_end,
                     )
                 )
             if partial is not None and self.partials:

@@ -145,26 +145,18 @@ class Endpointer:
         return []
 
     def on_decoded(
-        self,
-        until: float,
-        changed: bool,
-        has_words: bool,
-        at: float,
-        words_end: float | None = None,
+        self, until: float, changed: bool, has_words: bool, at: float
     ) -> list[SegmentEvent]:
         """The recognizer decoded the audio up to ``until``; its transcript ``changed`` in it.
 
         Closes the utterance (decided at monotonic ``at``) when the transcript has settled:
         ``stable_end_ms`` of decoded quiet after the voice, words heard, none changed in it.
-        ``words_end``: when the transcript's last word ended (the recognizer's word
-        timings); a change is dated then, so a grammar-mode transcript that flips between
-        readings in the quiet after the words does not hold the utterance open.
         """
         if not self._open or self._held:
             return []
         self._decoded_until = max(self._decoded_until, until)
         if changed:
-            self._transcript_changed_at = until if words_end is None else min(until, words_end)
+            self._transcript_changed_at = until
         self._has_words = has_words
         # A microsecond's slack: frame times are sums of float durations.
         window_s = self.vad.stable_end_ms / 1000 - 1e-6

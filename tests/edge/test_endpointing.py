@@ -207,21 +207,6 @@ def test_a_transcript_still_changing_waits_for_the_full_silence() -> None:
     assert end.at == pytest.approx(1.0)  # end_silence_ms after the voice
 
 
-def test_a_transcript_flipping_after_its_last_word_still_settles() -> None:
-    ep = Endpointer("vad", STABLE)
-    feed(ep, "####")
-    for i in range(1, 3):  # grammar mode: the reading flips in the quiet, the words ended at 0.4
-        assert not [e for e in feed(ep, ".", start=0.3 + i * 0.1) if isinstance(e, UtteranceEnd)]
-        flipped = ep.on_decoded(0.4 + i * 0.1, changed=True, has_words=True, at=0.45 + i * 0.1,
-                                words_end=0.4)  # fmt: skip
-    (end,) = flipped
-    assert isinstance(end, UtteranceEnd) and end.at == pytest.approx(0.65)
-    # A word that ends later (the person went on) dates the change later: no end yet.
-    ep = Endpointer("vad", STABLE)
-    feed(ep, "####..")
-    assert ep.on_decoded(0.6, changed=True, has_words=True, at=0.65, words_end=0.55) == []
-
-
 def test_voice_again_before_the_decoder_catches_up_keeps_the_utterance_open() -> None:
     ep = Endpointer("vad", STABLE)
     feed(ep, "####...#")  # the capture side heard voice again at 0.7 s
