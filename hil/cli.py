@@ -12,11 +12,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from edge.wake import WAKE_MODELS
 from hil.model import CaseResult, RunResult
 from hil.report import write_reports
-from hil.runner import BadOption, HilError, Suite, TargetDown, run_suites
-from hil.suites import SUITE_NAMES, build_suites, parse_fleet_sizes
+from hil.runner import HilError, Suite, TargetDown, run_suites
+from hil.suites import SUITE_NAMES, build_suites, check_wake_options, parse_fleet_sizes
 from hil.targets.address import (
     QemuTarget,
     RelaySpec,
@@ -215,10 +214,7 @@ def run(  # noqa: PLR0917 - Typer maps each option to a parameter
         acoustic=acoustic,
         phrases=chosen,
     )
-    if wake_model not in WAKE_MODELS:
-        raise BadOption(f"--wake-model must be one of {', '.join(WAKE_MODELS)}; got {wake_model!r}")
-    if wake_hours <= 0:
-        raise BadOption(f"--wake-hours must be more than 0; got {wake_hours:g}")
+    check_wake_options(wake_model, wake_hours)
     knobs = Knobs(
         suites, chosen, work_dir, soak_turns, soak_minutes, sizes, fleet_turns, fleet_interval,
         wake_hours, wake_model,

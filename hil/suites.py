@@ -468,6 +468,14 @@ def wake_cases() -> tuple[Case[TargetContext], ...]:
     return tuple(case(m) for m in WAKE_MODELS)
 
 
+def check_wake_options(model: str, hours: float) -> None:
+    """BadOption naming ``--wake-model`` or ``--wake-hours`` when either cannot be used."""
+    if model not in WAKE_MODELS:
+        raise BadOption(f"--wake-model must be one of {', '.join(WAKE_MODELS)}; got {model!r}")
+    if hours <= 0:
+        raise BadOption(f"--wake-hours must be more than 0; got {hours:g}")
+
+
 SUITE_NAMES = ("smoke", "turn", "linkdrop", "soak", "fleet", "wake")
 
 

@@ -596,6 +596,29 @@ async def test_the_first_sentence_is_spoken_while_the_model_still_writes_the_res
     assert node.stats.reprompts == 0
 
 
+async def test_a_long_first_clause_is_spoken_before_its_sentence_ends(
+    catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
+) -> None:
+    first_spoken = asyncio.Event()
+    model.script(
+        Reply.written(
+            "The kettle has been on, ", "so the water should be ", "hot by now.", hold=first_spoken
+        )
+    )
+    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+        await edge.say("is the kettle on", received=lambda: node.stats.received)
+        await edge.wait_for("speak.tui", timeout_s=30)
+        first_spoken.set()
+        await until(lambda: len(node.stats.outcomes) == 1)
+
+    speaks = edge.on("speak.tui")
+    assert [s.event.payload["text"] for s in speaks] == [
+        "The kettle has been on,",
+        "so the water should be hot by now.",
+    ]
+    assert [s.event.payload.get("more") for s in speaks] == [True, None]
+
+
 async def test_a_first_sentence_spoken_before_the_message_calls_a_tool_is_still_acked(
     catalog: NodeCatalog, nats_url: str, model: ScriptedModel, edge: EdgeSide, tmp_path: Path
 ) -> None:
