@@ -424,7 +424,7 @@ async def wake(ctx: TargetContext, model: str) -> list[Measurement]:
     """``model`` on the wake corpus (hil/wake.py), both halves: false rejects per 100 wake
     words and false accepts per hour of background. Judged on the held-out half, for the
     model the board listens with (``--wake-model``); the others are measured only."""
-    corpus = await asyncio.to_thread(build_corpus, ctx.wake_hours)
+    corpus = await asyncio.to_thread(build_corpus, ctx.wake_hours, 7, ctx.wake_carriers)
     measurements = []
     for half in HALVES:
         result = await asyncio.to_thread(score, model, corpus, half)

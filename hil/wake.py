@@ -222,11 +222,11 @@ class CorpusBuilder:
         bed = bed[: len(padded)]
         return padded + bed * (_rms(speech) / (_rms(bed) or 1.0) / 10 ** (snr / 20))
 
-    def positives(self, model: str) -> list[Clip]:
+    def positives(self, model: str, carriers: tuple[str, ...] = CARRIERS) -> list[Clip]:
         """Each phrase of ``model`` in each carrier, by each speaker, in each noise."""
         clips = []
         for phrase in WAKE_PHRASES[model]:
-            for carrier in CARRIERS:
+            for carrier in carriers:
                 text = carrier.format(w=phrase)
                 for speaker, speech in self.speakers.all_ways(text):
                     for noise in NOISES:
@@ -327,11 +327,11 @@ def score(model: str, corpus: Corpus, half: str, cutoff: float | None = None) ->
 
 
 @cache
-def build_corpus(hours: float, seed: int = 7) -> Corpus:
+def build_corpus(hours: float, seed: int = 7, carriers: tuple[str, ...] = CARRIERS) -> Corpus:
     """The suite's corpus for every model (made once per process for a given size)."""
     builder = CorpusBuilder(seed)
     return Corpus(
-        positives={m: builder.positives(m) for m in WAKE_MODELS},
+        positives={m: builder.positives(m, carriers) for m in WAKE_MODELS},
         backgrounds={half: builder.background(hours, half) for half in HALVES},
         near_misses=builder.near_misses(),
     )

@@ -19,6 +19,7 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from hil.wake import CARRIERS
 from shared.errors import ContractError
 from shared.event import Event
 from shared.lifecycle import Service
@@ -222,3 +223,4 @@ class TargetContext:
     # The wake suite: hours of background audio per half, and the board's wake word model.
     wake_hours: float = 1.0
     wake_model: str = "okay_nabu"
+    wake_carriers: tuple[str, ...] = CARRIERS  # the sentences each wake word opens
