@@ -44,15 +44,12 @@ def default_threads() -> int:
 
     Measured on the 2-core machine under load, one-sentence turns (p50):
     n_threads=1 gave 1.9 s and 1.7 s; n_threads=2 gave 1.45 s once and 10.4 s
-    when the other core was busy.
+    when the other core was busy. Reading the prompt (``n_threads_batch``) on both
+    cores of an idle machine cut a virtual-board turn by 300 ms (87 tokens at 230
+    against 130 tok/s), but under `make test` the embedded model's tests ran 2 to 4
+    times slower: the same rule holds for it.
     """
     return max(1, min(4, (os.cpu_count() or 2) - 1))
-
-
-def default_batch_threads() -> int:
-    """Every core (at most 4) for reading the prompt: it runs before the board's Piper has
-    anything to say, while generation (:func:`default_threads`) overlaps with it."""
-    return max(1, min(4, os.cpu_count() or 2))
 
 
 @dataclass
@@ -64,7 +61,7 @@ class LlamaServerConfig:
     host: str = "127.0.0.1"
     port: int = 0
     n_threads: int = field(default_factory=default_threads)
-    n_threads_batch: int = field(default_factory=default_batch_threads)
+    n_threads_batch: int = field(default_factory=default_threads)
     n_ctx: int = 4096
     # Turns before the current one the model sees (home.llm.serve); None: serve's default.
     history_turns: int | None = None
