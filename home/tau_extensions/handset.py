@@ -29,8 +29,8 @@ unspeakable answer is spoken, or else a short apology.
 Config (``--ext-config handset:KEY=VALUE``): ``agent``, ``nats_url``,
 ``binding_file`` (run context, given by the node), ``ack_timeout_s``,
 ``first_sentence`` (default true; false speaks each answer whole, once it ends),
-``first_clause_words`` (default 4: a first clause of that many words is spoken before
-its sentence ends; 0: whole sentences only).
+``first_clause_words`` (default 0, whole sentences only; N: a first clause of N words
+or more is spoken before its sentence ends).
 """
 
 from __future__ import annotations
@@ -96,9 +96,12 @@ NOTHING_SPEAKABLE = "nothing in it can be read aloud"
 
 log = logging.getLogger(__name__)
 
-# A first clause this long goes out before its sentence ends: SmolLM2's first sentences
-# run 20 tokens and more, 14-20 ms each on one core (docs/architecture.md "One voice turn").
-FIRST_CLAUSE_WORDS = 4
+# With a count, a first clause that long goes out before its sentence ends: SmolLM2's
+# first sentences run 20 tokens and more, 14-20 ms each on one core, and it cut the
+# virtual board's model stage from 800 to 530 ms p50. Off: the spoken first clause skips
+# the refusal and re-prompt a whole unspeakable answer gets, and the everyday prompts'
+# parrot rate went from within 5 % to 4 of 64 (docs/architecture.md "One voice turn").
+FIRST_CLAUSE_WORDS = 0
 
 
 def config_flag(config: dict[str, Any], key: str, default: bool) -> bool:

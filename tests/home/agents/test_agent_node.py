@@ -605,7 +605,8 @@ async def test_a_long_first_clause_is_spoken_before_its_sentence_ends(
             "The kettle has been on, ", "so the water should be ", "hot by now.", hold=first_spoken
         )
     )
-    async with running_node(catalog["agent.edge_asr"], nats_url, model, tmp_path) as node:
+    spec = with_extension_config(catalog["agent.edge_asr"], "handset", first_clause_words=4)
+    async with running_node(spec, nats_url, model, tmp_path) as node:
         await edge.say("is the kettle on", received=lambda: node.stats.received)
         await edge.wait_for("speak.tui", timeout_s=30)
         first_spoken.set()
