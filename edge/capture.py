@@ -57,8 +57,10 @@ class CaptureNode(Service):
         self.wake_config = wake_config or WakeConfig()
         self.wakes = 0
         self.follow_ups = 0
-        self._chime = chime(speaker.synth.sample_rate) if self.wake_config.chime else None
+        self._chime = None
         if wake is not None:
+            if self.wake_config.chime:
+                self._chime = chime(speaker.synth.sample_rate)
             speaker.on_answered = self.follow_up
         self._tasks: list[asyncio.Task[None]] = []
 

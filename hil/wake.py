@@ -1,9 +1,10 @@
 """The wake suite's audio and its scoring: how often the board's wake word model misses
 the wake word, and how often it hears one that nobody said.
 
-Nothing here is recorded: every clip is synthesised, deterministically from a seed,
-with the board's own Piper voice (three speaking rates) and espeak-ng (four voices,
-three rates), at four noise conditions (clean, pink noise at 20 dB SNR, music-like
+Nothing here is recorded: every clip is synthesised, its choices drawn from a seed
+(Piper's own noise still varies a voice slightly from run to run), with the board's
+own Piper voice (three speaking rates) and espeak-ng (four voices, three rates), at
+four noise conditions (clean, pink noise at 20 dB SNR, music-like
 noise and background speech at 10 dB). The background set is an hour (by default)
 of sentences a kitchen hears (``data/background.txt``), music-like noise, and speech
 over music; near misses (``data/near_misses.txt``) are scored apart. The model is
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from piper import SynthesisConfig
 
+from edge.audio.wavfile import resample
 from edge.models import resolve_piper_voice
 from edge.tts import PiperSynthesizer
 from edge.wake import WAKE_MODELS, WakeWord
@@ -58,15 +60,6 @@ def sentences(name: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in lines if s.strip() and not s.startswith("#"))
 
 
-def _to_rate(audio: np.ndarray, rate: int) -> np.ndarray:
-    """Float audio at ``RATE`` (linear interpolation, as the board's WAV reader does)."""
-    audio = audio.astype(np.float64)
-    if rate == RATE or not len(audio):
-        return audio
-    n_out = round(len(audio) * RATE / rate)
-    return np.asarray(np.interp(np.arange(n_out) * rate / RATE, np.arange(len(audio)), audio))
-
-
 class Speakers:
     """Speech from the board's Piper voice and from espeak-ng, as float samples at 16 kHz."""
 
@@ -78,7 +71,7 @@ class Speakers:
         chunks = [
             c.audio_int16_array for c in self._piper.voice.synthesize(text, syn_config=config)
         ]
-        return _to_rate(np.concatenate(chunks), self._piper.sample_rate)
+        return resample(np.concatenate(chunks), self._piper.sample_rate, RATE)
 
     @staticmethod
     def espeak(text: str, voice: str, rate: int) -> np.ndarray:
@@ -90,7 +83,7 @@ class Speakers:
         ).stdout
         with wave.open(io.BytesIO(out)) as wav:
             pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
-            return _to_rate(pcm, wav.getframerate())
+            return resample(pcm, wav.getframerate(), RATE)
 
     def all_ways(self, text: str) -> Iterator[tuple[str, np.ndarray]]:
         """``text`` by every speaker of the suite, each named ``piper@1.0``, ``en-gb@165``..."""

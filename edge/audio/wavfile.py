@@ -35,11 +35,22 @@ def read_wav_mono16(path: Path, sample_rate: int) -> Pcm:
     audio = np.frombuffer(raw, dtype="<i2").astype(np.float64)
     if channels > 1:
         audio = audio.reshape(-1, channels).mean(axis=1)
-    if rate != sample_rate and len(audio):
-        # Linear interpolation is enough for speech recognition input at these rates.
-        n_out = round(len(audio) * sample_rate / rate)
-        audio = np.interp(np.arange(n_out) * rate / sample_rate, np.arange(len(audio)), audio)
+    audio = resample(audio, rate, sample_rate)
     return np.clip(np.round(audio), -32768, 32767).astype(np.int16)
+
+
+def resample(audio: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
+    """Float ``audio`` at ``rate`` as float samples at ``sample_rate``.
+
+    Linear interpolation is enough for speech recognition input at these rates.
+    """
+    audio = np.asarray(audio, dtype=np.float64)
+    if rate == sample_rate or not len(audio):
+        return audio
+    n_out = round(len(audio) * sample_rate / rate)
+    return np.asarray(
+        np.interp(np.arange(n_out) * rate / sample_rate, np.arange(len(audio)), audio)
+    )
 
 
 class WavSource(Service):
