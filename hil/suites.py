@@ -422,8 +422,9 @@ def parse_fleet_sizes(text: str) -> tuple[int, ...]:
 
 async def wake(ctx: TargetContext, model: str) -> list[Measurement]:
     """``model`` on the wake corpus (hil/wake.py), both halves: false rejects per 100 wake
-    words and false accepts per hour of background. Judged on the held-out half, for the
-    model the board listens with (``--wake-model``); the others are measured only."""
+    words, false accepts per hour of background, and the other models' wake words it
+    heard. Judged on the held-out half, for the model the board listens with
+    (``--wake-model``); the others are measured only."""
     corpus = await asyncio.to_thread(build_corpus, ctx.wake_hours, 7, ctx.wake_carriers)
     measurements = []
     for half in HALVES:
@@ -434,6 +435,7 @@ async def wake(ctx: TargetContext, model: str) -> list[Measurement]:
             Measurement("wake_words", float(result.wake_words), "count", half),
             Measurement("background_hours", result.background_hours, "h", half),
             Measurement("near_miss_accepts", float(result.near_miss_accepts), "count", half),
+            Measurement("other_wake_word_accepts", float(result.other_accepts), "count", half),
         ]
         measurements += [
             Measurement(f"false_rejects_{kind}", float(n), "count", half)

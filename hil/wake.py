@@ -279,6 +279,8 @@ class ModelScore:
     near_misses: int
     near_miss_accepts: int
     rejects_by: dict[str, int]  # by speaker kind and noise condition
+    other_wake_words: int = 0  # the other models' positives of the same half
+    other_accepts: int = 0
 
     @property
     def false_reject_percent(self) -> float:
@@ -292,30 +294,36 @@ class ModelScore:
 def score(model: str, corpus: Corpus, half: str, cutoff: float | None = None) -> ModelScore:
     """``model`` on ``half`` of ``corpus``: each positive heard at least once, and every
     detection in the background stream (the model's state carried through, as on a
-    board) a false accept. ``cutoff`` None is the model's own."""
+    board) a false accept; the other models' wake words and the near misses are
+    scored apart. ``cutoff`` None is the board's (``edge.wake.TUNED_CUTOFFS``)."""
     rejected: dict[str, int] = {}
-    misses = 0
     wake = WakeWord(model, cutoff)
-    clips = [c for c in corpus.positives[model] if c.half == half]
-    for clip in clips:
+
+    def heard(clip: Clip) -> bool:
         wake.reset()
-        if not detections(model, clip.pcm, wake):
-            misses += 1
-            kind = "piper" if clip.speaker.startswith("piper") else "espeak"
-            for key in (kind, clip.noise):
-                rejected[key] = rejected.get(key, 0) + 1
+        return detections(model, clip.pcm, wake) > 0
+
+    clips = [c for c in corpus.positives[model] if c.half == half]
+    for clip in (c for c in clips if not heard(c)):
+        kind = "piper" if clip.speaker.startswith("piper") else "espeak"
+        for key in (kind, clip.noise):
+            rejected[key] = rejected.get(key, 0) + 1
+    others = [c for m, cs in corpus.positives.items() if m != model for c in cs if c.half == half]
+    other_accepts = sum(map(heard, others))
     wake.reset()
     accepts = detections(model, corpus.backgrounds[half], wake)
     near = sum(1 for pcm in corpus.near_misses if detections(model, pcm, WakeWord(model, cutoff)))
     return ModelScore(
         model,
         len(clips),
-        misses,
+        sum(rejected.get(k, 0) for k in ("piper", "espeak")),
         corpus.hours(half),
         accepts,
         len(corpus.near_misses),
         near,
         rejected,
+        len(others),
+        other_accepts,
     )
 
 

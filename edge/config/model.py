@@ -106,9 +106,10 @@ class WakeConfig:
     """The wake word (mode ``wake``): which model, and how long the board listens after it.
 
     ``model`` is one of the microWakeWord models in the ``pymicro-wakeword`` wheel;
-    ``cutoff`` overrides its own probability cutoff. After the wake word the board waits
-    ``listen_s`` for speech to begin; after it speaks an answer it listens ``follow_up_s``
-    without the wake word (``question_s`` when the answer ends in a question).
+    ``cutoff`` overrides the cutoff tuned on the wake suite (``edge.wake.TUNED_CUTOFFS``).
+    After the wake word the board waits ``listen_s`` for speech to begin; after it
+    speaks an answer it listens ``follow_up_s`` without the wake word (``question_s``
+    when the answer ends in a question).
     """
 
     model: WakeModel = "okay_nabu"

@@ -29,7 +29,7 @@ from edge.config import (
 from edge.endpoint import Endpointer, UtteranceAudio, UtteranceEnd, UtteranceStart
 from edge.runtime import EdgeRuntime, Models
 from edge.tts import PiperSynthesizer
-from edge.wake import WAKE_MODELS, WakeWord, chime
+from edge.wake import TUNED_CUTOFFS, WAKE_MODELS, WakeWord, chime
 from shared.event import Event
 from shared.messages.voice import Heard, Turn
 from shared.subjects import speak_subject
@@ -141,6 +141,13 @@ def test_each_wake_word_model_hears_its_own_phrase_and_not_the_others(
         assert all(heard_by(model, clips[o]) == 0 for o in WAKE_MODELS if o != model), model
     korean = pcm16(speak_korean("안녕하세요 감사합니다", tmp_path / "ko.wav"))
     assert all(heard_by(m, korean) == 0 for m in WAKE_MODELS)
+
+
+def test_the_board_uses_the_wake_suites_cutoff_unless_its_config_names_one() -> None:
+    for model in WAKE_MODELS:
+        tuned = WakeWord(model)
+        assert tuned.cutoff == TUNED_CUTOFFS[model] <= tuned.own_cutoff, model
+    assert WakeWord("alexa", cutoff=0.9).cutoff == 0.9
 
 
 def test_an_unknown_wake_word_model_is_named() -> None:
