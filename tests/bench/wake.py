@@ -95,8 +95,8 @@ mkdir -p $spool/in $spool/out && chown -R tether $spool
   grep -E '^(asr|tts):' /etc/tether/edge.yaml || true
   echo "audio: {{input: {{kind: spool, dir: $spool/in}}, output: {{kind: spool, dir: $spool/out}}}}"
   echo "endpointing: {{mode: {mode}}}"; }} > $cfg
-systemd-run -q --unit bench-{mode} -p Type=notify -p NotifyAccess=main -p User=tether \\
-  -p TimeoutStartSec={ready_s} /opt/tether/venv/bin/edge run -c $cfg ||
+systemd-run -q --unit bench-{mode} -p Type=notify -p NotifyAccess=main -p KillMode=mixed \\
+  -p User=tether -p TimeoutStartSec={ready_s} /opt/tether/venv/bin/edge run -c $cfg ||
   {{ journalctl -u bench-{mode} -o cat --no-pager | tail -30 >&2; exit 1; }}
 pid=$(systemctl show -p MainPID --value bench-{mode})
 sleep {settle_s}

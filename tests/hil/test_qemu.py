@@ -52,6 +52,15 @@ async def unit_properties(board: SshBoard) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
+async def stop_edge(board: SshBoard) -> dict[str, str]:
+    """Stop the edge's unit as systemd does on a shutdown; its state and exit status after."""
+    await board.link.check("systemctl stop tether-edge.service", timeout_s=300)
+    text = await board.link.check(
+        "systemctl show tether-edge.service -p ActiveState,Result,ExecMainStatus"
+    )
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
 async def look_with_home_down(board: SshBoard) -> tuple[dict[str, str], str, str]:
     """Wait until the edge says home is unreachable; read its unit, journal and spools."""
     async with asyncio.timeout(HOME_WAIT_S):
@@ -131,6 +140,7 @@ async def test_a_booted_image_is_ready_with_home_down_then_driven_like_a_real_bo
             suites = build_suites(["smoke", "turn", "linkdrop"], DEFAULT_PHRASES[:1])
             result = await run_suites("qemu", suites, ctx, board.logs)
             played = await board.playbacks()
+        stopped = await stop_edge(board)
     verdicts = {f"{c.suite}/{c.name}": (c.verdict, c.reason) for c in result.cases}
     assert result.ok, verdicts
     stages = {m.stage for c in result.cases if c.suite == "turn" for m in c.measurements}
@@ -139,3 +149,6 @@ async def test_a_booted_image_is_ready_with_home_down_then_driven_like_a_real_bo
     assert {"endpointing", "asr_final", "routing", "model", "tts_first_chunk"} <= stages
     assert not {"bridge_up", "bridge_down"} & stages
     assert played is not None and played >= 2  # the answer and the notice while cut off
+    # A stop (an update, a shutdown) is clean: the edge, signalled alone, closes its bus
+    # client before it stops its own nats-server, and exits 0.
+    assert stopped == {"ActiveState": "inactive", "Result": "success", "ExecMainStatus": "0"}
