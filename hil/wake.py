@@ -299,24 +299,25 @@ def score(model: str, corpus: Corpus, half: str, cutoff: float | None = None) ->
     rejected: dict[str, int] = {}
     wake = WakeWord(model, cutoff)
 
-    def heard(clip: Clip) -> bool:
+    def heard(pcm: bytes) -> bool:
         wake.reset()
-        return detections(model, clip.pcm, wake) > 0
+        return detections(model, pcm, wake) > 0
 
     clips = [c for c in corpus.positives[model] if c.half == half]
-    for clip in (c for c in clips if not heard(c)):
+    missed = [c for c in clips if not heard(c.pcm)]
+    for clip in missed:
         kind = "piper" if clip.speaker.startswith("piper") else "espeak"
         for key in (kind, clip.noise):
             rejected[key] = rejected.get(key, 0) + 1
     others = [c for m, cs in corpus.positives.items() if m != model for c in cs if c.half == half]
-    other_accepts = sum(map(heard, others))
+    other_accepts = sum(heard(c.pcm) for c in others)
+    near = sum(map(heard, corpus.near_misses))
     wake.reset()
     accepts = detections(model, corpus.backgrounds[half], wake)
-    near = sum(1 for pcm in corpus.near_misses if detections(model, pcm, WakeWord(model, cutoff)))
     return ModelScore(
         model,
         len(clips),
-        sum(rejected.get(k, 0) for k in ("piper", "espeak")),
+        len(missed),
         corpus.hours(half),
         accepts,
         len(corpus.near_misses),
