@@ -162,7 +162,7 @@ class AgentNode(Service):
             spec.name, self.agent, self.run_dir, self.sessions, stats
         )
         self.book = self._conversations.book
-        compactor = Compactor(
+        self._compactor = compactor = Compactor(
             spec.name, CompactionPolicy.for_endpoint(self.model), stats,
             wall_clock_s=self.wall_clock_s,
         )  # fmt: skip
@@ -309,6 +309,8 @@ class AgentNode(Service):
                 await self._worker
             self._worker = None
         try:
+            # τ may be compacting the conversation as its last turn ended: let it finish.
+            await self._compactor.settle(grace_s)
             await self._tau.close()
             await self._conversations.close()
         finally:

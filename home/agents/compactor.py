@@ -6,7 +6,9 @@ conversation the turn ran in and, when :class:`~home.agents.compaction.Compactio
 says so, asks τ to ``compact`` and waits for its ``compaction_end`` (read off τ's
 wire by :meth:`Compactor.on_wire_event`) under the turn wall clock. What is due and
 what an outcome means are decided in :mod:`home.agents.compaction` (no I/O). A
-failure here is logged and counted, never the turn's.
+failure here is logged and counted, never the turn's. τ also compacts by itself as a
+turn ends; the node waits that out before it stops τ (:meth:`Compactor.settle`), and one
+that the stop still cuts short is counted as cut, not failed.
 """
 
 from __future__ import annotations
@@ -45,19 +47,40 @@ class Compactor:
         self.wall_clock_s = wall_clock_s
         self._stats = stats
         self._ended: asyncio.Future[WireEvent] | None = None
+        # Set while no compaction of τ's runs; cleared from its start to its end.
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stopping = False
 
     def on_wire_event(self, event: WireEvent) -> None:
         """Count τ's own compactions, and end the wait of the one the node asked for."""
-        if event.type == "side_completion_end" and event.raw.get("purpose") == "compaction":
-            if event.is_error:
-                self._stats.compaction_failures += 1
-                log.warning("%s: τ could not compact: %s", self.name, event.error)
-            else:
-                self._stats.compactions += 1
+        if event.raw.get("purpose") == "compaction":
+            if event.type == "side_completion_start":
+                self._idle.clear()
+            elif event.type == "side_completion_end":
+                self._idle.set()
+                self._count(event)
         if event.type == COMPACTION_END:
             ended = self._ended
             if ended is not None and not ended.done():
                 ended.set_result(event)
+
+    async def settle(self, timeout_s: float) -> None:
+        """Wait (up to ``timeout_s``) for a compaction in flight, before τ is stopped."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self._idle.wait()
+        self._stopping = True
+
+    def _count(self, event: WireEvent) -> None:
+        if not event.is_error:
+            self._stats.compactions += 1
+        elif self._stopping:
+            self._stats.compactions_cut_at_stop += 1
+            log.info("%s: the stop cut τ's compaction short: %s", self.name, event.error)
+        else:
+            self._stats.compaction_failures += 1
+            log.warning("%s: τ could not compact: %s", self.name, event.error)
 
     async def keep_bounded(self, tau: TauProcess, session_id: str) -> None:
         """Compact the conversation the turn ran in once it has grown past the policy.

@@ -53,6 +53,8 @@ class NodeStats:
     dropped_at_stop: int = 0
     compactions: int = 0
     compaction_failures: int = 0
+    # τ's own compactions that the node's stop cut short after waiting for them.
+    compactions_cut_at_stop: int = 0
     # Compactions the node asked for to keep a conversation bounded, and those that
     # folded nothing, failed or timed out (home/agents/compaction.py).
     compactions_asked: int = 0

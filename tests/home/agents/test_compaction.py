@@ -8,12 +8,15 @@ its own; without the node the conversation would grow with every turn.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from pathlib import Path
 
 from home.agents.agent_node import AgentNode
 from home.agents.compaction import CompactionOutcome, CompactionPolicy
+from home.agents.compactor import Compactor
+from home.agents.node_stats import NodeStats
 from home.agents.protocol import WireEvent, parse_line
 from home.agents.sessions import SessionStore
 from home.llm.endpoint import ModelEndpoint
@@ -117,3 +120,38 @@ def test_compaction_end_is_read_as_an_event_with_its_outcome() -> None:
     assert CompactionOutcome.from_params(failed) == CompactionOutcome(False, "model down")
     aborted = {"is_error": False, "cancelled": True}
     assert CompactionOutcome.from_params(aborted) == CompactionOutcome(False, "cancelled")
+
+
+def _side(kind: str, error: str | None = None) -> WireEvent:
+    raw = {"purpose": "compaction", "reason": "threshold"}
+    return WireEvent(type=kind, is_error=error is not None, error=error, raw=raw)
+
+
+async def test_a_stop_waits_for_taus_own_compaction_and_names_one_it_cuts_short() -> None:
+    stats = NodeStats()
+    compactor = Compactor("agent", CompactionPolicy(256, 512), stats, wall_clock_s=30)
+    # τ compacts by itself as a turn ends; the stop waits, and the compaction finishes.
+    compactor.on_wire_event(_side("side_completion_start"))
+    settled = asyncio.ensure_future(compactor.settle(5))
+    await asyncio.sleep(0.05)
+    assert not settled.done()
+    compactor.on_wire_event(_side("side_completion_end"))
+    await asyncio.wait_for(settled, 1)
+    assert (stats.compactions, stats.compaction_failures, stats.compactions_cut_at_stop) == (
+        1,
+        0,
+        0,
+    )
+    # One that outlasts the wait is cut by the stop: counted as cut, not as failed.
+    compactor.on_wire_event(_side("side_completion_start"))
+    await compactor.settle(0.05)
+    compactor.on_wire_event(_side("side_completion_end", "CancelledError: "))
+    assert (stats.compaction_failures, stats.compactions_cut_at_stop) == (0, 1)
+
+
+def test_a_compaction_that_fails_while_the_node_runs_is_a_failure() -> None:
+    stats = NodeStats()
+    compactor = Compactor("agent", CompactionPolicy(256, 512), stats, wall_clock_s=30)
+    compactor.on_wire_event(_side("side_completion_start"))
+    compactor.on_wire_event(_side("side_completion_end", "model down"))
+    assert (stats.compaction_failures, stats.compactions_cut_at_stop) == (1, 0)
