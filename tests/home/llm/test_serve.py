@@ -16,6 +16,7 @@ from llama_cpp import llama_chat_format
 from home.llm.errors import LlmServerError
 from home.llm.serve import (
     DEFAULT_HISTORY_TURNS,
+    HISTORY_STEP,
     history_turns_option,
     plain_messages,
     render_chat_prompt,
@@ -148,22 +149,41 @@ def test_the_embedded_server_runs_through_the_correcting_entry_module() -> None:
     assert argv[argv.index("--chat_format") + 1] == CHAT_FORMAT
 
 
-def test_the_model_sees_the_system_prompt_and_the_last_turns_only() -> None:
+def _conversation(turns: int) -> list[Any]:
+    """A system prompt and ``turns`` questions, each but the last answered."""
     conversation: list[Any] = [{"role": "system", "content": "Be brief."}]
-    for n in range(1, 5):
+    for n in range(1, turns):
         conversation += [
             {"role": "user", "content": [{"type": "text", "text": f"question {n}"}]},
             {"role": "assistant", "content": f"answer {n}"},
         ]
-    conversation.append({"role": "user", "content": "question 5"})
+    return [*conversation, {"role": "user", "content": f"question {turns}"}]
 
-    def seen(history_turns: int | None) -> list[str]:
-        return [str(m.get("content")) for m in plain_messages(conversation, history_turns)]
 
-    assert seen(0) == ["Be brief.", "question 5"]
-    assert seen(1) == ["Be brief.", "question 4", "answer 4", "question 5"]
-    assert seen(None) == seen(100)
-    assert len(seen(100)) == 10
+def _seen(turns: int, history_turns: int | None) -> list[str]:
+    return [str(m.get("content")) for m in plain_messages(_conversation(turns), history_turns)]
+
+
+def test_the_model_sees_the_system_prompt_and_the_last_turns_only() -> None:
+    assert _seen(5, 0) == ["Be brief.", "question 5"]
+    assert _seen(2, 1) == ["Be brief.", "question 1", "answer 1", "question 2"]
+    assert _seen(5, None) == _seen(5, 100)
+    assert len(_seen(5, 100)) == 10
+    for turns in range(2, 20):
+        earlier = (len(_seen(turns, 1)) - 2) // 2  # the system prompt and the question aside
+        assert 1 <= earlier <= HISTORY_STEP, turns
+
+
+def test_most_prompts_begin_with_the_last_prompt_and_its_answer() -> None:
+    moved = []
+    for turns in range(2, 20):
+        before, now = _seen(turns - 1, 1), _seen(turns, 1)
+        if now[: len(before) + 1] != [*before, f"answer {turns - 1}"]:
+            moved.append(turns)
+    # The window's start moves once every HISTORY_STEP turns; between, the model's KV
+    # cache already holds all but the new question.
+    assert moved == list(range(2 + HISTORY_STEP, 20, HISTORY_STEP))
+    assert _seen(10, 1)[1] == "question 7"
 
 
 def test_the_history_option_is_taken_out_of_the_servers_arguments() -> None:
