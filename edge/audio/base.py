@@ -43,6 +43,38 @@ class AudioFrame:
         return self.captured_at + self.duration_s
 
 
+class SampleClock:
+    """Stamps captured blocks by the samples counted since an anchor, not by callback time.
+
+    A sound server hands blocks over in bursts, so the time a callback runs says when a
+    block arrived, some milliseconds late; counted samples say when it was heard. Frame
+    times then step by exactly one block, and a span of quiet measured between two
+    stamps is as long as the blocks in it (the endpointer's windows are whole blocks).
+    A block can arrive late but never early: one that arrives before its count says, moves
+    the count back to it; one later by more than ``slip_s`` than its count says (blocks
+    dropped on an overflow, a suspended device) anchors the count on it again.
+    """
+
+    def __init__(self, sample_rate: int, slip_s: float = 0.1) -> None:
+        self.sample_rate = sample_rate
+        self.slip_s = slip_s
+        self.anchors = 0
+        self._next: float | None = None
+
+    def stamp(self, arrived_at: float, samples: int) -> float:
+        """When the first of ``samples`` was heard, for a block that arrived at ``arrived_at``."""
+        duration = samples / self.sample_rate
+        heard_at = arrived_at - duration
+        if self._next is None or heard_at > self._next + self.slip_s:
+            self._next = heard_at
+            self.anchors += 1
+        elif heard_at < self._next:
+            self._next = heard_at
+        stamped = self._next
+        self._next = stamped + duration
+        return stamped
+
+
 @dataclass(frozen=True)
 class PlaybackResult:
     """What one :meth:`AudioSink.play` did."""

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import sounddevice as sd
 
-from edge.audio.base import AudioFrame, Pcm, PlaybackResult, slices
+from edge.audio.base import AudioFrame, Pcm, PlaybackResult, SampleClock, slices
 from edge.errors import AudioError, PlaybackError
 from shared.lifecycle import Service
 
 log = logging.getLogger(__name__)
 
 _SLICE_S = 0.05
-_QUEUE_FRAMES = 100  # ~10 s of 100 ms blocks before the oldest are dropped (and counted)
+_QUEUE_S = 10.0  # of blocks waiting before the oldest are dropped (and counted)
 
 
 class SoundDeviceSource(Service):
@@ -37,7 +37,10 @@ class SoundDeviceSource(Service):
         self.block = max(1, sample_rate * block_ms // 1000)
         self.overflows = 0
         self.dropped_frames = 0
-        self._queue: asyncio.Queue[AudioFrame | None] = asyncio.Queue(_QUEUE_FRAMES)
+        self._clock = SampleClock(sample_rate)
+        self._queue: asyncio.Queue[AudioFrame | None] = asyncio.Queue(
+            max(1, round(_QUEUE_S * sample_rate / self.block))
+        )
         self._stream: sd.RawInputStream | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -67,7 +70,7 @@ class SoundDeviceSource(Service):
         self._put(None)
 
     def _callback(self, indata: Any, frames: int, time_info: Any, status: Any) -> None:
-        heard_at = time.monotonic() - frames / self.sample_rate
+        heard_at = self._clock.stamp(time.monotonic(), frames)
         if status.input_overflow:
             self.overflows += 1
         frame = AudioFrame(bytes(indata), self.sample_rate, heard_at)

@@ -158,7 +158,15 @@ class _ConfigReader(Reader):
         return AudioConfig(
             input=self._audio_input(self.section(data, "input", "audio")),
             output=self._audio_output(self.section(data, "output", "audio")),
-            block_ms=self.get(data, "block_ms", "audio", int, 100, required=False, check=_positive),
+            block_ms=self.get(
+                data,
+                "block_ms",
+                "audio",
+                int,
+                AudioConfig.block_ms,
+                required=False,
+                check=_positive,
+            ),
         )
 
     def _audio_end(self, data: LocatedDict, path: str) -> tuple[str, Path | None, bool, str | None]:

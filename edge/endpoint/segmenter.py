@@ -5,8 +5,10 @@ speech starts after ``start_ms`` of loud frames (a pre-roll of earlier frames is
 kept so the first syllable is not lost) and ends after ``end_silence_ms`` of
 quiet ones, or at ``max_utterance_s``. It ends sooner, after ``stable_end_ms`` of
 quiet, when the recognizer says (:meth:`Endpointer.on_decoded`) that it has decoded
-that quiet and its transcript, not empty, did not change in it: the words are in,
-and waiting out the rest of the silence would only add to the person's wait.
+that quiet and its transcript, not empty, did not change in it (a change decoded from
+the first block of quiet is the recognizer catching up with the last word, and does
+not count): the words are in, and waiting out the rest of the silence would only add
+to the person's wait.
 While the push-to-talk button is held, the button alone decides: press opens an
 utterance (or takes over an open one), release closes it.
 
@@ -107,6 +109,7 @@ class Endpointer:
         self._decoded_until = 0.0
         self._transcript_changed_at = 0.0
         self._has_words = False
+        self._block_s = 0.0  # the length of the last frame
         self._pre_roll: deque[AudioFrame] = deque()
         self._pending: list[AudioFrame] = []  # loud frames before the start is confirmed
 
@@ -156,7 +159,10 @@ class Endpointer:
             return []
         self._decoded_until = max(self._decoded_until, until)
         if changed:
-            self._transcript_changed_at = until
+            # The recognizer names a word a block after the audio that held it: a change
+            # decoded from the first block of quiet is it catching up with the last word.
+            catching_up = until <= self._last_voice_end + self._block_s + 1e-6
+            self._transcript_changed_at = self._last_voice_end if catching_up else until
         self._has_words = has_words
         # A microsecond's slack: frame times are sums of float durations.
         window_s = self.vad.stable_end_ms / 1000 - 1e-6
@@ -226,6 +232,7 @@ class Endpointer:
 
     def _in_utterance(self, frame: AudioFrame) -> list[SegmentEvent]:
         events: list[SegmentEvent] = [UtteranceAudio(frame)]
+        self._block_s = frame.duration_s
         if self._held:
             self._last_voice_end = frame.ends_at
             return events

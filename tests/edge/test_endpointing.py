@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge.audio.base import AudioFrame
+from edge.audio.base import AudioFrame, SampleClock
 from edge.config import VadConfig
 from edge.echo_gate import EchoGate
 from edge.endpoint import (
@@ -197,6 +197,23 @@ def test_a_settled_transcript_ends_the_utterance_before_the_full_silence() -> No
     assert ep.on_decoded(0.7, changed=False, has_words=True, at=0.8) == []  # closed already
 
 
+def test_the_last_word_named_a_block_late_is_no_change_in_the_quiet() -> None:
+    for late_by, ends_at in ((0.1, 0.6), (0.2, 0.8)):
+        ep = Endpointer("vad", STABLE)
+        feed(ep, "####")  # the voice ends at 0.4 s
+        feed(ep, "..", start=0.4)
+        # The recognizer names the last word in the first block of quiet: catching up,
+        # and the utterance ends 200 ms after the voice; one block later it is a word
+        # in the quiet, and the quiet must hold 200 ms after it.
+        assert ep.on_decoded(0.4 + late_by, changed=True, has_words=True, at=0.5) == []
+        ends = ep.on_decoded(0.6, changed=False, has_words=True, at=0.62)
+        assert [type(e) for e in ends] == ([UtteranceEnd] if ends_at == 0.6 else [])
+        if ends_at > 0.6:
+            feed(ep, "..", start=0.6)
+            ends = ep.on_decoded(ends_at, changed=False, has_words=True, at=ends_at + 0.01)
+            assert [type(e) for e in ends] == [UtteranceEnd]
+
+
 def test_a_transcript_still_changing_waits_for_the_full_silence() -> None:
     ep = Endpointer("vad", STABLE)
     feed(ep, "####")
@@ -222,3 +239,18 @@ def test_no_words_or_switched_off_waits_for_the_full_silence() -> None:
         assert ep.on_decoded(0.8, changed=False, has_words=has_words, at=0.85) == []
         ends = [e for e in feed(ep, "..", start=0.8) if isinstance(e, UtteranceEnd)]
         assert [e.at for e in ends] == [pytest.approx(1.0)]
+
+
+def test_captured_blocks_are_stamped_by_their_samples_not_by_when_they_arrived() -> None:
+    clock = SampleClock(16000)
+    block = 800  # 50 ms
+    # Blocks handed over in bursts: arrivals late by 0-40 ms, never early.
+    arrivals = [0.05, 0.14, 0.15, 0.23, 0.25, 0.30, 0.39, 0.40]
+    stamps = [clock.stamp(at, block) for at in arrivals]
+    steps = np.diff(stamps)
+    assert steps == pytest.approx([0.05] * 7) and stamps[0] == pytest.approx(0.0)
+    assert clock.anchors == 1
+    # A block that arrives before its count says moves the count back to it.
+    assert clock.stamp(0.43, block) == pytest.approx(0.38)
+    # Blocks dropped (an overflow): the next arrives a second late and anchors again.
+    assert clock.stamp(1.5, block) == pytest.approx(1.45) and clock.anchors == 2
