@@ -43,6 +43,7 @@ from edge.config import (
     DeviceInput,
     DeviceOutput,
     EdgeConfig,
+    EndpointingConfig,
     PushToTalkConfig,
     SpoolInput,
     SpoolOutput,
@@ -58,7 +59,7 @@ from edge.notice import NoticeNode
 from edge.replies import ReplyLog
 from edge.systemd import SystemdNotifier
 from edge.tts import PiperSynthesizer, Speaker
-from edge.wake import WakeWord
+from edge.wake import QUIET_MARGIN_DB, WakeWord
 from shared.lifecycle import Service
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,14 @@ class RunSummary:
     follow_ups: int = 0  # answers after which the board listened without the wake word
     echo_gate_dropped: int = 0
     malformed_events: int = 0
+
+
+def wake_word(endpointing: EndpointingConfig) -> WakeWord | None:
+    """Mode wake's model, asleep under the endpointer's speech threshold less a margin."""
+    if endpointing.mode != "wake":
+        return None
+    quiet_db = endpointing.vad.threshold_db - QUIET_MARGIN_DB
+    return WakeWord(endpointing.wake.model, endpointing.wake.cutoff, quiet_db)
 
 
 class EdgeRuntime(Service):
@@ -268,9 +277,7 @@ class EdgeRuntime(Service):
         endpointing = config.endpointing
         endpointer = Endpointer(endpointing.mode, endpointing.vad)
         self.asr.on_decoded = endpointer.on_decoded
-        wake = None
-        if endpointing.mode == "wake":
-            wake = WakeWord(endpointing.wake.model, endpointing.wake.cutoff)
+        wake = wake_word(endpointing)
         self.capture = await self._enter(
             "capture",
             CaptureNode(

@@ -13,27 +13,44 @@ wake word in none of the other models' wake word clips (a household may own anot
 assistant); chosen on the tuning half only. ``make bench NAME=wake`` reports both
 halves.
 
+The model sleeps through quiet: once a second of audio under ``quiet_db`` (10 dB under
+the endpointer's speech threshold) has gone through it, quiet blocks are held back, not
+run, and the last ``PRE_ROLL_S`` of them go through ahead of the first louder block. The
+model has then heard what it would have (a second of quiet fills its state as an hour
+does), so it hears a wake word as it would, and a silent room costs the board no
+inference at all (docs/architecture.md "The board listens").
+
 The chime that acknowledges a wake is made here too: two short tones, quiet,
 so the echo gate shuts the microphone for as little as possible.
 """
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 from pymicro_wakeword import MicroWakeWord, MicroWakeWordFeatures, Model
 
+from edge.endpoint.segmenter import frame_level_db
 from edge.errors import ModelError
 
 WAKE_MODELS = tuple(m.value for m in Model)
 # Per model; the models' own (0.85-0.97) missed 16-70 % of the suite's tuning wake words.
 # hey_mycroft keeps its own: below it, it hears the board's voice say "Hey Jarvis".
 TUNED_CUTOFFS = {"okay_nabu": 0.75, "hey_jarvis": 0.75, "hey_mycroft": 0.95, "alexa": 0.45}
+QUIET_MARGIN_DB = 10.0  # quiet: this far under the endpointer's speech threshold
+QUIET_DB = -40.0 - QUIET_MARGIN_DB  # under the default threshold (VadConfig.threshold_db)
+QUIET_HANGOVER_S = 1.0  # of quiet run through the model before quiet is held back
+PRE_ROLL_S = 0.3  # of held-back quiet run through ahead of the first louder block
+_BYTES_PER_S = 16000 * 2
 
 
 class WakeWord:
     """One wake word model and its feature frontend; blocking, cheap (~0.3 ms per 100 ms)."""
 
-    def __init__(self, model: str = "okay_nabu", cutoff: float | None = None) -> None:
+    def __init__(
+        self, model: str = "okay_nabu", cutoff: float | None = None, quiet_db: float = QUIET_DB
+    ) -> None:
         try:
             self._model = MicroWakeWord.from_builtin(Model(model))
         except ValueError as exc:
@@ -43,10 +60,37 @@ class WakeWord:
         self.phrase: str = self._model.wake_word
         self.own_cutoff: float = self._model.probability_cutoff  # the model's author's
         self.cutoff = TUNED_CUTOFFS.get(model, self.own_cutoff) if cutoff is None else cutoff
+        self.quiet_db = quiet_db
         self.detections = 0
+        self.held_back = 0  # quiet blocks never run through the model
+        self._quiet_s = 0.0  # of quiet since the last louder block
+        self._held: deque[bytes] = deque()  # the latest held-back quiet, oldest first
+        self._held_s = 0.0
 
     def feed(self, pcm: bytes) -> float | None:
         """16 kHz 16-bit mono audio in; the probability when the wake word was just heard."""
+        duration = len(pcm) / _BYTES_PER_S
+        if frame_level_db(pcm) >= self.quiet_db:
+            self._quiet_s = 0.0
+        elif self._quiet_s >= QUIET_HANGOVER_S:
+            self._hold(pcm, duration)
+            return None
+        else:
+            self._quiet_s += duration
+        if self._held:
+            pcm = b"".join(self._held) + pcm
+            self._held.clear()
+            self._held_s = 0.0
+        return self._infer(pcm)
+
+    def _hold(self, pcm: bytes, duration: float) -> None:
+        self.held_back += 1
+        self._held.append(pcm)
+        self._held_s += duration
+        while self._held_s - len(self._held[0]) / _BYTES_PER_S >= PRE_ROLL_S:
+            self._held_s -= len(self._held.popleft()) / _BYTES_PER_S
+
+    def _infer(self, pcm: bytes) -> float | None:
         best = 0.0
         for features in self._features.process_streaming(pcm):
             best = max(best, self._model.process_streaming_prob(features) or 0.0)
@@ -60,6 +104,9 @@ class WakeWord:
         """Forget the audio heard so far (after a detection, or when the board spoke)."""
         self._model.reset()
         self._features.reset()
+        self._quiet_s = 0.0
+        self._held.clear()
+        self._held_s = 0.0
 
 
 def chime(sample_rate: int, level: float = 0.15) -> np.ndarray:

@@ -8,7 +8,8 @@ four noise conditions (clean, pink noise at 20 dB SNR, music-like
 noise and background speech at 10 dB). The background set is an hour (by default)
 of sentences a kitchen hears (``data/background.txt``), music-like noise, and speech
 over music; near misses (``data/near_misses.txt``) are scored apart. The model is
-the board's own code (:class:`edge.wake.WakeWord`) fed 100 ms frames, as on the board.
+the board's own code (:class:`edge.wake.WakeWord`) fed blocks of the board's capture
+size (``audio.block_ms``), as on the board.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ import numpy as np
 from piper import SynthesisConfig
 
 from edge.audio.wavfile import resample
+from edge.config import AudioConfig
 from edge.models import resolve_piper_voice
 from edge.tts import PiperSynthesizer
 from edge.wake import WAKE_MODELS, WakeWord
 
 RATE = 16000
-BLOCK = 1600  # 100 ms, the board's capture block
+BLOCK = RATE * AudioConfig.block_ms // 1000  # samples: the board's capture block
 _DATA = Path(__file__).parent / "data"
 
 WAKE_PHRASES = {
@@ -259,7 +261,7 @@ class CorpusBuilder:
 
 
 def detections(model: str, pcm: bytes, wake: WakeWord | None = None) -> int:
-    """How many times ``model`` hears its wake word in ``pcm``, fed 100 ms at a time."""
+    """How many times ``model`` hears its wake word in ``pcm``, fed a block at a time."""
     wake = wake or WakeWord(model)
     before = wake.detections
     for i in range(0, len(pcm), BLOCK * 2):

@@ -29,7 +29,7 @@ from edge.config import (
 from edge.endpoint import Endpointer, UtteranceAudio, UtteranceEnd, UtteranceStart
 from edge.runtime import EdgeRuntime, Models
 from edge.tts import PiperSynthesizer
-from edge.wake import TUNED_CUTOFFS, WAKE_MODELS, WakeWord, chime
+from edge.wake import QUIET_DB, QUIET_HANGOVER_S, TUNED_CUTOFFS, WAKE_MODELS, WakeWord, chime
 from shared.event import Event
 from shared.messages.voice import Heard, Turn
 from shared.subjects import speak_subject
@@ -141,6 +141,26 @@ def test_each_wake_word_model_hears_its_own_phrase_and_not_the_others(
         assert all(heard_by(model, clips[o]) == 0 for o in WAKE_MODELS if o != model), model
     korean = pcm16(speak_korean("안녕하세요 감사합니다", tmp_path / "ko.wav"))
     assert all(heard_by(m, korean) == 0 for m in WAKE_MODELS)
+
+
+def test_the_model_sleeps_through_quiet_and_still_hears_the_wake_word_after_it(
+    models: Models, tmp_path: Path
+) -> None:
+    clip = np.frombuffer(pcm16(piper_wav(models.synth, "Okay Nabu.", tmp_path / "w.wav")), "<i2")
+    hiss = np.random.default_rng(3).standard_normal(16000 * 20) * 30  # about -61 dBFS
+    room = np.concatenate([hiss, clip + hiss[: len(clip)], hiss[:8000]])
+    pcm = np.clip(room, -32768, 32767).astype("<i2").tobytes()
+    heard = {}
+    for label, quiet_db in (("asleep in quiet", QUIET_DB), ("always awake", -200.0)):
+        wake = WakeWord("okay_nabu", quiet_db=quiet_db)
+        blocks = [wake.feed(pcm[i : i + 1600]) for i in range(0, len(pcm), 1600)]
+        heard[label] = [i for i, p in enumerate(blocks) if p is not None], wake.held_back
+    (asleep, held_back), (awake, never) = heard["asleep in quiet"], heard["always awake"]
+    # Heard once, as soon (the model's 30 ms steps may fall apart from the 50 ms blocks).
+    assert len(asleep) == len(awake) == 1
+    assert abs(asleep[0] - awake[0]) <= 1
+    assert never == 0
+    assert held_back >= (20 - QUIET_HANGOVER_S) * 20 - 1  # every quiet 50 ms block after a second
 
 
 def test_the_board_uses_the_wake_suites_cutoff_unless_its_config_names_one() -> None:
