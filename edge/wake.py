@@ -26,11 +26,10 @@ so the echo gate shuts the microphone for as little as possible.
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 from pymicro_wakeword import MicroWakeWord, MicroWakeWordFeatures, Model
 
+from edge.config import VadConfig
 from edge.endpoint.segmenter import frame_level_db
 from edge.errors import ModelError
 
@@ -39,10 +38,11 @@ WAKE_MODELS = tuple(m.value for m in Model)
 # hey_mycroft keeps its own: below it, it hears the board's voice say "Hey Jarvis".
 TUNED_CUTOFFS = {"okay_nabu": 0.75, "hey_jarvis": 0.75, "hey_mycroft": 0.95, "alexa": 0.45}
 QUIET_MARGIN_DB = 10.0  # quiet: this far under the endpointer's speech threshold
-QUIET_DB = -40.0 - QUIET_MARGIN_DB  # under the default threshold (VadConfig.threshold_db)
+QUIET_DB = VadConfig.threshold_db - QUIET_MARGIN_DB  # under the default threshold
 QUIET_HANGOVER_S = 1.0  # of quiet run through the model before quiet is held back
 PRE_ROLL_S = 0.3  # of held-back quiet run through ahead of the first louder block
 _BYTES_PER_S = 16000 * 2
+_PRE_ROLL_BYTES = round(PRE_ROLL_S * 16000) * 2
 
 
 class WakeWord:
@@ -64,31 +64,23 @@ class WakeWord:
         self.detections = 0
         self.held_back = 0  # quiet blocks never run through the model
         self._quiet_s = 0.0  # of quiet since the last louder block
-        self._held: deque[bytes] = deque()  # the latest held-back quiet, oldest first
-        self._held_s = 0.0
+        self._held = bytearray()  # the latest held-back quiet
 
     def feed(self, pcm: bytes) -> float | None:
         """16 kHz 16-bit mono audio in; the probability when the wake word was just heard."""
-        duration = len(pcm) / _BYTES_PER_S
         if frame_level_db(pcm) >= self.quiet_db:
             self._quiet_s = 0.0
         elif self._quiet_s >= QUIET_HANGOVER_S:
-            self._hold(pcm, duration)
+            self.held_back += 1
+            self._held += pcm
+            del self._held[:-_PRE_ROLL_BYTES]
             return None
         else:
-            self._quiet_s += duration
+            self._quiet_s += len(pcm) / _BYTES_PER_S
         if self._held:
-            pcm = b"".join(self._held) + pcm
+            pcm = bytes(self._held) + pcm
             self._held.clear()
-            self._held_s = 0.0
         return self._infer(pcm)
-
-    def _hold(self, pcm: bytes, duration: float) -> None:
-        self.held_back += 1
-        self._held.append(pcm)
-        self._held_s += duration
-        while self._held_s - len(self._held[0]) / _BYTES_PER_S >= PRE_ROLL_S:
-            self._held_s -= len(self._held.popleft()) / _BYTES_PER_S
 
     def _infer(self, pcm: bytes) -> float | None:
         best = 0.0
@@ -106,7 +98,6 @@ class WakeWord:
         self._features.reset()
         self._quiet_s = 0.0
         self._held.clear()
-        self._held_s = 0.0
 
 
 def chime(sample_rate: int, level: float = 0.15) -> np.ndarray:
