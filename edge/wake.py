@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 from pymicro_wakeword import MicroWakeWord, MicroWakeWordFeatures, Model
 
+from edge.audio.base import SAMPLE_WIDTH
 from edge.config import VadConfig
 from edge.endpoint.segmenter import frame_level_db
 from edge.errors import ModelError
@@ -41,8 +42,9 @@ QUIET_MARGIN_DB = 10.0  # quiet: this far under the endpointer's speech threshol
 QUIET_DB = VadConfig.threshold_db - QUIET_MARGIN_DB  # under the default threshold
 QUIET_HANGOVER_S = 1.0  # of quiet run through the model before quiet is held back
 PRE_ROLL_S = 0.3  # of held-back quiet run through ahead of the first louder block
-_BYTES_PER_S = 16000 * 2
-_PRE_ROLL_BYTES = round(PRE_ROLL_S * 16000) * 2
+_RATE = 16000  # the models' sample rate
+_BYTES_PER_S = _RATE * SAMPLE_WIDTH
+_PRE_ROLL_BYTES = round(PRE_ROLL_S * _RATE) * SAMPLE_WIDTH
 
 
 class WakeWord:
