@@ -28,12 +28,12 @@ from home.memory.fidelity import NUMBER_WORDS
 EntityKind = Literal["user", "person", "pet", "thing"]
 
 _FEMALE_TEXT = """
-sister mum mom mother wife girlfriend daughter grandma grandmother granny nan nana aunt
-auntie niece fiancee stepmum stepmom stepdaughter godmother stepsister
+sister mum mom mother wife girlfriend daughter grandma grandmother granny gran nan nana
+nanna aunt auntie niece fiancee stepmum stepmom stepdaughter godmother stepsister
 """
 _MALE_TEXT = """
-brother dad father husband boyfriend son grandpa grandfather grandad uncle nephew fiance
-stepdad stepson godfather stepbrother
+brother dad father husband boyfriend son grandpa grandfather grandad granddad gramps uncle
+nephew fiance stepdad stepson godfather stepbrother
 """
 FEMALE = frozenset(_FEMALE_TEXT.split())
 MALE = frozenset(_MALE_TEXT.split())
@@ -72,9 +72,9 @@ _NOT_AFTER = re.compile(r"\bnot\s+(?:on\s+|in\s+|at\s+|the\s+|a\s+|an\s+)*([a-z0
 # Saying a thing is gone names the value it replaces: "we sold the kia", "he quit the
 # warehouse", "we don't have biscuit anymore", "the oduyas moved out".
 _GONE = re.compile(
-    r"\b(?:sold|quit|left|lost|got rid of|gave up|cut out|stopped|moved out of|"
+    r"\b(?:sold|quit|left|lost|got rid of|gave up|cut out|stopped|moved out of|traded in|"
     r"(?:don't|doesn't|no longer) (?:have|has|go to|goes to|work at|works at|take|takes))\s+"
-    r"(?:the |a |an |my |her |his |our |their |user's |household's )*([a-z0-9]+)"
+    r"(?:the |a |an |my |her |his |our |their |user's |household's |old )*([a-z0-9]+)"
     r"|\b(?:the )?([a-z0-9]+) (?:moved out|left|is gone|are gone|retired|passed away)\b"
 )
 _MONTHS = "january february march april may june july august september october november december"
@@ -322,6 +322,8 @@ def _subject(words: list[str]) -> tuple[EntityRef | None, str]:
         if _relation_at(words[1:]) is None:
             return EntityRef("thing", relation=" ".join(words[1:])), ""
         owner, rest = USER, words[1:]  # "the dog": the household's
+    elif _relation_at(words) is not None:
+        owner = USER  # "gran's in a care home": the user's gran, nobody named gran
     return _named(words) if owner is None else _possessed(owner, rest)
 
 
@@ -409,7 +411,7 @@ def _claim_of(words: list[str]) -> Claim | None:
         if owned is not None and not owned[1]:  # "dev is the user's best mate"
             ref = EntityRef(subject.kind, owned[0], subject.name, subject.pronoun)
             return Claim(ref, IDENTITY, None, since=since)
-        if subject.relation and not subject.name and len(value.split()) == 1:
+        if subject.relation and not subject.name and _may_name(value):
             predicate = NAMING  # "his best friend is ollie": a name
     if subject is not None and predicate in _PAST:
         return Claim(subject, None, value or None, since=since)  # what was, not what is
@@ -465,6 +467,25 @@ def _copula_head(subject: EntityRef, after: list[str], value: str, when: str | N
     return next((head for head, said in heads.items() if said), None)
 
 
+# What someone is, said in one word that is no name: "is vegetarian", "is retired".
+_STATES_TEXT = """
+vegetarian vegan pescatarian pregnant married divorced engaged separated widowed single
+retired unemployed ill sick poorly fine better worse older younger taller shorter away
+home back busy fussy shy deaf blind diabetic coeliac celiac asthmatic left right handed
+"""
+_STATES = frozenset(_STATES_TEXT.split())
+_STATE_ENDINGS = ("arian", "ous", "ful", "ive", "able", "ible", "ic", "ish", "less")
+
+
+def _may_name(value: str) -> bool:
+    """Whether a one-word value after a relation's "is" may be a name ("ollie"), not what
+    they are ("vegetarian", "retired", "anxious")."""
+    words = value.split()
+    if len(words) != 1 or words[0] in _STATES or words[0] in _NOT_NAMES:
+        return False
+    return not (len(words[0]) >= 6 and words[0].endswith(_STATE_ENDINGS))
+
+
 def read_claim(draft: str) -> Claim | None:
     """The claim of one fact's draft, or None when it makes none.
 
@@ -474,11 +495,11 @@ def read_claim(draft: str) -> Claim | None:
     text = " ".join(_expanded(_words(draft)))
     text = _OPENERS.sub("", text).strip()
     text = re.sub(r"\bmoved (?:down|back|up|over|out|away|across) to\b", "moved to", text)
+    text = _ALONE.sub("", text)
     text, replaces = _replaced(text)
-    gone = _GONE.search(text) if replaces is None else None
+    gone = None if replaces is not None else _gone(text)
     if gone is not None:
-        said = gone.group(1) or gone.group(2)
-        replaces = None if said in _FUNCTION or said in _PRONOUNS else said
+        replaces = gone.group(1) or gone.group(2)
     words = text.split()
     claims = [c for c in (_claim_of(clause) for clause in _clauses(words)) if c is not None]
     headed = [c for c in claims if c.has_head]
@@ -490,8 +511,42 @@ def read_claim(draft: str) -> Claim | None:
         value = None if gone else " ".join(w for w in words if w not in _FUNCTION) or None
         return Claim(None, None, _as_said(value, draft), replaces=replaces)
     value = _as_said(chosen.value, draft)
-    subject = _introduced(text, chosen.subject)
+    subject = _introduced(text, _earlier_subject(chosen.subject, claims))
     return Claim(subject, chosen.predicate, value, replaces, chosen.since)
+
+
+# "lives on her own in a bungalow": how, not who; no pronoun of a subject.
+_ALONE = re.compile(r"\b(?:on (?:her|his|their) own|by (?:herself|himself|themselves))\b")
+
+
+def _gone(text: str) -> re.Match[str] | None:
+    """The first place ``text`` says something is gone that names what ("he has left
+    teaching": teaching, not the "has" of "has left")."""
+    found = _GONE.search(text)
+    while found is not None:
+        said = found.group(1) or found.group(2)
+        if said not in _FUNCTION and said not in _PRONOUNS:
+            return found
+        found = _GONE.search(text, found.start() + 1)  # the matches may overlap
+    return None
+
+
+def _earlier_subject(subject: EntityRef | None, claims: list[Claim]) -> EntityRef | None:
+    """A pronoun's referent when an earlier clause of the same sentence named one of its
+    gender ("my brother in law is called dev and he drives a red honda": dev), else
+    ``subject`` as read."""
+    if subject is None or subject.pronoun not in _PRONOUNS:
+        return subject
+    for claim in claims:
+        ref = claim.subject
+        if ref is None or ref.kind not in ("person", "pet") or ref.pronoun is not None:
+            continue
+        if subject.gender is not None and ref.gender not in (None, subject.gender):
+            continue
+        if claim.predicate == NAMING and claim.value and ref.name is None:
+            return replace(ref, name=claim.value.lower())
+        return ref
+    return subject
 
 
 # "the household has got a rabbit now as well": a being the sentence brings in.

@@ -148,17 +148,20 @@ class MemoryStore(Service):
         origin: Provenance | None = None,
         event_time: datetime | None = None,
         kind: MemoryKind = "fact",
+        about: str | None = None,
     ) -> StoredMemory:
         """Write one memory of ``kind`` under ``parent_id`` (findable when this returns).
 
         With ``supersedes`` in a workspace (append-only) a new record replaces the old;
         elsewhere the old document is updated in place. ``origin`` is written into the
-        record (its audit thread); ``event_time`` is when it was said.
+        record (its audit thread); ``event_time`` is when it was said. ``about`` (who the
+        memory is about, when its words only say "he" or a first name) is its title: it
+        is searched with the words, never shown as them.
         """
         structured = origin.structured_content() if origin is not None else None
         try:
             doc = await self.client.create(
-                title=None,
+                title=about,
                 content=text,
                 parent_id=parent_id,
                 usetype=kind_usetype(kind),
@@ -170,7 +173,11 @@ class MemoryStore(Service):
             if supersedes is None or exc.status != 400:
                 raise
             # Outside a workspace there is no supersession: update the memory in place.
-            changes: dict[str, Any] = {"content": text, "usetype": kind_usetype(kind)}
+            changes: dict[str, Any] = {
+                "content": text,
+                "usetype": kind_usetype(kind),
+                "title": about,
+            }
             if event_time is not None:
                 changes["event_time"] = event_time.isoformat()
             if structured is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -275,7 +276,13 @@ class Depositor:
                 )
             kind = kind_of(fact, plan.claim if plan is not None else None)
             written = await self.store.deposit(
-                root_id, fact, supersedes=old, origin=thread, event_time=self.clock(), kind=kind
+                root_id,
+                fact,
+                supersedes=old,
+                origin=thread,
+                event_time=self.clock(),
+                kind=kind,
+                about=_about(fact, plan),
             )
             action: DepositAction = _ACTIONS[decision.action]
             knowledge = unrecorded or await self._commit(plan, written.id)
@@ -292,6 +299,18 @@ class Depositor:
                 )
             )
         return records
+
+
+def _about(fact: str, plan: Plan | None) -> str | None:
+    """Who ``fact`` is about, when the knowledge book resolved its subject to someone
+    the words name by neither name nor relation ("he's a software tester now": "husband
+    kwame"); a memory that names them is found by its own words."""
+    entity = plan.entity if plan is not None else None
+    if entity is None or entity.kind == "user":
+        return None
+    said = " ".join(re.findall(r"[a-z0-9]+", fact.lower()))
+    named = any(re.search(rf"\b{re.escape(n)}\b", said) for n in entity.names + entity.relations)
+    return None if named else entity.label
 
 
 def _restated(corrected: str, plan: Plan) -> str | None:

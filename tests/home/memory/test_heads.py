@@ -76,6 +76,26 @@ def claim_of(utterance: str) -> tuple[str | None, str | None, str | None, str | 
         ("maya's in year six", ("maya", None, "year six", None)),
         ("we were on facetime with claire", ("the user", None, "facetime with claire", None)),
         ("i'm on ramipril", ("the user", None, "ramipril", None)),
+        # What is said gone names its value, not the "has" of "has left".
+        (
+            "he's left teaching he's a software tester now",
+            ("he", "is a", "software tester", "teaching"),
+        ),
+        ("i traded in my old car last week", (None, None, None, "car")),
+        # A relation said alone is the user's; "on her own" is how, not who.
+        (
+            "my gran lives on her own in a bungalow in hastings",
+            ("gran", "lives in", "bungalow in hastings", None),
+        ),
+        ("gran's in a care home in rye since may", ("gran", "lives in", "care home in rye", None)),
+        # A pronoun after a clause that named someone is them.
+        (
+            "my brother in law is called dev and he drives a red honda",
+            ("brother in law dev", "drives a", "red honda", None),
+        ),
+        # One word after a relation's "is" names them only when it may be a name.
+        ("my son's girlfriend is vegetarian", ("son's girlfriend", None, "vegetarian", None)),
+        ("my sister is pregnant", ("sister", None, "pregnant", None)),
     ],
 )
 def test_a_claim_is_read_from_the_words_said(

@@ -133,6 +133,37 @@ async def test_a_pronoun_is_first_the_person_its_sentence_named(
         assert (midwife.knowledge or "").endswith(f"closes #{nurse_triple.group(1)})"), midwife
 
 
+async def test_a_job_left_is_corrected_and_the_memory_saying_he_is_found_by_name(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    """Saying "he's left teaching" corrects the memory that says he teaches, and the new one,
+    which names him only as "he", is still found when he is asked about by name."""
+    home, store = await household(jmfts, tmp_path, "mem_k8")
+    async with store:
+        teaches = await home.say("my husband kwame teaches maths at the secondary school")
+        await home.say("my sister claire is a nurse")
+        tester = await home.say("he's left teaching he's a software tester now")
+        assert tester.action == "corrected" and tester.supersedes == teaches.id, tester
+        shown = await home.recalled("what's kwame's job")
+        assert any("software tester" in m for m in shown), shown
+        assert not any("maths" in m for m in shown), shown
+        doc = await home.client.get(tester.id)
+        assert doc.data["title"] == "husband kwame", doc.data
+        assert "kwame" not in doc.data["content"].lower()  # searched by, never shown
+
+
+async def test_a_relation_said_alone_is_the_one_said_with_my(
+    jmfts: RunningJmfts, tmp_path: Path
+) -> None:
+    home, store = await household(jmfts, tmp_path, "mem_k9")
+    async with store:
+        hastings = await home.say("my gran lives on her own in a bungalow in hastings")
+        rye = await home.say("gran's in a care home in rye since may")
+        assert rye.action == "corrected" and rye.supersedes == hastings.id, (hastings, rye)
+        shown = await home.recalled("where does my grandmother live")
+        assert not any("hastings" in m for m in shown), shown
+
+
 async def test_a_new_pet_or_another_childs_appointment_replaces_nothing(
     jmfts: RunningJmfts, tmp_path: Path
 ) -> None:
