@@ -59,7 +59,7 @@ from edge.notice import NoticeNode
 from edge.replies import ReplyLog
 from edge.systemd import SystemdNotifier
 from edge.tts import PiperSynthesizer, Speaker
-from edge.wake import QUIET_MARGIN_DB, WakeWord
+from edge.wake import WakeWord
 from shared.lifecycle import Service
 
 log = logging.getLogger(__name__)
@@ -161,8 +161,8 @@ def wake_word(endpointing: EndpointingConfig) -> WakeWord | None:
     """Mode wake's model, asleep under the endpointer's speech threshold less a margin."""
     if endpointing.mode != "wake":
         return None
-    quiet_db = endpointing.vad.threshold_db - QUIET_MARGIN_DB
-    return WakeWord(endpointing.wake.model, endpointing.wake.cutoff, quiet_db)
+    wake = endpointing.wake
+    return WakeWord(wake.model, wake.cutoff, endpointing.vad.threshold_db)
 
 
 class EdgeRuntime(Service):

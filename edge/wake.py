@@ -13,7 +13,7 @@ wake word in none of the other models' wake word clips (a household may own anot
 assistant); chosen on the tuning half only. ``make bench NAME=wake`` reports both
 halves.
 
-The model sleeps through quiet: once a second of audio under ``quiet_db`` (10 dB under
+The model sleeps through quiet: once a second of audio under ``quiet_db`` (``QUIET_MARGIN_DB`` under
 the endpointer's speech threshold) has gone through it, quiet blocks are held back, not
 run, and the last ``PRE_ROLL_S`` of them go through ahead of the first louder block. The
 model has then heard what it would have (a second of quiet fills its state as an hour
@@ -39,7 +39,6 @@ WAKE_MODELS = tuple(m.value for m in Model)
 # hey_mycroft keeps its own: below it, it hears the board's voice say "Hey Jarvis".
 TUNED_CUTOFFS = {"okay_nabu": 0.75, "hey_jarvis": 0.75, "hey_mycroft": 0.95, "alexa": 0.45}
 QUIET_MARGIN_DB = 10.0  # quiet: this far under the endpointer's speech threshold
-QUIET_DB = VadConfig.threshold_db - QUIET_MARGIN_DB  # under the default threshold
 QUIET_HANGOVER_S = 1.0  # of quiet run through the model before quiet is held back
 PRE_ROLL_S = 0.3  # of held-back quiet run through ahead of the first louder block
 _RATE = 16000  # the models' sample rate
@@ -51,7 +50,10 @@ class WakeWord:
     """One wake word model and its feature frontend; blocking, cheap (~0.3 ms per 100 ms)."""
 
     def __init__(
-        self, model: str = "okay_nabu", cutoff: float | None = None, quiet_db: float = QUIET_DB
+        self,
+        model: str = "okay_nabu",
+        cutoff: float | None = None,
+        speech_db: float = VadConfig.threshold_db,
     ) -> None:
         try:
             self._model = MicroWakeWord.from_builtin(Model(model))
@@ -62,7 +64,7 @@ class WakeWord:
         self.phrase: str = self._model.wake_word
         self.own_cutoff: float = self._model.probability_cutoff  # the model's author's
         self.cutoff = TUNED_CUTOFFS.get(model, self.own_cutoff) if cutoff is None else cutoff
-        self.quiet_db = quiet_db
+        self.quiet_db = speech_db - QUIET_MARGIN_DB  # the endpointer's speech, less a margin
         self.detections = 0
         self.held_back = 0  # quiet blocks never run through the model
         self._quiet_s = 0.0  # of quiet since the last louder block

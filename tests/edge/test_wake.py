@@ -29,7 +29,7 @@ from edge.config import (
 from edge.endpoint import Endpointer, UtteranceAudio, UtteranceEnd, UtteranceStart
 from edge.runtime import EdgeRuntime, Models
 from edge.tts import PiperSynthesizer
-from edge.wake import QUIET_DB, QUIET_HANGOVER_S, TUNED_CUTOFFS, WAKE_MODELS, WakeWord, chime
+from edge.wake import QUIET_HANGOVER_S, TUNED_CUTOFFS, WAKE_MODELS, WakeWord, chime
 from shared.event import Event
 from shared.messages.voice import Heard, Turn
 from shared.subjects import speak_subject
@@ -151,8 +151,8 @@ def test_the_model_sleeps_through_quiet_and_still_hears_the_wake_word_after_it(
     room = np.concatenate([hiss, clip + hiss[: len(clip)], hiss[:8000]])
     pcm = np.clip(room, -32768, 32767).astype("<i2").tobytes()
     heard = {}
-    for label, quiet_db in (("asleep in quiet", QUIET_DB), ("always awake", -200.0)):
-        wake = WakeWord("okay_nabu", quiet_db=quiet_db)
+    for label, speech_db in (("asleep in quiet", VadConfig.threshold_db), ("always awake", -200.0)):
+        wake = WakeWord("okay_nabu", speech_db=speech_db)
         blocks = [wake.feed(pcm[i : i + 1600]) for i in range(0, len(pcm), 1600)]
         heard[label] = [i for i, p in enumerate(blocks) if p is not None], wake.held_back
     (asleep, held_back), (awake, never) = heard["asleep in quiet"], heard["always awake"]
