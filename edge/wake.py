@@ -13,12 +13,12 @@ wake word in none of the other models' wake word clips (a household may own anot
 assistant); chosen on the tuning half only. ``make bench NAME=wake`` reports both
 halves.
 
-The model sleeps through quiet: once a second of audio under ``quiet_db`` (``QUIET_MARGIN_DB`` under
-the endpointer's speech threshold) has gone through it, quiet blocks are held back, not
-run, and the last ``PRE_ROLL_S`` of them go through ahead of the first louder block. The
-model has then heard what it would have (a second of quiet fills its state as an hour
-does), so it hears a wake word as it would, and a silent room costs the board no
-inference at all (docs/architecture.md "The board listens").
+The model sleeps through quiet: once a second of audio under ``quiet_db``
+(``QUIET_MARGIN_DB`` under the endpointer's speech threshold) has gone through it, quiet
+blocks are held back, not run, and the last ``PRE_ROLL_S`` of them go through ahead of
+the first louder block. The model has then heard what it would have (a second of quiet
+fills its state as an hour does), so it hears a wake word as it would, and a silent room
+costs the board no inference at all (docs/architecture.md "The board listens").
 
 The chime that acknowledges a wake is made here too: two short tones, quiet,
 so the echo gate shuts the microphone for as little as possible.

@@ -155,8 +155,8 @@ class MemoryStore(Service):
         With ``supersedes`` in a workspace (append-only) a new record replaces the old;
         elsewhere the old document is updated in place. ``origin`` is written into the
         record (its audit thread); ``event_time`` is when it was said. ``about`` (who the
-        memory is about, when its words only say "he" or a first name) is its title: it
-        is searched with the words, never shown as them.
+        memory is about, when its words name them by neither name nor relation: "he") is
+        its title: it is searched with the words, never shown as them.
         """
         structured = origin.structured_content() if origin is not None else None
         try:
