@@ -19,7 +19,7 @@ from home.jmfts.errors import JmftsError
 from home.memory.config import ReflexConfig, RootSpec
 from home.memory.correction import read_slot
 from home.memory.errors import MemoryReflexError
-from home.memory.evaluator import Decision, decide
+from home.memory.evaluator import Decision, decide, normalized
 from home.memory.extract import Extracted
 from home.memory.fsrs import ReviewBook
 from home.memory.heads import read_claim, swapped_value
@@ -308,8 +308,10 @@ def _about(fact: str, plan: Plan | None) -> str | None:
     entity = plan.entity if plan is not None else None
     if entity is None or entity.kind == "user":
         return None
-    said = " ".join(re.findall(r"[a-z0-9]+", fact.lower()))
-    named = any(re.search(rf"\b{re.escape(n)}\b", said) for n in entity.names + entity.relations)
+    said = normalized(fact)
+    named = any(
+        re.search(rf"\b{re.escape(normalized(n))}\b", said) for n in entity.names + entity.relations
+    )
     return None if named else entity.label
 
 

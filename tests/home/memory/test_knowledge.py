@@ -150,6 +150,10 @@ async def test_a_job_left_is_corrected_and_the_memory_saying_he_is_found_by_name
         doc = await home.client.get(tester.id)
         assert doc.data["title"] == "husband kwame", doc.data
         assert "kwame" not in doc.data["content"].lower()  # searched by, never shown
+        # A memory that names whom it is about, even through their owner, has no title.
+        for said in ("my son's girlfriend works at the library", "kwame plays the drums"):
+            named = await home.say(said)
+            assert (await home.client.get(named.id)).data["title"] is None, said
 
 
 async def test_a_relation_said_alone_is_the_one_said_with_my(
