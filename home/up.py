@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from home.agents.launchers import TOKENS_DIR, EffectorLauncher, TauAgentLauncher
-from home.bridge import HomeBridgeComponent
+from home.bridge import BRIDGE_DIR, HomeBridgeComponent
 from home.bridge.component import PairedHalves
+from home.bridge.replica import BUCKET as PAIRING_BUCKET
+from home.bridge.replica import PairingReplica
 from home.jmfts.component import JmftsComponent
 from home.jmfts.locate import HOME_SUBDIR as JMFTS_HOME_SUBDIR
 from home.llm.choice import ModelChoice
@@ -112,17 +114,41 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
         if component is not None:
             registry.register(component)
     registry.register(substrate)
-    if config.cluster is not None:
-        membership = Membership(
-            config.cluster,
-            substrate,
-            nats_server,
-            str(config.data_dir),
-            stream=config.event_log.stream,
-        )
-        registry.register(membership)
-    registry.register(bridge)
+    if config.cluster is None:
+        registry.register(bridge)
+    else:
+        membership = register_member(registry, config, substrate, nats_server, bridge)
     return registry, nats_server, substrate
+
+
+def register_member(
+    registry: ComponentRegistry,
+    config: HomeConfig,
+    substrate: Substrate,
+    nats_server: NatsServer,
+    bridge: HomeBridgeComponent,
+) -> Membership:
+    """Register the bridge with what a member of a clustered home adds around it: its
+    membership before it (the cluster is joined first), the pairing it shares after it
+    (the endpoint serves what the pairing applies)."""
+    assert config.cluster is not None
+    membership = Membership(
+        config.cluster,
+        substrate,
+        nats_server,
+        str(config.data_dir),
+        stream=config.event_log.stream,
+        also=(f"KV_{PAIRING_BUCKET}",),
+    )
+    registry.register(membership)
+    registry.register(bridge)
+    # Every member serves every board paired on any of them (home.bridge.replica).
+    registry.register(
+        PairingReplica(
+            config.data_dir / BRIDGE_DIR, substrate, config.cluster.secret, bridge.files_changed
+        )
+    )
+    return membership
 
 
 class RunningServices:

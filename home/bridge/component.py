@@ -161,12 +161,18 @@ class HomeBridgeComponent(Service):
             await self._serve(self._halves())
 
     async def _serve(self, halves: list[BridgeHalf]) -> list[str]:
-        """Serve every half not served yet (a re-paired device anew); the devices added."""
-        if not halves:
-            return []
+        """Serve every half not served yet (a re-paired device anew) and no device whose
+        half is gone; the devices added."""
         if self._endpoint is None:
+            if not halves:
+                return []
             self._endpoint = await self._open(halves)
             return sorted(self._endpoint.halves)
+        for device in sorted(set(self._endpoint.halves) - {half.device for half in halves}):
+            closed = await self._endpoint.remove(device)
+            log.warning(
+                "bridge: %s is not paired here any more (%d link(s) closed)", device, closed
+            )
         added = []
         for half in halves:
             served = self._endpoint.halves.get(half.device)
@@ -226,6 +232,17 @@ class HomeBridgeComponent(Service):
         """
         async with self._lock:
             return await self._serve(self._halves())
+
+    async def files_changed(self) -> None:
+        """The pairing files changed under the endpoint (a device paired, unpaired or revoked
+        on another member of the home, :mod:`home.bridge.replica`): serve what they say now,
+        and give the bus the same users. A half that cannot be served is named by health."""
+        try:
+            await self.refresh()
+        except ComponentError as exc:
+            log.warning("%s", exc)
+        if self._authority is not None:
+            await self._authority.refresh()
 
     async def health(self) -> Health:
         """Healthy while listening (or while nothing is paired); the detail names each link."""

@@ -130,6 +130,7 @@ class Membership(Service):
         data_dir: str,
         *,
         stream: str,
+        also: tuple[str, ...] = (),
     ) -> None:
         self.cluster = cluster
         # The substrate's connection and schema runtime, which exist once it has started.
@@ -137,6 +138,8 @@ class Membership(Service):
         self._server = server
         self._data_dir = data_dir
         self._stream = stream
+        # More streams replicated as widely as the log (the buckets of other components).
+        self._also = also
         self.seen: dict[str, Sighting] = {}
         # Member -> the member that took over its schemas, as this member saw it happen.
         self.adopted: dict[str, str] = {}
@@ -387,12 +390,15 @@ class Membership(Service):
                 log.error("membership: %s", self.last_error)
 
     async def _widen(self) -> None:
-        """Replicate the event log and the bucket on as many members as asked and current."""
+        """Replicate the event log and the buckets on as many members as asked and current."""
         peers = await asyncio.to_thread(self._server.jetstream_peers)
         want = min(self.cluster.replicas, len(peers))
         js = self._js_nc().jetstream()
-        for stream in (self._stream, f"KV_{BUCKET}"):
-            info = await js.stream_info(stream)
+        for stream in (self._stream, f"KV_{BUCKET}", *self._also):
+            try:
+                info = await js.stream_info(stream)
+            except JsNotFound:
+                continue  # its component has not made it yet
             if (info.config.num_replicas or 1) < want:
                 info.config.num_replicas = want
                 await js.update_stream(info.config)

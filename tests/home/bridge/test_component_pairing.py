@@ -77,3 +77,24 @@ async def test_a_pairing_that_breaks_a_newer_rule_is_made_anew(
         assert health.ok and health.detail.startswith("kitchen")
     finally:
         await component.close()
+
+
+async def test_a_half_gone_from_the_folder_is_served_no_more(
+    tmp_path: Path,
+    nats_url: str,
+) -> None:
+    """As a device unpaired on another member of the home leaves the folder: the next
+    health check stops serving it and keeps serving the others."""
+    component = HomeBridgeComponent(tmp_path, FixedBusAddress(nats_url), port=0)
+    await component.start()
+    try:
+        await _pair(component, "kitchen")
+        await _pair(component, "hall")
+        (tmp_path / "bridge" / "kitchen.home.yaml").unlink()
+        detail = (await component.health()).detail
+        assert "hall" in detail and "kitchen" not in detail
+        (tmp_path / "bridge" / "hall.home.yaml").unlink()
+        await component.files_changed()
+        assert (await component.health()).detail == "no device paired"
+    finally:
+        await component.close()
