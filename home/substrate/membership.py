@@ -40,9 +40,9 @@ from nats.js.kv import KeyValue
 
 from home.substrate.component import ComponentInfo, Health, until_answered
 from home.substrate.config import ClusterConfig
-from home.substrate.errors import MemberRecordError, SchemaRuntimeError
+from home.substrate.errors import ComponentError, MemberRecordError, SchemaRuntimeError
 from home.substrate.nats_server import NatsServer
-from home.substrate.schema_runtime import SchemaSource
+from home.substrate.schema_runtime import SchemaRuntime, SchemaSource
 from home.substrate.substrate_component import Substrate
 from shared.errors import SchemaError
 from shared.lifecycle import Service, cancel_and_wait
@@ -58,6 +58,16 @@ GONE_AFTER_S = 12.0
 # seen here: what its router may not have delivered, with room for the clocks of the
 # log's leader and this member to disagree. Well inside the log's duplicate window.
 REPLAY_MARGIN_S = 10.0
+# A member whose record has not been renewed for this long stops its schemas itself (it
+# is fenced): no other member may take it for lost sooner than GONE_AFTER_S after a
+# renewal it saw, which came after this member sent it, so its nodes are killed with
+# five seconds to spare and its agents never run beside the adopter's, even when it is
+# cut off from the others. Longer than the leader elections after a loss, during which
+# every member's beats fail for a few seconds.
+FENCE_AFTER_S = 7.0
+# How often a member checks whether it must fence itself (apart from its beats, which
+# may each wait out a request timeout).
+FENCE_CHECK_S = 0.25
 # How long a starting member keeps asking the bucket before it gives up.
 START_WAIT_S = 60.0
 
@@ -151,7 +161,15 @@ class Membership(Service):
         # The revision of this member's record as it last wrote it, and the schemas in it.
         self._revision: int | None = None
         self._written: tuple[SchemaSource, ...] = ()
+        # When the last renewal of this member's record that succeeded was sent, and the
+        # schemas it stopped because no renewal succeeded since (docs/architecture.md
+        # "Growing past one machine"); they start again once one does.
+        self._renewed_at = time.monotonic()
+        self._renewed_wall = time.time()
+        self.fenced: tuple[SchemaSource, ...] = ()
+        self._fenced_wall = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._guard: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Open the bucket, give up what others took over, write the first record and begin
@@ -165,6 +183,7 @@ class Membership(Service):
             asking=f"membership: the {BUCKET} bucket",
         )
         self._task = asyncio.create_task(self._run(), name="membership")
+        self._guard = asyncio.create_task(self._fence_when_late(), name="membership fence")
 
     async def _join(self) -> None:
         """Open the bucket, read it, give up what others took over, beat once."""
@@ -203,6 +222,8 @@ class Membership(Service):
         """Stop the heartbeat and take this member's record out (it left; it is not lost)."""
         task, self._task = self._task, None
         await cancel_and_wait(task, reraise=False)
+        guard, self._guard = self._guard, None
+        await cancel_and_wait(guard, reraise=False)
         if self._kv is not None:
             try:
                 await self._kv.delete(self.cluster.member)
@@ -213,7 +234,19 @@ class Membership(Service):
         """Healthy while the heartbeat runs."""
         if self._task is None or self._task.done():
             return Health(False, "the membership heartbeat stopped")
+        if self._guard is None or self._guard.done():
+            return Health(False, "the membership's fence watch stopped")
+        if self.fenced:
+            return Health(False, self._fenced_detail())
         return Health(True, self.last_error or "")
+
+    def _fenced_detail(self) -> str:
+        late = time.monotonic() - self._renewed_at
+        files = ", ".join(source.file for source in self.fenced)
+        return (
+            f"fenced: this member's record was not renewed for {late:.0f} s, so its schemas "
+            f"({files}) are stopped until it is, or another member runs them"
+        )
 
     def info(self) -> ComponentInfo:
         """The bucket and the member's name."""
@@ -257,12 +290,14 @@ class Membership(Service):
         """Write this member's record over the one it last wrote. Gone from the bucket, it
         was claimed: another member took this one for lost while its beats stalled and
         runs its schemas now, so it gives them up before it writes afresh."""
+        sent, sent_wall = time.monotonic(), time.time()
         record = self._record()
         key = self.cluster.member
         if self._revision is not None:
             try:
                 self._revision = await kv.update(key, record.to_json(), last=self._revision)
                 self._written = record.schemas
+                await self._renewed(sent, sent_wall)
                 return
             except KeyWrongLastSequenceError:
                 try:
@@ -274,9 +309,46 @@ class Membership(Service):
                 else:
                     self._revision = await kv.update(key, record.to_json(), last=self._revision)
                     self._written = record.schemas
+                    await self._renewed(sent, sent_wall)
                     return
         self._revision = await kv.put(key, record.to_json())
         self._written = record.schemas
+        self._renewed_at, self._renewed_wall = sent, sent_wall
+
+    async def _renewed(self, sent: float, sent_wall: float) -> None:
+        """The record written over this member's own revision: nobody took it for lost, so
+        what it stopped while it could not renew starts again here (and the log is routed
+        again from before it stopped, as an adopter does)."""
+        self._renewed_at, self._renewed_wall = sent, sent_wall
+        if not self.fenced:
+            return
+        log.warning("membership: the record is renewed; starting the fenced schemas again")
+        fenced, self.fenced = self.fenced, ()
+        await self._run_schemas(fenced, self._fenced_wall, self.cluster.member)
+
+    async def _fence_when_late(self) -> None:
+        """Fence this member once its record has gone FENCE_AFTER_S without a renewal."""
+        while True:
+            await asyncio.sleep(FENCE_CHECK_S)
+            late = time.monotonic() - self._renewed_at
+            runtime = self._substrate.runtime
+            if late > FENCE_AFTER_S and runtime is not None and runtime.active:
+                await self._fence(runtime)
+
+    async def _fence(self, runtime: SchemaRuntime) -> None:
+        """Kill this member's nodes now and stop its schemas; they stay in its record."""
+        self.fenced = tuple(a.source for a in runtime.active.values()) + self.fenced
+        self._fenced_wall = self._renewed_wall
+        log.error("membership: %s", self._fenced_detail())
+        for runner in runtime.runners.values():
+            runner.kill()
+        for name in list(runtime.active):
+            try:
+                await runtime.unapply(name)
+            except (SchemaError, SchemaRuntimeError, ComponentError, NatsError, OSError) as exc:
+                # Its nodes are dead already; what is left (the bus's users, the status
+                # event) waits for the bus, which a fenced member may not have.
+                log.warning("membership: fencing %s: %r", name, exc)
 
     async def _give_up_claimed(self) -> None:
         """Unapply the schemas of the record another member claimed: it runs them now."""
@@ -286,6 +358,7 @@ class Membership(Service):
             self.cluster.member, GONE_AFTER_S,
         )  # fmt: skip
         runtime = self._substrate.runtime
+        self.fenced = ()  # another member runs them now
         if runtime is None:
             return
         claimed = set()
@@ -300,7 +373,8 @@ class Membership(Service):
         schemas: tuple[SchemaSource, ...] = ()
         nodes: tuple[dict[str, Any], ...] = ()
         if runtime is not None:
-            schemas = tuple(a.source for a in runtime.active.values())
+            # A fenced schema is still this member's: it runs it again once it renews.
+            schemas = tuple(a.source for a in runtime.active.values()) + self.fenced
             nodes = tuple(r.view().to_dict() for r in runtime.runners.values())
         return MemberRecord(
             self.cluster.member,
@@ -360,18 +434,25 @@ class Membership(Service):
             return
         self.seen.pop(gone, None)
         self.adopted[gone] = self.cluster.member
-        runtime = self._substrate.runtime
         log.warning(
             "membership: member %s is gone (no heartbeat for %.0f s); running its schemas here",
             gone, GONE_AFTER_S,
         )  # fmt: skip
-        if runtime is None:
-            return
         # The gone member's last heartbeat by its own clock (the log's timestamps are its
         # leader's: the margin covers clocks that disagree). When this member saw the
         # record move is no guide: its own reads fail while the streams elect leaders.
         last_beat = sighting.record.beat_at or time.time() - (time.monotonic() - sighting.moved_at)
-        for source in sighting.record.schemas:
+        await self._run_schemas(sighting.record.schemas, last_beat, gone)
+
+    async def _run_schemas(
+        self, sources: tuple[SchemaSource, ...], last_beat: float, whose: str
+    ) -> None:
+        """Apply ``sources`` here (those not active yet) and route their bindings again
+        from REPLAY_MARGIN_S before ``last_beat``: what ``whose`` may not have delivered."""
+        runtime = self._substrate.runtime
+        if runtime is None:
+            return
+        for source in sources:
             try:
                 schema = runtime.parse(source)
                 if schema.name in runtime.active:
@@ -383,10 +464,10 @@ class Membership(Service):
                 log.info(
                     "membership: routed %s's log again from %.0f s before %s's last heartbeat"
                     " (%d event(s) read)",
-                    schema.name, REPLAY_MARGIN_S, gone, read,
+                    schema.name, REPLAY_MARGIN_S, whose, read,
                 )  # fmt: skip
             except (SchemaError, SchemaRuntimeError, NatsError, TimeoutError) as exc:
-                self.last_error = f"could not take over {source.file} from {gone}: {exc}"
+                self.last_error = f"could not run {source.file} for {whose}: {exc}"
                 log.error("membership: %s", self.last_error)
 
     async def _widen(self) -> None:
@@ -428,6 +509,8 @@ class Membership(Service):
                     "pid": record.pid,
                     "data_dir": record.data_dir,
                     "schemas": [s.file for s in record.schemas],
+                    # The schemas this member stopped because it could not renew its record.
+                    "fenced": [s.file for s in self.fenced] if key == self.cluster.member else [],
                     "nodes": list(record.nodes),
                 }
             )

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -102,6 +104,15 @@ class NodeRunner:
     def pid(self) -> int | None:
         """The running node's pid, if any."""
         return self._handle.pid if self._handle is not None else None
+
+    def kill(self) -> None:
+        """SIGKILL the node's process group at once, without the grace :meth:`close`
+        gives (a fenced member's nodes, docs/architecture.md "Growing past one machine");
+        :meth:`close` follows."""
+        pid = self.pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 
     async def start(self) -> None:
         """Begin running the node in the background."""

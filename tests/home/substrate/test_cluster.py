@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import signal
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,7 @@ from shared.subjects import sensation_turn_subject, speech_completed_subject
 from tests.support.home_cluster import (
     AGENT,
     Member,
+    descendants,
     start_member,
     turns_args,
     turns_cluster,
@@ -252,6 +256,112 @@ async def test_a_member_that_stalls_gives_its_schema_to_the_member_that_took_it(
             board = Board(nc)
             await board.listen()
             await board.send("after the stall")
+            await board.all_answered_once()
+        finally:
+            await nc.close()
+
+
+def nats_server_pid(member: Member) -> int:
+    """The pid of ``member``'s own nats-server (a child of its ``home up``)."""
+    assert member.proc is not None
+    for pid in descendants(member.proc.pid):
+        with contextlib.suppress(OSError):
+            if b"nats-server" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
+                return pid
+    raise AssertionError(f"{member.name} runs no nats-server")
+
+
+def logged(member: Member, starting: str) -> list[tuple[datetime, str]]:
+    """When ``member``'s ``home up`` logged each message that starts with ``starting``."""
+    found = []
+    for line in member.log_path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            record = json.loads(line)
+            if str(record["message"]).startswith(starting):
+                found.append((datetime.fromisoformat(record["time"]), str(record["message"])))
+    return found
+
+
+async def test_a_member_cut_off_stops_its_agent_before_another_takes_it_over(
+    tmp_path: Path,
+) -> None:
+    """m3's nats-server pauses (SIGSTOP) past the time a member is taken for lost, with a
+    turn in flight on m3's agent. m3 cannot renew its record, so it kills its agent and
+    stops its schema (it is fenced) before m1 may take the schema over, and does not start
+    it again while it has not renewed, though its own supervision brings its nats-server
+    back meanwhile: from m1's takeover on, m3's agent never runs, and every turn is
+    answered once."""
+    held = HeldTurn()
+    async with turns_cluster(tmp_path, held) as (_model, (m1, _m2, m3)):
+        server = nats_server_pid(m3)
+        nc = await nats.connect(m1.admin_url())
+        try:
+            board = Board(nc)
+            await board.listen()
+            await board.send_many(2, "before")
+            during = asyncio.create_task(board.send_many(TURNS_DURING, "during"))
+            async with asyncio.timeout(60):
+                await held.in_flight.wait()
+            os.kill(server, signal.SIGSTOP)
+            try:
+                async with asyncio.timeout(60):
+                    while (await m1.status() or {}).get("cluster", {}).get("adopted") != {
+                        "m3": "m1"
+                    }:
+                        await asyncio.sleep(0.5)
+            finally:
+                with contextlib.suppress(ProcessLookupError):  # m3 may have restarted it
+                    os.kill(server, signal.SIGCONT)
+            held.released.set()
+            await during
+            await gives_up_its_schema(m3)
+            await board.send_many(2, "after")
+            await board.all_answered_once()
+        finally:
+            await nc.close()
+    [(took_over, _)] = logged(m1, "membership: member m3 is gone")
+    states = logged(m3, f"node {AGENT}: ")
+    before = [message for at, message in states if at < took_over]
+    after = [message for at, message in states if at >= took_over]
+    # Stopped before m1 took over (not starting, not running, not backing off to restart),
+    # and never started again on m3.
+    assert before and before[-1].endswith(": stopped "), before[-3:]
+    assert all(message.endswith(": stopped ") for message in after), after
+    assert logged(m3, "membership: fenced"), "m3 never said it was fenced"
+
+
+async def test_a_fenced_member_that_renews_in_time_runs_its_schema_again(tmp_path: Path) -> None:
+    """m1's and m2's nats-servers pause (SIGSTOP) until m3, which runs the schema, fences
+    itself: with no quorum it cannot renew its record. Nobody can take the schema over
+    meanwhile; once the servers wake and m3 renews its record, m3 runs its schema again,
+    and the next turn is answered once."""
+    async with turns_cluster(tmp_path, HeldTurn()) as (_model, (m1, m2, m3)):
+        servers = [nats_server_pid(member) for member in (m1, m2)]
+        for server in servers:
+            os.kill(server, signal.SIGSTOP)
+        try:
+            async with asyncio.timeout(60):
+                while not logged(m3, "membership: fenced"):
+                    await asyncio.sleep(0.2)
+        finally:
+            for server in servers:
+                with contextlib.suppress(ProcessLookupError):  # restarted by its member
+                    os.kill(server, signal.SIGCONT)
+        status = None
+        async with asyncio.timeout(120):
+            while not (status and status["schemas"] and runs_agent(status) == {"m3"}):
+                await asyncio.sleep(0.5)
+                status = await m3.status()
+        await wait_for([m3, m1, m2], alive=3)
+        assert logged(m3, "membership: the record is renewed")
+        for member in (m1, m2, m3):
+            status = await member.status()
+            assert status is not None and not status["cluster"]["adopted"], status["cluster"]
+        nc = await nats.connect(m3.admin_url())
+        try:
+            board = Board(nc)
+            await board.listen()
+            await board.send("after the fence")
             await board.all_answered_once()
         finally:
             await nc.close()
