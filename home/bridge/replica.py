@@ -47,7 +47,8 @@ import asyncssh
 from cryptography.fernet import Fernet, InvalidToken
 from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
-from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.client import JetStreamContext
+from nats.js.errors import KeyWrongLastSequenceError, NoKeysError
 from nats.js.errors import NotFoundError as JsNotFound
 from nats.js.kv import KeyValue
 
@@ -55,7 +56,7 @@ from bridge.pair import HOST_KEY_NAME, PairingFiles
 from home.bridge.component import MAX_DEVICE_CHARS
 from home.bridge.devices import pairing_files, remove_files
 from home.bridge.revoked import RevokedKey, RevokedKeys
-from home.substrate.component import ComponentInfo, Health, until_answered
+from home.substrate.component import ComponentInfo, Health, open_bucket, until_answered
 from shared.errors import SchemaError, SubjectError
 from shared.lifecycle import Service, cancel_and_wait
 from shared.schema import load_bridge_half
@@ -316,11 +317,7 @@ class PairingReplica(Service):
         nc = self._bus.nc
         if nc is None:
             raise TimeoutError("the substrate is not connected yet")
-        js = nc.jetstream()
-        try:
-            return await js.key_value(BUCKET)
-        except BucketNotFoundError:
-            return await js.create_key_value(bucket=BUCKET, history=1)
+        return await open_bucket(nc.jetstream(), BUCKET)
 
     async def _run(self) -> None:
         while True:
@@ -368,7 +365,7 @@ class PairingReplica(Service):
         self._read_at, self._entries = state.last_seq, entries
         return entries
 
-    def _js(self) -> Any:
+    def _js(self) -> JetStreamContext:
         nc = self._bus.nc
         if nc is None:
             raise TimeoutError("the substrate is not connected")

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from nats.errors import Error as NatsError
+from nats.js.client import JetStreamContext
+from nats.js.errors import BucketNotFoundError
+from nats.js.kv import KeyValue
 
 from home.substrate.errors import ComponentError
 from shared.lifecycle import Pacing, retry_until_deadline
@@ -40,6 +43,15 @@ from shared.lifecycle import Pacing, retry_until_deadline
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+async def open_bucket(js: JetStreamContext, bucket: str) -> KeyValue:
+    """The replicated key-value ``bucket``, made (one value a key) by the first member
+    that asks; a component of a clustered home keeps its shared state in one."""
+    try:
+        return await js.key_value(bucket)
+    except BucketNotFoundError:
+        return await js.create_key_value(bucket=bucket, history=1)
 
 
 async def until_answered(

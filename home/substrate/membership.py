@@ -30,7 +30,6 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
 from nats.js.errors import (
-    BucketNotFoundError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     NoKeysError,
@@ -38,7 +37,7 @@ from nats.js.errors import (
 from nats.js.errors import NotFoundError as JsNotFound
 from nats.js.kv import KeyValue
 
-from home.substrate.component import ComponentInfo, Health, until_answered
+from home.substrate.component import ComponentInfo, Health, open_bucket, until_answered
 from home.substrate.config import ClusterConfig
 from home.substrate.errors import ComponentError, MemberRecordError, SchemaRuntimeError
 from home.substrate.nats_server import NatsServer
@@ -261,11 +260,7 @@ class Membership(Service):
         return nc
 
     async def _bucket(self) -> KeyValue:
-        js = self._js_nc().jetstream()
-        try:
-            return await js.key_value(BUCKET)
-        except BucketNotFoundError:
-            return await js.create_key_value(bucket=BUCKET, history=1)
+        return await open_bucket(self._js_nc().jetstream(), BUCKET)
 
     async def _run(self) -> None:
         while True:
