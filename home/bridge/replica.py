@@ -404,12 +404,12 @@ class PairingReplica(Service):
             return await asyncio.to_thread(self._removed, key, local)
         try:
             value = self._decode(key, entry[1])
-            changed = await asyncio.to_thread(self._apply, key, value, local)
+            held = await asyncio.to_thread(self._apply, key, value, local)
         except EntryRefused as exc:
             self._refuse(key, entry[0], str(exc))
-            value, changed = local, False
-        self._seen[key] = Seen(entry[0], value if key != HOST_KEY else local)
-        return changed
+            held = local
+        self._seen[key] = Seen(entry[0], held)
+        return bool(held != local)
 
     async def _write_bucket(self, kv: KeyValue, key: str, local: Any, seen: Seen | None) -> None:
         """Write this member's value of ``key`` at the revision last seen (a device gone
@@ -419,6 +419,11 @@ class PairingReplica(Service):
                 if key.startswith(DEVICE_PREFIX) and seen is not None and seen.revision:
                     await kv.delete(key, last=seen.revision)
                 self._seen.pop(key, None)
+                return
+            if key == HOST_KEY and seen is not None and seen.revision:
+                # The home's host key is the first one written; this member's own stays here.
+                self.host_key_differs = True
+                self._seen[key] = Seen(seen.revision, local)
                 return
             data = self.encode(key, local)
             if seen is not None and seen.revision:
@@ -487,27 +492,30 @@ class PairingReplica(Service):
         client_key = None if sealed is None else self._seal.open(sealed, key)
         return Pairing(home, texts["edge_half"], client_key, texts["client_pub"])
 
-    def _apply(self, key: str, value: Any, local: Any) -> bool:
-        """Make the files hold ``value``; whether they changed (EntryRefused: they stay)."""
-        if value == local:
-            return False
+    def _apply(self, key: str, value: Any, local: Any) -> Any:
+        """Make the files hold ``value``; what they hold now (EntryRefused: they stay). A
+        host key of this member's own stays (boards paired here pinned it)."""
         if key == HOST_KEY:
-            self.host_key_differs = local is not None
+            self.host_key_differs = local is not None and local != value
+        if value == local:
+            return local
+        if key == HOST_KEY:
             if local is None:
                 self.folder.write_host_key(value)
-            return local is None
+                return value
+            return local
         if isinstance(value, RevokedKey):
             self.folder.revoked.add(value)
             log.warning(
                 "pairing: key %s of %s revoked on another member", value.fingerprint, value.device
             )
-            return True
+            return value
         device = key.removeprefix(DEVICE_PREFIX)
         self._check_device(device, key)
         self.folder.check_half(device, value.home_half, key)
         self.folder.write(device, value)
         log.info("pairing: %s paired on another member; serving it here too", device)
-        return True
+        return value
 
     def _removed(self, key: str, local: Any) -> bool:
         """The bucket deleted ``key``: a device unpaired on another member goes here too."""

@@ -96,6 +96,7 @@ async def test_a_device_paired_on_one_member_is_served_by_the_other(
     for secret in (theirs.client_key, two.replica.folder.host_key_path):
         assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
     assert two.refreshed >= 1
+    assert not two.replica.host_key_differs
     halves, unusable = PairedHalves(two.dir.parent).load()
     assert [h.device for h in halves] == ["kitchen"] and not unusable
     # The bucket never holds a private key in the clear.
@@ -159,6 +160,15 @@ async def test_a_member_with_its_own_host_key_keeps_it_and_says_so(
         # Each member's device is served by both.
         assert two.files("kitchen").home_half.is_file()
         assert one.files("garage").home_half.is_file()
+        # Nor does a member's host key made anew replace the home's in the bucket.
+        home_key = one.replica.folder.host_key()
+        pair("porch", "127.0.0.1:2222", one.dir)  # makes no host key: one exists
+        one.replica.folder.host_key_path.unlink()
+        pair("shed", "127.0.0.1:2222", one.dir)  # a host key made anew
+        await settle(one, two)
+        raw = json.loads((await (await one.bucket()).get(HOST_KEY)).value or b"{}")
+        assert Seal(SECRET).open(raw["key"], HOST_KEY) == home_key
+        assert one.replica.host_key_differs
     finally:
         await one.replica.close()
         await two.replica.close()
