@@ -57,6 +57,7 @@ from home.bridge.component import MAX_DEVICE_CHARS
 from home.bridge.devices import pairing_files, remove_files
 from home.bridge.revoked import RevokedKey, RevokedKeys
 from home.substrate.component import ComponentInfo, Health, open_bucket, until_answered
+from home.substrate.errors import ComponentError
 from shared.errors import SchemaError, SubjectError
 from shared.lifecycle import Service, cancel_and_wait
 from shared.schema import load_bridge_half
@@ -325,8 +326,9 @@ class PairingReplica(Service):
             try:
                 await self.sync()
                 self.last_error = None
-            except (NatsError, TimeoutError, OSError, SchemaError) as exc:
-                # A stream leader lost with a member is elected again within seconds.
+            except (NatsError, TimeoutError, OSError, SchemaError, ComponentError) as exc:
+                # A stream leader lost with a member is elected again within seconds; the
+                # bus's users may not reload while the server is away.
                 self.last_error = f"pairing: {exc!r}"
                 log.warning("%s", self.last_error)
 
