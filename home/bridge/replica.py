@@ -57,7 +57,7 @@ from home.bridge.component import MAX_DEVICE_CHARS
 from home.bridge.devices import pairing_files, remove_files
 from home.bridge.revoked import RevokedKey, RevokedKeys
 from home.substrate.component import ComponentInfo, Health, open_bucket, until_answered
-from home.substrate.errors import ComponentError
+from home.substrate.errors import ComponentError, PairingEntryError
 from shared.errors import SchemaError, SubjectError
 from shared.lifecycle import Service, cancel_and_wait
 from shared.schema import load_bridge_half
@@ -73,10 +73,6 @@ _SALT = b"tether HOME_PAIRING v1"
 log = logging.getLogger("tether.home.bridge.replica")
 
 
-class EntryRefused(Exception):
-    """A bucket entry this member will not apply; the message names the key and why."""
-
-
 class Seal:
     """Encrypts the private keys the bucket carries with the routes' password."""
 
@@ -89,13 +85,13 @@ class Seal:
         return self._fernet.encrypt(text.encode()).decode("ascii")
 
     def open(self, token: object, key: str) -> str:
-        """The text sealed in ``token``; EntryRefused when this password cannot open it."""
+        """The text sealed in ``token``; PairingEntryError when this password cannot open it."""
         try:
             if not isinstance(token, str):
                 raise InvalidToken
             return self._fernet.decrypt(token.encode("ascii")).decode()
         except (InvalidToken, UnicodeError, ValueError):
-            raise EntryRefused(
+            raise PairingEntryError(
                 f"{BUCKET}/{key}: sealed under another TETHER_CLUSTER_SECRET (or damaged)"
             ) from None
 
@@ -182,12 +178,12 @@ class PairingFolder:
         try:
             public = asyncssh.import_private_key(text).export_public_key("openssh").decode()
         except (asyncssh.KeyImportError, ValueError) as exc:
-            raise EntryRefused(f"{BUCKET}/{HOST_KEY}: not a private key: {exc}") from None
+            raise PairingEntryError(f"{BUCKET}/{HOST_KEY}: not a private key: {exc}") from None
         _write(self.host_key_path, text, private=True)
         _write(_pub(self.host_key_path), public)
 
     def check_half(self, device: str, text: str, key: str) -> None:
-        """EntryRefused unless ``text`` loads as ``device``'s home half."""
+        """PairingEntryError unless ``text`` loads as ``device``'s home half."""
         self.dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{device}.", suffix=".incoming")
         try:
@@ -195,11 +191,11 @@ class PairingFolder:
                 fh.write(text)
             half = load_bridge_half(Path(tmp))
         except SchemaError as exc:
-            raise EntryRefused(f"{BUCKET}/{key}: its home half does not load: {exc}") from None
+            raise PairingEntryError(f"{BUCKET}/{key}: its home half does not load: {exc}") from None
         finally:
             Path(tmp).unlink(missing_ok=True)
         if half.device != device or half.side != "home":
-            raise EntryRefused(
+            raise PairingEntryError(
                 f"{BUCKET}/{key}: holds the {half.side} half of {half.device!r}, "
                 f"not the home half of {device!r}"
             )
@@ -407,7 +403,7 @@ class PairingReplica(Service):
         try:
             value = self._decode(key, entry[1])
             held = await asyncio.to_thread(self._apply, key, value, local)
-        except EntryRefused as exc:
+        except PairingEntryError as exc:
             self._refuse(key, entry[0], str(exc))
             held = local
         self._seen[key] = Seen(entry[0], held)
@@ -458,44 +454,44 @@ class PairingReplica(Service):
         return json.dumps(body).encode()
 
     def _decode(self, key: str, raw: bytes) -> Any:
-        """The value an entry carries; EntryRefused naming the key and what is wrong."""
+        """The value an entry carries; PairingEntryError naming the key and what is wrong."""
         try:
             body = json.loads(raw)
         except (ValueError, RecursionError) as exc:
-            raise EntryRefused(f"{BUCKET}/{key}: not JSON: {exc}") from None
+            raise PairingEntryError(f"{BUCKET}/{key}: not JSON: {exc}") from None
         if not isinstance(body, dict):
-            raise EntryRefused(f"{BUCKET}/{key}: not a JSON object")
+            raise PairingEntryError(f"{BUCKET}/{key}: not a JSON object")
         if key == HOST_KEY:
             return self._seal.open(body.get("key"), key)
         if key.startswith(REVOKED_PREFIX):
             try:
                 return RevokedKey.from_dict(body, f"{BUCKET}/{key}")
             except SchemaError as exc:
-                raise EntryRefused(str(exc)) from None
+                raise PairingEntryError(str(exc)) from None
         if key.startswith(DEVICE_PREFIX):
             return self._pairing(key, body)
-        raise EntryRefused(f"{BUCKET}/{key}: not a key this home writes")
+        raise PairingEntryError(f"{BUCKET}/{key}: not a key this home writes")
 
     def _pairing(self, key: str, body: dict[str, Any]) -> Pairing:
         texts: dict[str, str | None] = {}
         for name in ("home_half", "edge_half", "client_key", "client_pub"):
             value = body.get(name)
             if value is not None and not isinstance(value, str):
-                raise EntryRefused(f"{BUCKET}/{key}: {name!r} must be a string")
+                raise PairingEntryError(f"{BUCKET}/{key}: {name!r} must be a string")
             try:
                 if value is not None:
                     value.encode()
             except UnicodeEncodeError:
-                raise EntryRefused(f"{BUCKET}/{key}: {name!r} is not UTF-8 text") from None
+                raise PairingEntryError(f"{BUCKET}/{key}: {name!r} is not UTF-8 text") from None
             texts[name] = value
         home, sealed = texts["home_half"], texts["client_key"]
         if home is None:
-            raise EntryRefused(f"{BUCKET}/{key}: 'home_half' is missing")
+            raise PairingEntryError(f"{BUCKET}/{key}: 'home_half' is missing")
         client_key = None if sealed is None else self._seal.open(sealed, key)
         return Pairing(home, texts["edge_half"], client_key, texts["client_pub"])
 
     def _apply(self, key: str, value: Any, local: Any) -> Any:
-        """Make the files hold ``value``; what they hold now (EntryRefused: they stay). A
+        """Make the files hold ``value``; what they hold now (PairingEntryError: they stay). A
         host key of this member's own stays (boards paired here pinned it)."""
         if key == HOST_KEY:
             self.host_key_differs = local is not None and local != value
@@ -533,9 +529,9 @@ class PairingReplica(Service):
         try:
             check_name(device, "device")
         except SubjectError as exc:
-            raise EntryRefused(f"{BUCKET}/{key}: {exc}") from None
+            raise PairingEntryError(f"{BUCKET}/{key}: {exc}") from None
         if len(device) > MAX_DEVICE_CHARS:
-            raise EntryRefused(
+            raise PairingEntryError(
                 f"{BUCKET}/{key}: device names are at most {MAX_DEVICE_CHARS} characters"
             )
 

@@ -13,6 +13,7 @@ parentheses::
     ├── LaunchError          (UnavailableError) a node could not be started (bad config,
     │                        missing program, a component it needs is not running)
     ├── MemberRecordError    (InputError) a record in the members' bucket does not parse
+    ├── PairingEntryError    (InputError) an entry of the pairing bucket cannot be applied
     └── SchemaRuntimeError   (RefusedError) an apply or unapply was refused
         ├── OverlapRefused   two schemas would publish the same rail for one device
         └── SchemaNotFound   no such schema to apply, or no such active schema to unapply
@@ -58,6 +59,11 @@ class LaunchError(SubstrateError, UnavailableError):
 
 class MemberRecordError(SubstrateError, InputError):
     """A record in the members' bucket does not parse (names the key and the field)."""
+
+
+class PairingEntryError(SubstrateError, InputError):
+    """An entry of the ``HOME_PAIRING`` bucket this member will not apply (names the key
+    and why: not JSON, sealed under another password, a half that does not load...)."""
 
 
 class SchemaRuntimeError(SubstrateError, RefusedError):
