@@ -236,7 +236,10 @@ class Membership(Service):
         if self._guard is None or self._guard.done():
             return Health(False, "the membership's fence watch stopped")
         if self.fenced:
-            return Health(False, self._fenced_detail())
+            # Healthy: fencing is membership doing its job. An unhealthy component is
+            # restarted, and a restart takes the record out as a clean stop does, which
+            # would leave the fenced schemas to nobody.
+            return Health(True, self._fenced_detail())
         return Health(True, self.last_error or "")
 
     def _fenced_detail(self) -> str:
