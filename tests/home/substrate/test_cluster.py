@@ -25,6 +25,7 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -261,14 +262,51 @@ async def test_a_member_that_stalls_gives_its_schema_to_the_member_that_took_it(
             await nc.close()
 
 
-def nats_server_pid(member: Member) -> int:
-    """The pid of ``member``'s own nats-server (a child of its ``home up``)."""
+def nats_server_pids(member: Member) -> list[int]:
+    """The pids of ``member``'s own nats-servers (children of its ``home up``)."""
     assert member.proc is not None
+    found = []
     for pid in descendants(member.proc.pid):
         with contextlib.suppress(OSError):
             if b"nats-server" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
-                return pid
-    raise AssertionError(f"{member.name} runs no nats-server")
+                found.append(pid)
+    return found
+
+
+def nats_server_pid(member: Member) -> int:
+    """The pid of ``member``'s own nats-server."""
+    pids = nats_server_pids(member)
+    assert len(pids) == 1, f"{member.name} runs nats-servers {pids}"
+    return pids[0]
+
+
+@contextlib.asynccontextmanager
+async def cut_off(member: Member) -> AsyncIterator[None]:
+    """Keep ``member``'s nats-server paused (SIGSTOP) while the block runs, and each one
+    its supervision starts in its place too: the member stays cut off however soon it
+    replaces a server that stopped answering. Every paused server goes on afterwards."""
+    paused: set[int] = set()
+
+    async def pause_each() -> None:
+        while True:
+            for pid in set(nats_server_pids(member)) - paused:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+                paused.add(pid)
+            await asyncio.sleep(0.05)
+
+    pausing = asyncio.create_task(pause_each())
+    try:
+        while not paused:
+            await asyncio.sleep(0.01)
+        yield
+    finally:
+        pausing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pausing
+        for pid in paused:
+            with contextlib.suppress(ProcessLookupError):  # replaced by its member
+                os.kill(pid, signal.SIGCONT)
 
 
 def logged(member: Member, starting: str) -> list[tuple[datetime, str]]:
@@ -285,15 +323,15 @@ def logged(member: Member, starting: str) -> list[tuple[datetime, str]]:
 async def test_a_member_cut_off_stops_its_agent_before_another_takes_it_over(
     tmp_path: Path,
 ) -> None:
-    """m3's nats-server pauses (SIGSTOP) past the time a member is taken for lost, with a
-    turn in flight on m3's agent. m3 cannot renew its record, so it kills its agent and
-    stops its schema (it is fenced) before m1 may take the schema over, and does not start
-    it again while it has not renewed, though its own supervision brings its nats-server
-    back meanwhile: from m1's takeover on, m3's agent never runs, and every turn is
-    answered once."""
+    """m3's nats-server pauses (SIGSTOP), and each one m3's supervision starts in its
+    place, with a turn in flight on m3's agent, until m1 takes m3 for lost. m3 cannot
+    renew its record, so it kills its agent and stops its schema (it is fenced) before m1
+    may take the schema over; once its servers go on, it finds its record claimed and
+    does not start the schema again: from m1's takeover on, m3's agent never runs, and
+    every turn is answered once. (A server left to come back sooner lets m3 renew in time,
+    and then nobody takes it over: that is the other test below.)"""
     held = HeldTurn()
     async with turns_cluster(tmp_path, held) as (_model, (m1, _m2, m3)):
-        server = nats_server_pid(m3)
         nc = await nats.connect(m1.admin_url())
         try:
             board = Board(nc)
@@ -302,16 +340,9 @@ async def test_a_member_cut_off_stops_its_agent_before_another_takes_it_over(
             during = asyncio.create_task(board.send_many(TURNS_DURING, "during"))
             async with asyncio.timeout(60):
                 await held.in_flight.wait()
-            os.kill(server, signal.SIGSTOP)
-            try:
-                async with asyncio.timeout(60):
-                    while (await m1.status() or {}).get("cluster", {}).get("adopted") != {
-                        "m3": "m1"
-                    }:
-                        await asyncio.sleep(0.5)
-            finally:
-                with contextlib.suppress(ProcessLookupError):  # m3 may have restarted it
-                    os.kill(server, signal.SIGCONT)
+            async with cut_off(m3), asyncio.timeout(60):
+                while (await m1.status() or {}).get("cluster", {}).get("adopted") != {"m3": "m1"}:
+                    await asyncio.sleep(0.5)
             held.released.set()
             await during
             await gives_up_its_schema(m3)
