@@ -58,6 +58,11 @@ def nats_server_binary() -> Path:
     return Path(found)
 
 
+# Who forked last: a fork with a ``preexec_fn`` runs the at-fork hooks in the parent first.
+_forking_parent = [os.getpid()]
+os.register_at_fork(before=lambda: _forking_parent.__setitem__(0, os.getpid()))
+
+
 def die_with_parent() -> None:
     """A ``preexec_fn``: the kernel sends the child SIGTERM when its parent dies (Linux only).
 
@@ -66,9 +71,15 @@ def die_with_parent() -> None:
     kernel does not (nats-server closes its JetStream store, PulseAudio removes
     its socket, an agent node closes its τ). Linux ties this to the thread that
     forked, which for an asyncio program is the event loop's thread.
+
+    A parent that dies between the fork and this call sends nothing (on a loaded
+    machine the child may wait its turn that long): the child then sees another
+    parent, and sends itself the same SIGTERM.
     """
     if _libc is not None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != _forking_parent[0]:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 async def wait_for_port(
