@@ -2,7 +2,8 @@
 
 - :class:`Service` is the base of anything with a lifetime: ``start()`` and
   ``close()``, and the async context manager that calls them;
-- :func:`cancel_and_wait` is how an owner ends the tasks it started;
+- :func:`cancel_and_wait` is how an owner ends the tasks it started, and
+  :func:`cancelling` tells a task it was asked to stop;
 - :func:`stop_on_signals` and :func:`until_signalled` are the one signal loop of
   every program (SIGINT, SIGTERM);
 - :func:`retry_until_deadline` asks again while the other side is not there yet,
@@ -82,6 +83,13 @@ class Lifetime(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+def cancelling() -> bool:
+    """Whether the running task has been asked to stop (a library that turns a cancel
+    into its own error, or cancels what it shares, is told apart from a real stop)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def cancel_and_wait(

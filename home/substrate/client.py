@@ -6,6 +6,7 @@ in the data directory (docs/architecture.md "Security").
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from shared import control
 from shared.bus_credentials import home_admin_url
 from shared.control import ControlReply, ControlRequest
 from shared.errors import BusCredentialsError, ControlTimeout, HomeNotRunning
-from shared.lifecycle import Pacing, Service, retry_until_deadline
+from shared.lifecycle import Pacing, Service, cancelling, retry_until_deadline
 
 DEFAULT_TIMEOUT_S = 10.0
 # Between tries while nobody listens on the control subject yet: home's own
@@ -71,8 +72,15 @@ class HomeClient(Service):
     async def close(self) -> None:
         """Close the connection."""
         if self._nc is not None:
-            await self._nc.close()
-            self._nc = None
+            nc, self._nc = self._nc, None
+            try:
+                await nc.close()
+            except asyncio.CancelledError:
+                # nats-py closing while it reconnects (home's server went away mid-request)
+                # cancels its reconnect task, and with it the wait for the socket to close
+                # that both await: that cancel is nats-py's own, not a stop of this task.
+                if cancelling():
+                    raise
 
     async def request(self, verb: str, **args: Any) -> Any:
         """Send one control request; the result, or ControlError with the remote code."""

@@ -36,6 +36,7 @@ from home.substrate.component import Health
 from home.substrate.config import inherited_environment
 from home.substrate.errors import ComponentError, LaunchError
 from home.substrate.process import spawn
+from shared.lifecycle import cancelling
 from shared.proc import terminate
 from shared.schema import NodeSpec
 
@@ -153,7 +154,7 @@ class ProcessHandle:
                 with contextlib.suppress(NatsError):
                     await answer.unsubscribe()
         except (NatsError, TimeoutError) as exc:
-            if _cancelling():
+            if cancelling():
                 # nats-py turns a cancel that lands in next_msg on a closed connection into
                 # ConnectionClosedError; read as "unhealthy", it kept a stopping node's
                 # supervisor looping, and home up from stopping.
@@ -164,12 +165,6 @@ class ProcessHandle:
     async def close(self) -> None:
         """Terminate the child."""
         await terminate(self._proc, group=True)
-
-
-def _cancelling() -> bool:
-    """Whether the running task has been asked to stop."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 class ServiceLauncher:
