@@ -14,6 +14,7 @@ import asyncssh
 
 from bridge.errors import PairError
 from shared.errors import SubjectError
+from shared.files import write_atomic
 from shared.schema.bridge_half import DEFAULT_PORT
 from shared.subjects import (
     SPEECH_COMPLETED_PATTERN,
@@ -88,11 +89,8 @@ def _under_schemas(path: Path) -> bool:
 def _write_private(path: Path, key: asyncssh.SSHKey) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key.export_private_key("openssh"))
-    os.chmod(path, 0o600)  # O_CREAT's mode does not apply to a file that already existed
-    path.with_name(path.name + ".pub").write_bytes(key.export_public_key("openssh"))
+    write_atomic(path, key.export_private_key("openssh"), private=True)
+    write_atomic(path.with_name(path.name + ".pub"), key.export_public_key("openssh"))
 
 
 def _subjects(device: str) -> tuple[list[str], list[str]]:
@@ -178,7 +176,8 @@ def pair(
         host_pub = _openssh_line(host_key, "tether-home")
         client_pub = _openssh_line(client_key, f"tether-{device}")
         out.mkdir(parents=True, exist_ok=True)
-        edge_path.write_text(
+        write_atomic(
+            edge_path,
             _half_text(
                 device=device,
                 side="edge",
@@ -186,9 +185,10 @@ def pair(
                 port=port,
                 host_key=host_pub,
                 client_key=client_pub,
-            )
+            ),
         )
-        home_path.write_text(
+        write_atomic(
+            home_path,
             _half_text(
                 device=device,
                 side="home",
@@ -196,7 +196,7 @@ def pair(
                 port=port,
                 host_key=host_pub,
                 client_key=client_pub,
-            )
+            ),
         )
     except (OSError, asyncssh.KeyImportError) as exc:
         raise PairError(f"cannot write the pairing: {exc}") from exc

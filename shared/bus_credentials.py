@@ -10,13 +10,13 @@
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from shared.errors import BusCredentialsError
+from shared.files import write_atomic
 
 USERS_DIR = Path("nats") / "users"
 ADMIN_USER = "admin"
@@ -46,12 +46,7 @@ class BusCredentials:
 
     def write(self, path: Path) -> None:
         """Write to ``path``, readable by its owner only (created 0600, never wider)."""
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"user": self.user, "password": self.password}, out)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps({"user": self.user, "password": self.password}), private=True)
 
     def url(self, base_url: str) -> str:
         """``base_url`` with these credentials as its user info."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.errors import ContractError, InputError
+from shared.files import write_atomic
 
 STATE_FILE = "home.json"
 
@@ -68,10 +69,7 @@ class HomeState:
 
     def save(self, data_dir: Path) -> None:
         """Write the state file atomically: a reader sees the old file or the whole new one."""
-        path = state_file(data_dir)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(self.to_json(), encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(state_file(data_dir), self.to_json())
 
 
 def state_file(data_dir: Path) -> Path:

@@ -30,6 +30,7 @@ from typing import Any
 from home.agents.errors import AgentConfigError, SessionBookError, SessionError
 from home.jmfts.client import JmftsClient
 from home.jmfts.errors import JmftsError
+from shared.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +248,7 @@ class SessionBook:
         """Remember ``session`` as its device's conversation (written before returning)."""
         self._sessions[session.device] = session
         body = {"agent": self.agent, "sessions": [asdict(s) for s in self._sessions.values()]}
-        _write_atomic(self.path, json.dumps(body, indent=2))
+        write_atomic(self.path, json.dumps(body, indent=2))
 
     def record_turn(self, turn: TurnRecord) -> None:
         """Append one prompt to the ledger."""
@@ -300,10 +301,3 @@ def read_turns(path: Path) -> list[TurnRecord]:
 def turn_words(data_dir: Path, agent: str) -> dict[str, str]:
     """``agent``'s turn ledger under home's ``data_dir``: binding id → the words of the turn."""
     return {t.binding_id: t.text for t in read_turns(data_dir / "agents" / agent / TURNS_FILE)}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -28,6 +28,7 @@ from typing import Any
 from home.agents.errors import AgentConfigError
 from home.agents.sessions import SessionStore, store_flags
 from home.llm.endpoint import ModelEndpoint
+from shared.files import write_atomic
 from shared.schema.catalog import NodeSpec
 from shared.subjects import VERBS, workspace_in_subject
 
@@ -214,12 +215,7 @@ def write_tau_home(
     }
     if session_store is not None:
         config["session_store"] = session_store
-    path = tau_home / "config.json"
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(config, out, indent=2)
-    os.replace(tmp, path)
+    write_atomic(tau_home / "config.json", json.dumps(config, indent=2), private=True)
 
 
 def protocol(names: list[str] | tuple[str, ...], *, before_model: bool) -> str:

@@ -59,6 +59,7 @@ from home.bridge.revoked import RevokedKey, RevokedKeys
 from home.substrate.component import ComponentInfo, Health, open_bucket, until_answered
 from home.substrate.errors import ComponentError, PairingEntryError
 from shared.errors import SchemaError, SubjectError
+from shared.files import write_atomic
 from shared.lifecycle import Service, cancel_and_wait
 from shared.schema import load_bridge_half
 from shared.subjects import check_name
@@ -118,12 +119,7 @@ def _write(path: Path, text: str, *, private: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if private:
         os.chmod(path.parent, 0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".incoming")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    if not private:
-        os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_atomic(path, text, private=private)
 
 
 class PairingFolder:

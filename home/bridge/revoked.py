@@ -18,12 +18,12 @@ an empty list: a revocation that cannot be read must not let its key back in.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from shared.errors import SchemaError, SchemaIssue
+from shared.files import write_atomic
 
 REVOKED_FILE = "revoked.json"
 
@@ -109,11 +109,4 @@ class RevokedKeys:
         """Record one more revoked key, durably, before anything else of the revocation."""
         records = [*self.load(), record]
         text = json.dumps({"revoked": [r.to_dict() for r in records]}, indent=2) + "\n"
-        tmp = self.path.with_suffix(".tmp")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(self.path)
+        write_atomic(self.path, text, private=True, durable=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from home.jmfts.clock import from_stored, to_stored, utc_now
 from home.jmfts.db import subtree_range
 from home.jmfts.errors import Conflict, InvalidInput, NotFound, Unauthorized
+from shared.files import write_atomic
 
 ADMIN_NAME = "admin"
 ADMIN_TOKEN_FILE = "admin.token"
@@ -257,10 +258,5 @@ class AccessControl:
             except Unauthorized:
                 pass
         _, raw = self.mint_token(owner.id, label="admin (bootstrap)")
-        tmp = path.with_suffix(".tmp")
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(raw + "\n")
-        tmp.replace(path)
+        write_atomic(path, raw + "\n", private=True)
         return owner, path

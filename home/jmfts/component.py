@@ -23,6 +23,7 @@ from home.jmfts.locate import COMPONENT_NAME
 from home.jmfts.server import JmftsServer
 from home.substrate.component import ComponentInfo, Health
 from home.substrate.errors import ComponentError
+from shared.files import write_atomic
 from shared.lifecycle import Service
 
 AGENT_SUBTREES = ("journal", "workspace", "knowledge")
@@ -35,10 +36,7 @@ def agent_subtrees(agent: str) -> list[str]:
 
 def write_token(path: Path, token: str) -> None:
     """Write a token file readable only by its owner (created 0600 before any byte)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token)
+    write_atomic(path, token, private=True)
 
 
 async def provision_principal(

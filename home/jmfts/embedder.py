@@ -24,6 +24,7 @@ import onnxruntime
 from tokenizers import Tokenizer
 
 from home.jmfts.errors import EmbedderError
+from shared.files import write_atomic
 
 MINILM_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_DIMENSION = 384
@@ -114,9 +115,7 @@ class OnnxManifest:
 
     def write(self, cache_dir: Path) -> None:
         """Write ``manifest.json`` atomically."""
-        tmp = cache_dir / (MANIFEST_FILE + ".tmp")
-        tmp.write_text(json.dumps(self.__dict__, indent=2, sort_keys=True))
-        tmp.replace(cache_dir / MANIFEST_FILE)
+        write_atomic(cache_dir / MANIFEST_FILE, json.dumps(self.__dict__, indent=2, sort_keys=True))
 
 
 def onnx_ready(cache_dir: Path) -> bool:

@@ -38,6 +38,7 @@ from home.memory.kinds import USETYPE_PREFIX
 from home.memory.knowledge import KnowledgeBook, same_value
 from home.memory.memories import MemoryStore, StoredMemory
 from home.memory.provenance import Provenance
+from shared.files import write_atomic
 
 #: Two memories this close (cosine), neither bringing a content word the other lacks,
 #: say one thing. The reflex reinforces at its ``dedup_threshold`` (0.9 in the catalog)
@@ -99,10 +100,7 @@ class Watermarks:
     def write(self, root: str, seen: int) -> None:
         """Record ``root``'s watermark (atomically: a new file renamed over the old)."""
         marks = {**self.read(), root: seen}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = self.path.with_suffix(".tmp")
-        scratch.write_text(json.dumps(marks, sort_keys=True))
-        scratch.replace(self.path)
+        write_atomic(self.path, json.dumps(marks, sort_keys=True))
 
 
 class Curator:

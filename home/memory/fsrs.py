@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from home.memory.errors import LedgerError, LedgerUnreadable
+from shared.files import write_atomic
 
 FACTOR = 19.0 / 81.0
 DECAY = -0.5
@@ -119,11 +119,8 @@ class ReviewBook:
 
     def _save(self) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(
-                json.dumps({str(k): asdict(v) for k, v in self._states.items()}), encoding="utf-8"
+            write_atomic(
+                self.path, json.dumps({str(k): asdict(v) for k, v in self._states.items()})
             )
-            os.replace(tmp, self.path)
         except OSError as exc:
             raise LedgerError(f"{self.path}: cannot write the review book: {exc}") from exc

@@ -38,6 +38,7 @@ from home.substrate.launchers import health_reply_prefix, node_health_subject
 from home.substrate.reminder_streams import keeps_reminders
 from home.substrate.routing import Route
 from shared.bus_credentials import ADMIN_USER, USERS_DIR, BusCredentials, credentials_file
+from shared.files import write_atomic
 from shared.messages.history import history_subject
 from shared.schema import BridgeHalf, NodeSpec
 from shared.subjects import (
@@ -287,10 +288,7 @@ class BusAuthority:
             del self._passwords[gone], self._hashes[gone]
             credentials_file(self.data_dir, gone).unlink(missing_ok=True)
         text = render_authorization(wanted.values(), self._hashes)
-        tmp = self.config_file.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.chmod(0o600)
-        tmp.replace(self.config_file)
+        write_atomic(self.config_file, text, private=True)
         self.users = wanted
         if self._reload is not None:
             await self._reload()

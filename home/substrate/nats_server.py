@@ -37,6 +37,7 @@ from home.substrate.component import ComponentInfo, Health
 from home.substrate.config import CLUSTER_NAME, ClusterConfig, inherited_environment
 from home.substrate.errors import ComponentError
 from home.substrate.process import spawn
+from shared.files import write_atomic
 from shared.lifecycle import Service
 from shared.proc import nats_server_binary, terminate
 
@@ -137,8 +138,7 @@ class NatsServer(Service):
         if self.authority is not None:
             lines.append(f"include {json.dumps(self.authority.config_file.name)}")
         path = self.work_dir / "server.conf"
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        path.chmod(0o600)
+        write_atomic(path, "\n".join(lines) + "\n", private=True)
         return path
 
     def jetstream_peers(self) -> list[str]:

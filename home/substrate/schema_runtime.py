@@ -28,6 +28,7 @@ from home.substrate.overlap import find_overlap
 from home.substrate.router import Router
 from home.substrate.routing import Route, delivery_subject
 from shared.errors import SchemaError
+from shared.files import write_atomic
 from shared.schema import ActivationSchema, NodeCatalog, NodeSpec
 from shared.schema.activation import check_against_catalog, parse_activation_schema
 from shared.yaml_source import parse_yaml
@@ -304,6 +305,4 @@ class SchemaRuntime:
             {"file": a.source.file, "text": a.source.text, "allow_overlap": a.allow_overlap}
             for a in self.active.values()
         ]
-        tmp = self._saved_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(items, indent=2), encoding="utf-8")
-        tmp.replace(self._saved_file)
+        write_atomic(self._saved_file, json.dumps(items, indent=2))

@@ -9,12 +9,12 @@ being restarted or told anything over stdio.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from home.tau_extensions.errors import BindingFileError
 from shared.errors import SubjectError
+from shared.files import write_atomic
 from shared.subjects import check_binding_id, check_name
 
 
@@ -44,10 +44,7 @@ class TurnBinding:
 
 def write_binding(path: Path, binding: TurnBinding) -> None:
     """Replace the binding file atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(binding)), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(asdict(binding)))
 
 
 def read_binding(path: Path) -> TurnBinding:
