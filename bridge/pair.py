@@ -41,6 +41,21 @@ class PairResult:
     host_fingerprint: str
 
 
+# A device name becomes file names (DEVICE.edge.key): refused before the filesystem does.
+MAX_DEVICE_CHARS = 64
+
+
+def device_name_problem(device: str) -> str | None:
+    """Why ``device`` cannot name a pairing (a subject token, its files' names), or None."""
+    try:
+        check_name(device, "device")
+    except SubjectError as exc:
+        return str(exc)
+    if len(device) > MAX_DEVICE_CHARS:
+        return f"device names are at most {MAX_DEVICE_CHARS} characters"
+    return None
+
+
 @dataclass(frozen=True)
 class PairingFiles:
     """Where `bridge pair` puts one device's files: ``OUT/D.edge.yaml``, ``OUT/D.home.yaml``,
@@ -144,10 +159,9 @@ def pair(
     force: bool = False,
 ) -> PairResult:
     """Generate keys and write ``DEVICE.edge.yaml`` and ``DEVICE.home.yaml`` into ``out``."""
-    try:
-        check_name(device, "device")
-    except SubjectError as exc:
-        raise PairError(str(exc)) from exc
+    problem = device_name_problem(device)
+    if problem is not None:
+        raise PairError(problem)
     host, port = parse_home(home)
     secrets = secrets or out / "secrets"
     if _under_schemas(secrets):

@@ -23,7 +23,7 @@ from bridge.check import Severity, check_pair
 from bridge.errors import BridgeError, PairError
 from bridge.node.home import HomeBridgeEndpoint
 from bridge.node.outbox import OUTBOX_DIR, store_path
-from bridge.pair import HOST_KEY_NAME, PairingFiles, pair
+from bridge.pair import HOST_KEY_NAME, PairingFiles, device_name_problem, pair
 from home.bridge.devices import (
     KEY_REVOKED,
     NOT_SERVED,
@@ -40,16 +40,14 @@ from home.substrate.errors import ComponentError
 from shared import control
 from shared.bus_credentials import ADMIN_USER
 from shared.control import ControlRequest, PairResult
-from shared.errors import ControlError, SchemaError, SubjectError
+from shared.errors import ControlError, SchemaError
 from shared.lifecycle import Service
 from shared.proc import free_port
 from shared.schema import BridgeHalf, load_bridge_half
 from shared.schema.bridge_half import DEFAULT_PORT, ssh_fingerprint
-from shared.subjects import check_name
 
 BRIDGE_DIR = "bridge"
 # A paired device's name names its files; well under any file-name limit.
-MAX_DEVICE_CHARS = 64
 log = logging.getLogger("tether.home.bridge")
 
 
@@ -416,13 +414,7 @@ class HomeBridgeComponent(Service):
 def _device_argument(request: ControlRequest) -> str:
     """The request's ``device``, a name a pairing can have; ControlError ``bad_request`` if not."""
     device = str(request.text("device"))
-    try:
-        check_name(device, "device")
-    except SubjectError as exc:
-        raise ControlError(control.BAD_REQUEST, str(exc)) from None
-    if len(device) > MAX_DEVICE_CHARS:
-        # The name becomes file names (DEVICE.edge.key): refuse before the filesystem does.
-        raise ControlError(
-            control.BAD_REQUEST, f"device names are at most {MAX_DEVICE_CHARS} characters"
-        )
+    problem = device_name_problem(device)
+    if problem is not None:
+        raise ControlError(control.BAD_REQUEST, problem)
     return device

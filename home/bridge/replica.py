@@ -52,17 +52,15 @@ from nats.js.errors import KeyWrongLastSequenceError, NoKeysError
 from nats.js.errors import NotFoundError as JsNotFound
 from nats.js.kv import KeyValue
 
-from bridge.pair import HOST_KEY_NAME, PairingFiles
-from home.bridge.component import MAX_DEVICE_CHARS
+from bridge.pair import HOST_KEY_NAME, PairingFiles, device_name_problem
 from home.bridge.devices import pairing_files, remove_files
 from home.bridge.revoked import RevokedKey, RevokedKeys
 from home.substrate.component import ComponentInfo, Health, open_bucket, until_answered
 from home.substrate.errors import ComponentError, PairingEntryError
-from shared.errors import SchemaError, SubjectError
+from shared.errors import SchemaError
 from shared.files import write_atomic
 from shared.lifecycle import Service, cancel_and_wait
 from shared.schema import load_bridge_half
-from shared.subjects import check_name
 
 BUCKET = "HOME_PAIRING"
 SYNC_S = 1.0
@@ -522,14 +520,9 @@ class PairingReplica(Service):
 
     @staticmethod
     def _check_device(device: str, key: str) -> None:
-        try:
-            check_name(device, "device")
-        except SubjectError as exc:
-            raise PairingEntryError(f"{BUCKET}/{key}: {exc}") from None
-        if len(device) > MAX_DEVICE_CHARS:
-            raise PairingEntryError(
-                f"{BUCKET}/{key}: device names are at most {MAX_DEVICE_CHARS} characters"
-            )
+        problem = device_name_problem(device)
+        if problem is not None:
+            raise PairingEntryError(f"{BUCKET}/{key}: {problem}")
 
     def _refuse(self, key: str, revision: int, reason: str) -> None:
         if (key, revision) in self.refusals.seen:

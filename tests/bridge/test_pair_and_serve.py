@@ -81,6 +81,18 @@ def test_parse_home_refuses(value: str) -> None:
         parse_home(value)
 
 
+@pytest.mark.parametrize(
+    ("device", "named"),
+    [("k" * 65, "at most 64 characters"), ("a.b", "device"), ("", "device"), ("*", "device")],
+)
+def test_pair_refuses_a_device_name_no_pairing_can_have(
+    tmp_path: Path, device: str, named: str
+) -> None:
+    with pytest.raises(PairError, match=named):
+        pair(device, "127.0.0.1:2222", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_pair_cli(tmp_path: Path) -> None:
     runner = CliRunner()
     ok = runner.invoke(
