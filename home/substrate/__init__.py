@@ -18,6 +18,7 @@ Layout (each module does one thing)::
     nodes.py           NodeRunner: one node under its restart_policy
     process.py         child processes: own session, die with their parent, logged
     eventlog.py        the JetStream stream of events.>, replay, follow and trace
+    route_consumers.py each delivering binding's durable consumer on the event log
     logs.py            logging for ``home`` commands: rich lines, or JSON lines with --json
     cli/               ``home status|schema|events|trace`` (one module per command)
     errors.py          the exception tree

@@ -173,12 +173,14 @@ def bridge_user(half: BridgeHalf) -> BusUser:
 
 
 def router_user(routes: Iterable[Route]) -> BusUser:
-    """The router: the active bindings in, their deliveries (and resolved speaks) out."""
+    """The router: the active bindings' deliveries (and resolved speaks) out, the
+    device-less speaks in. It reads the bindings themselves from their consumers on the
+    event log, on the substrate's connection (home/substrate/route_consumers.py)."""
     delivering = [r for r in routes if r.deliver_to is not None]
     return BusUser(
         ROUTER_USER,
         _unique([*(r.deliver_to for r in delivering if r.deliver_to), RESOLVED_SPEAK]),
-        _unique([DEVICELESS_SPEAK, *(r.from_ for r in delivering)]),
+        _unique([DEVICELESS_SPEAK]),
     )
 
 

@@ -53,10 +53,6 @@ HEARTBEAT_S = 1.0
 # Longer than one heartbeat whose put times out (JetStream's 5 s request timeout while
 # a stream elects a leader): a slow beat is not a lost member.
 GONE_AFTER_S = 12.0
-# A lost member's bindings are routed again from this long before its last heartbeat
-# seen here: what its router may not have delivered, with room for the clocks of the
-# log's leader and this member to disagree. Well inside the log's duplicate window.
-REPLAY_MARGIN_S = 10.0
 # A member whose record has not been renewed for this long stops its schemas itself (it
 # is fenced): no other member may take it for lost sooner than GONE_AFTER_S after a
 # renewal it saw, which came after this member sent it, so its nodes are killed with
@@ -81,8 +77,6 @@ class MemberRecord:
     data_dir: str
     schemas: tuple[SchemaSource, ...] = ()
     nodes: tuple[dict[str, Any], ...] = ()
-    # When the member wrote this record, by its own wall clock (0: not said).
-    beat_at: float = 0.0
 
     def to_json(self) -> bytes:
         """The record as stored."""
@@ -93,7 +87,6 @@ class MemberRecord:
             "data_dir": self.data_dir,
             "schemas": [{"file": s.file, "text": s.text} for s in self.schemas],
             "nodes": list(self.nodes),
-            "beat_at": self.beat_at,
         }
         return json.dumps(body).encode()
 
@@ -111,7 +104,6 @@ class MemberRecord:
                     SchemaSource(str(s["file"]), str(s["text"])) for s in body["schemas"]
                 ),
                 nodes=tuple(dict(n) for n in body["nodes"]),
-                beat_at=float(body.get("beat_at", 0.0)),
             )
         except (ValueError, TypeError, KeyError) as exc:
             raise MemberRecordError(f"{BUCKET}/{key}: not a member record: {exc!r}") from exc
@@ -164,9 +156,7 @@ class Membership(Service):
         # schemas it stopped because no renewal succeeded since (docs/architecture.md
         # "Growing past one machine"); they start again once one does.
         self._renewed_at = time.monotonic()
-        self._renewed_wall = time.time()
         self.fenced: tuple[SchemaSource, ...] = ()
-        self._fenced_wall = 0.0
         self._task: asyncio.Task[None] | None = None
         self._guard: asyncio.Task[None] | None = None
 
@@ -215,7 +205,7 @@ class Membership(Service):
                 "membership: schema %s runs on member %s (taken over while this member was "
                 "lost); not running it here", name, elsewhere[name],
             )  # fmt: skip
-            await runtime.unapply(name)
+            await runtime.unapply(name, forget=False)
 
     async def close(self) -> None:
         """Stop the heartbeat and take this member's record out (it left; it is not lost)."""
@@ -288,14 +278,14 @@ class Membership(Service):
         """Write this member's record over the one it last wrote. Gone from the bucket, it
         was claimed: another member took this one for lost while its beats stalled and
         runs its schemas now, so it gives them up before it writes afresh."""
-        sent, sent_wall = time.monotonic(), time.time()
+        sent = time.monotonic()
         record = self._record()
         key = self.cluster.member
         if self._revision is not None:
             try:
                 self._revision = await kv.update(key, record.to_json(), last=self._revision)
                 self._written = record.schemas
-                await self._renewed(sent, sent_wall)
+                await self._renewed(sent)
                 return
             except KeyWrongLastSequenceError:
                 try:
@@ -307,22 +297,22 @@ class Membership(Service):
                 else:
                     self._revision = await kv.update(key, record.to_json(), last=self._revision)
                     self._written = record.schemas
-                    await self._renewed(sent, sent_wall)
+                    await self._renewed(sent)
                     return
         self._revision = await kv.put(key, record.to_json())
         self._written = record.schemas
-        self._renewed_at, self._renewed_wall = sent, sent_wall
+        self._renewed_at = sent
 
-    async def _renewed(self, sent: float, sent_wall: float) -> None:
+    async def _renewed(self, sent: float) -> None:
         """The record written over this member's own revision: nobody took it for lost, so
-        what it stopped while it could not renew starts again here (and the log is routed
-        again from before it stopped, as an adopter does)."""
-        self._renewed_at, self._renewed_wall = sent, sent_wall
+        what it stopped while it could not renew starts again here (its bindings from
+        where their consumers stood, as an adopter's do)."""
+        self._renewed_at = sent
         if not self.fenced:
             return
         log.warning("membership: the record is renewed; starting the fenced schemas again")
         fenced, self.fenced = self.fenced, ()
-        await self._run_schemas(fenced, self._fenced_wall, self.cluster.member)
+        await self._run_schemas(fenced, self.cluster.member)
 
     async def _fence_when_late(self) -> None:
         """Fence this member once its record has gone FENCE_AFTER_S without a renewal."""
@@ -336,13 +326,12 @@ class Membership(Service):
     async def _fence(self, runtime: SchemaRuntime) -> None:
         """Kill this member's nodes now and stop its schemas; they stay in its record."""
         self.fenced = tuple(a.source for a in runtime.active.values()) + self.fenced
-        self._fenced_wall = self._renewed_wall
         log.error("membership: %s", self._fenced_detail())
         for runner in runtime.runners.values():
             runner.kill()
         for name in list(runtime.active):
             try:
-                await runtime.unapply(name)
+                await runtime.unapply(name, forget=False)
             except (SchemaError, SchemaRuntimeError, ComponentError, NatsError, OSError) as exc:
                 # Its nodes are dead already; what is left (the bus's users, the status
                 # event) waits for the bus, which a fenced member may not have.
@@ -364,7 +353,7 @@ class Membership(Service):
             with contextlib.suppress(SchemaError):
                 claimed.add(runtime.parse(source).name)
         for name in [n for n in runtime.active if n in claimed]:
-            await runtime.unapply(name)
+            await runtime.unapply(name, forget=False)
 
     def _record(self) -> MemberRecord:
         runtime = self._substrate.runtime
@@ -381,7 +370,6 @@ class Membership(Service):
             self._data_dir,
             schemas,
             nodes,
-            beat_at=time.time(),
         )
 
     async def _read(self, kv: KeyValue) -> None:
@@ -436,17 +424,11 @@ class Membership(Service):
             "membership: member %s is gone (no heartbeat for %.0f s); running its schemas here",
             gone, GONE_AFTER_S,
         )  # fmt: skip
-        # The gone member's last heartbeat by its own clock (the log's timestamps are its
-        # leader's: the margin covers clocks that disagree). When this member saw the
-        # record move is no guide: its own reads fail while the streams elect leaders.
-        last_beat = sighting.record.beat_at or time.time() - (time.monotonic() - sighting.moved_at)
-        await self._run_schemas(sighting.record.schemas, last_beat, gone)
+        await self._run_schemas(sighting.record.schemas, gone)
 
-    async def _run_schemas(
-        self, sources: tuple[SchemaSource, ...], last_beat: float, whose: str
-    ) -> None:
-        """Apply ``sources`` here (those not active yet) and route their bindings again
-        from REPLAY_MARGIN_S before ``last_beat``: what ``whose`` may not have delivered."""
+    async def _run_schemas(self, sources: tuple[SchemaSource, ...], whose: str) -> None:
+        """Apply ``sources`` here (those not active yet): their bindings are routed from
+        where their consumers on the event log stand, what ``whose`` routed acked."""
         runtime = self._substrate.runtime
         if runtime is None:
             return
@@ -456,14 +438,7 @@ class Membership(Service):
                 if schema.name in runtime.active:
                     continue
                 await runtime.apply(source)
-                read = await runtime.replay(
-                    schema.name, self._js_nc(), self._stream, last_beat - REPLAY_MARGIN_S
-                )
-                log.info(
-                    "membership: routed %s's log again from %.0f s before %s's last heartbeat"
-                    " (%d event(s) read)",
-                    schema.name, REPLAY_MARGIN_S, whose, read,
-                )  # fmt: skip
+                log.info("membership: running %s for %s", schema.name, whose)
             except (SchemaError, SchemaRuntimeError, NatsError, TimeoutError) as exc:
                 self.last_error = f"could not run {source.file} for {whose}: {exc}"
                 log.error("membership: %s", self.last_error)

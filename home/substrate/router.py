@@ -1,5 +1,11 @@
-"""The router: subscribes every active binding and the device-less speak rail, and delivers.
+"""The router: reads every active binding from the event log, resolves the device-less
+speak rail, and delivers.
 
+Each delivering binding is read through its durable consumer on the event log
+(:mod:`home.substrate.route_consumers`), on the substrate's connection, and each event
+is acked once routed: where routing stands is the consumer's position, which a
+restarted home or an adopting member goes on from. Deliveries and resolved speaks go
+out on the router's own connection, whose bus user may publish only those.
 Decisions are made by :mod:`home.substrate.routing`; this module only moves
 bytes between NATS and those functions, and counts what was dropped. A turn the
 board says how well it heard is first offered to :mod:`home.substrate.rooms`, which
@@ -9,19 +15,20 @@ may hold it for a moment to answer one utterance on the board that heard it best
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
+from nats.js.client import JetStreamContext
 
-from home.substrate.eventlog import read_log
+from home.substrate import route_consumers
 from home.substrate.rooms import Deliver, Group, Heard, Late, Rooms, fold
 from home.substrate.routing import (
     ELSEWHERE,
@@ -41,20 +48,36 @@ from home.substrate.routing import (
 )
 from shared.errors import ContractError, EnvelopeTooLarge, NotTextOnly
 from shared.event import EnvelopeLimits, Event, utc_now
+from shared.lifecycle import cancel_and_wait
 from shared.messages.voice import TURN_EVENT_TYPE, Turn
-from shared.nats_confirm import confirm_subscriptions
 from shared.subjects import DEVICELESS_SPEAK_PATTERN, device_of
 
 log = logging.getLogger(__name__)
 
 DEVICELESS_SPEAK = DEVICELESS_SPEAK_PATTERN
 
+# How long one fetch from a binding's consumer waits for an event (an event that
+# arrives meanwhile is returned at once); and how soon a failed fetch is tried again.
+FETCH_S = 5.0
+RETRY_S = 0.5
+
 
 class Router:
-    """Delivers bindings for the active schemas over one NATS connection."""
+    """Delivers bindings for the active schemas: read from ``stream`` through ``log_nc``,
+    published through ``nc``."""
 
-    def __init__(self, nc: NatsClient, name: str, limits: EnvelopeLimits | None = None) -> None:
+    def __init__(
+        self,
+        nc: NatsClient,
+        name: str,
+        *,
+        log_nc: NatsClient,
+        stream: str,
+        limits: EnvelopeLimits | None = None,
+    ) -> None:
         self._nc = nc
+        self._log_nc = log_nc
+        self._stream = stream
         self.name = name
         self._limits = limits or EnvelopeLimits()
         self.counters = RouterCounters()
@@ -62,7 +85,7 @@ class Router:
         self.memory = BindingMemory()
         self.rooms: Rooms[_Routed] = Rooms()
         self._settling: set[asyncio.Task[None]] = set()
-        self._subs: dict[str, list[Subscription]] = defaultdict(list)
+        self._readers: dict[str, list[_Reader]] = defaultdict(list)
         self._speak_sub: Subscription | None = None
 
     async def start(self) -> None:
@@ -70,55 +93,61 @@ class Router:
         self._speak_sub = await self._nc.subscribe(DEVICELESS_SPEAK, cb=self._on_speak)
 
     async def close(self) -> None:
-        """Drop every subscription; turns held for the right room are delivered first."""
+        """Stop reading every binding (their consumers stay, with what was not routed);
+        turns held for the right room are delivered first."""
+        for schema in list(self._readers):
+            await self.remove_routes(schema)
         while self._settling:
             await asyncio.gather(*self._settling, return_exceptions=True)
-        for schema in list(self._subs):
-            await self.remove_routes(schema)
         if self._speak_sub is not None:
             await self._speak_sub.unsubscribe()
             self._speak_sub = None
 
     async def add_routes(self, schema: str, routes: Iterable[Route]) -> None:
-        """Subscribe ``schema``'s delivering routes (direct bindings need nothing)."""
+        """Read ``schema``'s delivering routes from their consumers (made now, or kept
+        from whoever routed the schema before); direct bindings need nothing."""
+        js = self._log_nc.jetstream()
         for route in routes:
             if route.deliver_to is None:
                 continue
+            outcome = await route_consumers.prepare(self._log_nc, self._stream, route)
+            durable = route_consumers.route_durable(route)
+            sub = await js.pull_subscribe_bind(durable, stream=self._stream)
+            task = asyncio.create_task(self._read(route, sub), name=f"route {durable}")
+            self._readers[schema].append(_Reader(route, sub, task))
+            log.info("router: %s %s for %s (%s)", outcome, durable, schema, route.from_)
 
-            async def deliver(msg: Msg, route: Route = route) -> None:
+    async def remove_routes(self, schema: str, *, forget: bool = False) -> None:
+        """Stop reading ``schema``'s bindings; with ``forget`` (its user unapplied it),
+        delete their consumers too, so a later apply starts from new events."""
+        readers = self._readers.pop(schema, [])
+        await cancel_and_wait(*(reader.task for reader in readers))
+        for reader in readers:
+            with contextlib.suppress(NatsError):
+                await reader.sub.unsubscribe()
+            if forget:
+                with contextlib.suppress(NatsError):
+                    await route_consumers.forget(self._log_nc, self._stream, reader.route)
+
+    async def _read(self, route: Route, sub: JetStreamContext.PullSubscription) -> None:
+        """Route each event of ``route``'s consumer in order, and ack it once routed."""
+        while True:
+            try:
+                msgs = await sub.fetch(1, timeout=FETCH_S)
+            except TimeoutError:
+                continue
+            except NatsError as exc:
+                # The connection is down (it reconnects by itself) or the log elects a
+                # leader: ask again shortly.
+                log.debug("router: fetch for %s failed: %r", route.from_, exc)
+                await asyncio.sleep(RETRY_S)
+                continue
+            for msg in msgs:
+                if msg.metadata.num_delivered > 1:
+                    self.counters.redelivered += 1
                 await self._on_binding(route, msg.subject, msg.data)
-
-            self._subs[schema].append(await self._nc.subscribe(route.from_, cb=deliver))
-        await confirm_subscriptions(self._nc)
-
-    async def replay(
-        self, log_nc: NatsClient, stream: str, routes: Iterable[Route], since: float
-    ) -> int:
-        """Route again what ``stream`` recorded on ``routes``' subjects since ``since``
-        (wall clock), read through ``log_nc`` (the router's own user may not read the
-        log); how many events were read.
-
-        For a lost member's schemas, once they are routed here: the sensations
-        published while no router had them are in the event log but were never
-        delivered. Deliveries the lost router did make carry the same
-        ``Nats-Msg-Id`` (:func:`delivery_id`), so the log drops their second copy;
-        expired ones are dropped and counted as routing drops them.
-        """
-        start = datetime.fromtimestamp(since, UTC)
-        read = 0
-        for route in routes:
-            if route.deliver_to is None:
-                continue
-            async for logged in read_log(log_nc, stream, subject=route.from_, since=start):
-                read += 1
-                await self._on_binding(route, logged.subject, logged.raw.encode())
-        self.counters.replayed += read
-        return read
-
-    async def remove_routes(self, schema: str) -> None:
-        """Unsubscribe everything ``schema`` routed."""
-        for sub in self._subs.pop(schema, []):
-            await sub.unsubscribe()
+                with contextlib.suppress(NatsError):
+                    await msg.ack()
 
     def _parse(self, subject: str, data: bytes) -> Event | None:
         try:
@@ -228,6 +257,15 @@ class Router:
     def _drop(self, dropped: Dropped) -> None:
         self.counters.drop(dropped)
         log.warning("router dropped an event (%s): %s", dropped.reason, dropped.detail)
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """One binding read from its consumer: the route, the subscription, its task."""
+
+    route: Route
+    sub: JetStreamContext.PullSubscription
+    task: asyncio.Task[None]
 
 
 @dataclass(frozen=True)

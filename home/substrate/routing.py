@@ -81,8 +81,8 @@ def delivery_subject(spec: NodeSpec) -> str | None:
 
 def delivery_id(route: Route, event: Event) -> str:
     """The ``Nats-Msg-Id`` of ``event``'s delivery along ``route``: the event log keeps
-    one copy per id within its duplicate window, so routing an event twice (a replay
-    after a member's loss) delivers it once."""
+    one copy per id within its duplicate window, so routing an event twice (taken again
+    from its consumer after a router died before it acked it) delivers it once."""
     return f"{route.schema}.{event.event_id}"
 
 
@@ -173,7 +173,8 @@ class RouterCounters:
 
     routed: int = 0
     resolved_speak: int = 0
-    replayed: int = 0
+    # Events a router took before and never acked (it died routing them), taken again.
+    redelivered: int = 0
     routed_by_schema: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
     last_error: dict[str, str] = field(default_factory=dict)
@@ -193,7 +194,7 @@ class RouterCounters:
         return {
             "routed": self.routed,
             "resolved_speak": self.resolved_speak,
-            "replayed": self.replayed,
+            "redelivered": self.redelivered,
             "routed_by_schema": dict(self.routed_by_schema),
             "dropped": dict(self.dropped),
             "last_error": dict(self.last_error),

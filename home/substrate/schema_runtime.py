@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nats.aio.client import Client as NatsClient
-
 from home.substrate.errors import OverlapRefused, SchemaNotFound, SchemaRuntimeError
 from home.substrate.launchers import LaunchContext, Launcher
 from home.substrate.nodes import DEGRADING_STATES, RUNNING, NodeRunner
@@ -140,10 +138,14 @@ class SchemaRuntime:
         async with self._changing:
             return await self._apply(source, allow_overlap)
 
-    async def unapply(self, name: str) -> dict[str, Any]:
-        """Unroute a schema's bindings and stop the nodes no other active schema needs."""
+    async def unapply(self, name: str, *, forget: bool = True) -> dict[str, Any]:
+        """Unroute a schema's bindings and stop the nodes no other active schema needs.
+
+        ``forget``: its bindings' consumers go too (its user unapplied it). A member that
+        stops it because another member runs it, or fences, keeps them: whoever runs the
+        schema routes on from where they stand."""
         async with self._changing:
-            return await self._unapply(name)
+            return await self._unapply(name, forget)
 
     async def _apply(self, source: SchemaSource, allow_overlap: bool) -> dict[str, Any]:
         schema = self.parse(source)
@@ -182,13 +184,13 @@ class SchemaRuntime:
         log.info("applied schema %s", schema.name)
         return entry.view()
 
-    async def _unapply(self, name: str) -> dict[str, Any]:
+    async def _unapply(self, name: str, forget: bool) -> dict[str, Any]:
         entry = self.active.pop(name, None)
         if entry is None:
             raise SchemaNotFound(
                 f"schema {name!r} is not active; active: {', '.join(self.active) or 'none'}"
             )
-        await self.router.remove_routes(name)
+        await self.router.remove_routes(name, forget=forget)
         for node in entry.schema.nodes:
             holders = self.refs.get(node, set())
             holders.discard(name)
@@ -203,14 +205,6 @@ class SchemaRuntime:
         self._save()
         log.info("unapplied schema %s", name)
         return entry.view()
-
-    async def replay(self, name: str, log_nc: NatsClient, stream: str, since: float) -> int:
-        """Route again what ``stream`` recorded on active schema ``name``'s bindings since
-        ``since`` (wall clock); how many events were read (:meth:`Router.replay`)."""
-        entry = self.active.get(name)
-        if entry is None:
-            raise SchemaNotFound(f"schema {name!r} is not active")
-        return await self.router.replay(log_nc, stream, self._routes(entry.schema), since)
 
     async def restore_saved(self) -> list[str]:
         """Re-apply the schemas that were active when the last home stopped."""

@@ -137,7 +137,12 @@ class Substrate(Service):
         await self._ensure_log(self.nc)
         if self._authority is not None:
             self._router_nc = await self._connect(ROUTER_USER)
-        self.router = Router(self._router_nc or self.nc, self.config.router_name)
+        self.router = Router(
+            self._router_nc or self.nc,
+            self.config.router_name,
+            log_nc=self.nc,
+            stream=self.config.event_log.stream,
+        )
         await self.router.start()
         nodes_dir = self.config.data_dir / "nodes"
         nc = self.nc

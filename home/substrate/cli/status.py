@@ -114,6 +114,7 @@ def _print_status(result: dict[str, Any]) -> None:
     dropped = router["dropped"]
     console.print(
         f"router: {router['routed']} routed, {router['resolved_speak']} speaks resolved, "
+        f"{router['redelivered']} taken again after a router died, "
         f"{router['routed_per_s']:.1f}/s; dropped: "
         + ", ".join(f"{k} {v}" for k, v in dropped.items())
     )

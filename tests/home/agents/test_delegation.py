@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import pytest
 
 from home.agents.agent_node import AgentNode
 from home.jmfts.testing import RunningJmfts
 from home.llm.endpoint import ModelEndpoint
+from home.substrate.config import EventLogConfig
 from home.substrate.router import Router
 from home.substrate.routing import Route
 from shared.schema import load_activation_schema
@@ -26,7 +28,7 @@ from shared.schema.catalog import NodeCatalog, NodeSpec
 from shared.subjects import workspace_in_subject
 from tests.home.agents.test_agent_node import until, with_extension_config
 from tests.support.delegation import FACT, FINDING_OUT, QUESTION, delegation_responder
-from tests.support.home_fixtures import REPO_ROOT, EdgeSide
+from tests.support.home_fixtures import REPO_ROOT, EdgeSide, event_log_server
 from tests.support.scripted_model import RecordedRequest, Reply, ScriptedModel, content_text
 
 
@@ -38,12 +40,19 @@ class Pair:
     operator: AgentNode
 
 
+@pytest.fixture
+async def nats_url(tmp_path: Path) -> AsyncIterator[str]:
+    """A bus with the event log, as home runs it: the router reads the bindings from it."""
+    async with event_log_server(tmp_path / "bus") as url:
+        yield url
+
+
 @asynccontextmanager
 async def routed(nats_url: str, schema: str) -> AsyncIterator[Router]:
     """The substrate's router with ``schema``'s bindings (each into its node's inbox)."""
     loaded = load_activation_schema(REPO_ROOT / "schemas" / "activation" / f"{schema}.yaml")
     nc = await nats.connect(nats_url)
-    router = Router(nc, "substrate.router")
+    router = Router(nc, "substrate.router", log_nc=nc, stream=EventLogConfig().stream)
     try:
         await router.start()
         routes = [

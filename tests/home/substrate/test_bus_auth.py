@@ -66,13 +66,14 @@ def test_an_effector_publishes_only_its_acks_and_its_health_answers() -> None:
     assert "events.workspace.*.out.journal_append" in user.subscribe
 
 
-def test_the_router_gets_exactly_the_active_bindings() -> None:
+def test_the_router_publishes_exactly_the_active_deliveries_and_reads_no_binding() -> None:
     routes = [
         Route("s", "events.sensation.*.turn", "agent.edge_asr", "events.workspace.edge_asr.in"),
         Route("s", "events.workspace.*.out.journal_append", "effector.journal_append", None),
     ]
     user = router_user(routes)
-    assert user.subscribe == ("events.workspace.*.out.speak", "events.sensation.*.turn")
+    # The bindings come from their consumers on the event log, on the substrate's connection.
+    assert user.subscribe == ("events.workspace.*.out.speak",)
     assert user.publish == ("events.workspace.edge_asr.in", "events.workspace.*.out.speak.*")
 
 

@@ -266,7 +266,7 @@ ALL = {"own out", "other agent's out", "own device's rails", "other device's rai
 EXPECTED: dict[str, tuple[str | None, str | None, set[str], set[str]]] = {
     "admin": (None, None, ALL, ALL),
     "substrate": (None, None, ALL, ALL),
-    # The router's rights (bindings in, deliveries out) are in no class here: routing uses them.
+    # The router's rights (deliveries out, device-less speaks in) are in no class here.
     "router": (None, None, set(), set()),
     "agent.edge_asr": ("edge_asr", None, {"own out"}, {"own out", "journal"}),
     "agent.jmfts_operator": ("jmfts_operator", None, {"own out"}, {"own out", "journal"}),

@@ -6,9 +6,10 @@ directory, ports and nats-server; the servers form a cluster and the event log
 the schema: its router and its agent. The board publishes each turn as the
 bridge does, on its sensation subject, until the replicated log acknowledges
 it; m3 is killed with turns queued and turns still coming. The survivor that
-takes over m3's schema routes the log again from before m3's last heartbeat, so
-every acknowledged turn, routed by m3 or published while nobody routed it, must
-be answered exactly once within its TTL, and the log must have no gap.
+takes over m3's schema routes its binding on from where m3's router left its
+durable consumer on the log (replicated with the log), so every acknowledged turn,
+routed by m3 or published while nobody routed it, must be answered exactly once
+within its TTL, and the log must have no gap.
 
 m3 dies with a turn in flight: the scripted model holds its answer to one turn
 until m3 is killed, so that turn was taken by m3's agent and never answered there.
@@ -201,6 +202,15 @@ async def test_a_lost_member_loses_no_acknowledged_turn(tmp_path: Path) -> None:
         try:
             info = await nc.jetstream().stream_info("EVENTS")
             assert info.config.num_replicas == 3
+            # Where m3's routing stands is replicated with the log: the adopter goes on there.
+            routes = [
+                c
+                for c in await nc.jetstream().consumers_info("EVENTS")
+                if c.name.startswith("route_")
+            ]
+            assert routes and all(
+                c.cluster is not None and len(c.cluster.replicas or []) == 2 for c in routes
+            ), routes
             board = Board(nc)
             await board.listen()
             await board.send_many(TURNS_BEFORE, "before")

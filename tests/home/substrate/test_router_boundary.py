@@ -65,7 +65,7 @@ POISONED = {
 
 async def test_every_poisoned_event_is_counted_and_the_next_good_one_routed() -> None:
     nc = Published()
-    router = Router(nc, "substrate.router")  # type: ignore[arg-type]
+    router = Router(nc, "substrate.router", log_nc=nc, stream="EVENTS")  # type: ignore[arg-type]
     for raw in POISONED.values():
         await router._on_binding(ROUTE, TURN, raw)
     await router._on_speak(Msg("events.workspace.UPPER.out.speak", _turn()))  # type: ignore[arg-type]
@@ -79,7 +79,7 @@ async def test_a_failure_of_ours_is_counted_as_failed(monkeypatch: pytest.Monkey
         raise RuntimeError("a bug in routing")
 
     monkeypatch.setattr(router_module, "route_binding", broken)
-    router = Router(Published(), "substrate.router")  # type: ignore[arg-type]
+    router = Router(Published(), "substrate.router", log_nc=Published(), stream="EVENTS")  # type: ignore[arg-type]
     await router._on_binding(ROUTE, TURN, _turn())
     assert router.counters.dropped["failed"] == 1
     assert "a bug in routing" in router.counters.last_error["failed"]
@@ -104,7 +104,7 @@ GOOD = json.loads(_turn())
 # counted as the router's own failure.
 @example([_turn()[:-1] + b', "x": ' + b"9" * 5000 + b"}"])
 async def test_every_fuzzed_message_is_routed_or_counted(messages: list[bytes]) -> None:
-    router = Router(Published(), "substrate.router")  # type: ignore[arg-type]
+    router = Router(Published(), "substrate.router", log_nc=Published(), stream="EVENTS")  # type: ignore[arg-type]
     for raw in messages:
         with ROUTER.timed(raw):
             await router._on_binding(ROUTE, TURN, raw)

@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+from nats.aio.client import Client as NatsClient
 from nats.aio.subscription import Subscription
 from nats.errors import TimeoutError as NatsTimeout
 
+from home.substrate import route_consumers
 from home.substrate.eventlog import read_log
 from home.substrate.router import Router
 from home.substrate.routing import Route
@@ -24,6 +26,7 @@ from shared.errors import HomeNotRunning
 from shared.event import Event
 from shared.subjects import sensation_turn_subject
 from tests.home.substrate.conftest import Home, running_pid, wait_for
+from tests.support.home_fixtures import event_log_server
 
 ROUTER = "substrate.router"
 WAIT_S = 10.0
@@ -125,7 +128,7 @@ async def test_loops_expired_malformed_and_unresolved_are_dropped_and_counted(ho
         await inbox.next_msg(timeout=0.3)
 
 
-async def test_unapply_stops_routing(home: Home) -> None:
+async def test_unapply_stops_routing_and_forgets_where_it_stood(home: Home) -> None:
     await home.request(control.SCHEMA_APPLY, name="talk")
     await home.request(control.SCHEMA_UNAPPLY, name="talk")
     inbox = await home.nc.subscribe("events.workspace.echo.in")
@@ -135,6 +138,12 @@ async def test_unapply_stops_routing(home: Home) -> None:
     await asyncio.sleep(0.3)
     assert inbox.pending_msgs == 0
     assert (await router_counts(home))["routed"] == 0
+    # Applied again, the schema routes from now on: not what was said while it was off.
+    await home.request(control.SCHEMA_APPLY, name="talk")
+    now = turn("and now?")
+    await home.nc.publish(sensation_turn_subject("tui"), now.to_json())
+    assert (await next_event(inbox)).event_id == now.event_id
+    assert (await router_counts(home))["routed"] == 1
 
 
 async def test_nats_server_killed_is_restarted_in_place_and_routing_resumes(home: Home) -> None:
@@ -175,39 +184,81 @@ async def test_nats_server_killed_is_restarted_in_place_and_routing_resumes(home
         await nc.close()
 
 
-async def test_a_replay_delivers_what_no_router_had_and_nothing_twice(home: Home) -> None:
-    # A lost member's router delivered A, then died (here: its schema unapplied); B was
-    # published while nobody routed it. The adopting member's router replays the log.
-    await home.request(control.SCHEMA_APPLY, name="talk")
-    await running_pid(home, "svc.echo")
-    inbox = "events.workspace.echo.in"
-    since = time.time() - 1
-    a, b = turn("routed before the loss"), turn("published while nobody routed")
-    delivered = await home.nc.subscribe(inbox)
-    await home.nc.flush()
-    await home.nc.publish(sensation_turn_subject("tui"), a.to_json())
-    assert (await next_event(delivered)).event_id == a.event_id
-    await home.request(control.SCHEMA_UNAPPLY, name="talk")
-    await home.nc.publish(sensation_turn_subject("tui"), b.to_json())
-    await home.nc.flush()
+ROUTE = Route("talk", "events.sensation.*.turn", "svc.echo", "events.workspace.echo.in")
 
-    adopter = Router(home.nc, "adopter.router")
-    route = Route("talk", "events.sensation.*.turn", "svc.echo", inbox)
-    assert await adopter.replay(home.nc, "EVENTS", [route], since) == 2
-    assert adopter.counters.replayed == 2
 
-    async def in_the_log() -> Counter[str]:
-        return Counter(
-            [
-                logged.event.event_id
-                async for logged in read_log(home.nc, "EVENTS", subject=inbox)
-                if logged.event is not None
-            ]
-        )
+async def in_the_log(nc: NatsClient, subject: str) -> Counter[str]:
+    """How often each event id stands on ``subject`` in the event log."""
+    return Counter(
+        [
+            logged.event.event_id
+            async for logged in read_log(nc, "EVENTS", subject=subject)
+            if logged.event is not None
+        ]
+    )
 
-    async def b_logged() -> bool:
-        return b.event_id in await in_the_log()
 
-    await wait_for(b_logged, "the replayed event in the agent's inbox")
-    # A's second delivery had the same Nats-Msg-Id: the log kept one copy.
-    assert await in_the_log() == Counter({a.event_id: 1, b.event_id: 1})
+async def test_a_router_goes_on_from_where_the_last_one_stopped(tmp_path: Path) -> None:
+    """The first router routes A and stops (a lost member's); B and C are published while
+    nobody routes; the next router (an adopter's) binds the same consumer and routes B
+    and C, and not A again: the consumer's position, no clock."""
+    async with event_log_server(tmp_path) as url:
+        nc = await nats.connect(url)
+        try:
+            first = Router(nc, "m1.router", log_nc=nc, stream="EVENTS")
+            await first.add_routes("talk", [ROUTE])
+            a, b, c = turn("routed before the loss"), turn("while nobody"), turn("routed")
+            await nc.publish(sensation_turn_subject("tui"), a.to_json())
+
+            async def logged(*events: Event) -> bool:
+                found = await in_the_log(nc, ROUTE.deliver_to or "")
+                return all(event.event_id in found for event in events)
+
+            await wait_for(lambda: logged(a), "A delivered by the first router")
+            await first.close()
+            for event in (b, c):
+                await nc.publish(sensation_turn_subject("tui"), event.to_json())
+            await nc.flush()
+            adopter = Router(nc, "m2.router", log_nc=nc, stream="EVENTS")
+            await adopter.add_routes("talk", [ROUTE])
+            await wait_for(lambda: logged(b, c), "B and C delivered by the adopter")
+            await asyncio.sleep(0.3)  # anything more would be A again
+            await adopter.close()
+            assert await in_the_log(nc, ROUTE.deliver_to or "") == Counter(
+                {a.event_id: 1, b.event_id: 1, c.event_id: 1}
+            )
+            assert (first.counters.routed, adopter.counters.routed) == (1, 2)
+        finally:
+            await nc.close()
+
+
+async def test_an_event_taken_and_never_acked_is_routed_by_the_next_router(
+    tmp_path: Path,
+) -> None:
+    """A router that took an event and died before it routed it (here: a fetch with no
+    ack) loses nothing: the consumer delivers it again to the next router once its ack
+    wait has passed."""
+    async with event_log_server(tmp_path) as url:
+        nc = await nats.connect(url)
+        try:
+            await route_consumers.prepare(nc, "EVENTS", ROUTE)
+            taken = turn("taken by a router that died")
+            await nc.publish(sensation_turn_subject("tui"), taken.to_json())
+            dying = await nc.jetstream().pull_subscribe_bind(
+                route_consumers.route_durable(ROUTE), stream="EVENTS"
+            )
+            [msg] = await dying.fetch(1, timeout=WAIT_S)
+            assert Event.from_json(msg.data).event_id == taken.event_id
+            await dying.unsubscribe()
+            router = Router(nc, "m2.router", log_nc=nc, stream="EVENTS")
+            await router.add_routes("talk", [ROUTE])
+
+            async def routed() -> bool:
+                found = await in_the_log(nc, ROUTE.deliver_to or "")
+                return taken.event_id in found
+
+            await wait_for(routed, "the untaken event routed", route_consumers.ACK_WAIT_S + WAIT_S)
+            await router.close()
+            assert (router.counters.routed, router.counters.redelivered) == (1, 1)
+        finally:
+            await nc.close()
