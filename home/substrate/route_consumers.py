@@ -9,8 +9,9 @@ the schema next (this home after a restart or a kill -9, a member that adopts a 
 one's schemas, a fenced member that renews) binds the same consumer and goes on from
 there, with no clock and no margin.
 
-- A consumer made now delivers new events only: a schema applied for the first time
-  does not route the log's past;
+- a consumer made now delivers from the moment its schema was applied (or, made
+  again after it was found gone, from the moment it was last seen): a schema applied
+  for the first time does not route the log's past;
 - a kept consumer whose settings are not these (another filter, say) is replaced,
   delivering again from its ack floor, so nothing unrouted is lost;
 - a schema unapplied by its user forgets its consumers; one stopped by its home, a
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+from datetime import datetime
 
 from nats.aio.client import Client as NatsClient
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -50,8 +52,9 @@ def route_durable(route: Route) -> str:
     return f"route_{hashlib.sha256(key.encode()).hexdigest()[:24]}"
 
 
-def route_config(route: Route, start_seq: int | None = None) -> ConsumerConfig:
-    """The pull consumer ``route`` is routed through (from ``start_seq`` if given)."""
+def route_config(route: Route, start: datetime | int | None = None) -> ConsumerConfig:
+    """The pull consumer ``route`` is routed through: new events only, or from a moment
+    (a datetime) or a stream sequence (an int) on."""
     durable = route_durable(route)
     config = ConsumerConfig(
         name=durable,
@@ -65,21 +68,24 @@ def route_config(route: Route, start_seq: int | None = None) -> ConsumerConfig:
         filter_subject=route.from_,
         inactive_threshold=INACTIVE_S,
     )
-    if start_seq is not None:
-        config.deliver_policy, config.opt_start_seq = DeliverPolicy.BY_START_SEQUENCE, start_seq
+    if isinstance(start, datetime):
+        config.deliver_policy, config.opt_start_time = DeliverPolicy.BY_START_TIME, start
+    elif isinstance(start, int):
+        config.deliver_policy, config.opt_start_seq = DeliverPolicy.BY_START_SEQUENCE, start
     return config
 
 
-async def prepare(nc: NatsClient, stream: str, route: Route) -> str:
-    """Make ``route``'s consumer, keep it, or replace one whose settings are not ours:
-    ``"made"``, ``"kept"`` or ``"replaced"``."""
+async def prepare(nc: NatsClient, stream: str, route: Route, since: datetime | None = None) -> str:
+    """Make ``route``'s consumer (delivering from ``since``, else new events only), keep
+    it, or replace one whose settings are not ours: ``"made"``, ``"kept"`` or
+    ``"replaced"``."""
     js = nc.jetstream()
     durable = route_durable(route)
     wanted = route_config(route)
     try:
         info = await js.consumer_info(stream, durable)
     except NotFoundError:
-        await js.add_consumer(stream, wanted)
+        await js.add_consumer(stream, route_config(route, since))
         return "made"
     wrong = mismatches(info.config, wanted)
     if not wrong:
@@ -90,7 +96,7 @@ async def prepare(nc: NatsClient, stream: str, route: Route) -> str:
         durable, stream, ", ".join(wrong), floor + 1,
     )  # fmt: skip
     await js.delete_consumer(stream, durable)
-    await js.add_consumer(stream, route_config(route, start_seq=floor + 1))
+    await js.add_consumer(stream, route_config(route, floor + 1))
     return "replaced"
 
 

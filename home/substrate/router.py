@@ -19,14 +19,16 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.js.client import JetStreamContext
+from nats.js.errors import NotFoundError
 
 from home.substrate import route_consumers
 from home.substrate.rooms import Deliver, Group, Heard, Late, Rooms, fold
@@ -55,6 +57,9 @@ from shared.subjects import DEVICELESS_SPEAK_PATTERN, device_of
 log = logging.getLogger(__name__)
 
 DEVICELESS_SPEAK = DEVICELESS_SPEAK_PATTERN
+
+# Acks one binding event to its consumer.
+Ack = Callable[[], Awaitable[None]]
 
 # How long one fetch from a binding's consumer waits for an event (an event that
 # arrives meanwhile is returned at once); and how soon a failed fetch is tried again.
@@ -104,50 +109,104 @@ class Router:
             self._speak_sub = None
 
     async def add_routes(self, schema: str, routes: Iterable[Route]) -> None:
-        """Read ``schema``'s delivering routes from their consumers (made now, or kept
-        from whoever routed the schema before); direct bindings need nothing."""
-        js = self._log_nc.jetstream()
+        """Read ``schema``'s delivering routes from their consumers (kept from whoever
+        routed the schema before, or made from now on); direct bindings need nothing.
+
+        Each binding's reader makes or binds its consumer itself, again and again while
+        JetStream cannot (a cluster electing leaders, a member catching up), and again
+        when the consumer is found gone (the event log deleted): a consumer it makes
+        delivers from the moment this call was made, or from the last moment it saw
+        the one it had, so nothing published meanwhile is missed.
+        """
+        since = datetime.now(UTC)
         for route in routes:
             if route.deliver_to is None:
                 continue
-            outcome = await route_consumers.prepare(self._log_nc, self._stream, route)
             durable = route_consumers.route_durable(route)
-            sub = await js.pull_subscribe_bind(durable, stream=self._stream)
-            task = asyncio.create_task(self._read(route, sub), name=f"route {durable}")
-            self._readers[schema].append(_Reader(route, sub, task))
-            log.info("router: %s %s for %s (%s)", outcome, durable, schema, route.from_)
+            task = asyncio.create_task(self._read(schema, route, since), name=f"route {durable}")
+            self._readers[schema].append(_Reader(route, task))
 
     async def remove_routes(self, schema: str, *, forget: bool = False) -> None:
         """Stop reading ``schema``'s bindings; with ``forget`` (its user unapplied it),
         delete their consumers too, so a later apply starts from new events."""
         readers = self._readers.pop(schema, [])
         await cancel_and_wait(*(reader.task for reader in readers))
-        for reader in readers:
-            with contextlib.suppress(NatsError):
-                await reader.sub.unsubscribe()
-            if forget:
-                with contextlib.suppress(NatsError):
+        if forget:
+            for reader in readers:
+                with contextlib.suppress(NatsError, TimeoutError):
                     await route_consumers.forget(self._log_nc, self._stream, reader.route)
 
-    async def _read(self, route: Route, sub: JetStreamContext.PullSubscription) -> None:
+    async def _read(self, schema: str, route: Route, since: datetime) -> None:
         """Route each event of ``route``'s consumer in order, and ack it once routed."""
-        while True:
-            try:
-                msgs = await sub.fetch(1, timeout=FETCH_S)
-            except TimeoutError:
-                continue
-            except NatsError as exc:
-                # The connection is down (it reconnects by itself) or the log elects a
-                # leader: ask again shortly.
-                log.debug("router: fetch for %s failed: %r", route.from_, exc)
-                await asyncio.sleep(RETRY_S)
-                continue
-            for msg in msgs:
-                if msg.metadata.num_delivered > 1:
-                    self.counters.redelivered += 1
-                await self._on_binding(route, msg.subject, msg.data)
-                with contextlib.suppress(NatsError):
-                    await msg.ack()
+        sub: JetStreamContext.PullSubscription | None = None
+        try:
+            while True:
+                sub = sub or await self._bind(schema, route, since)
+                if sub is None:
+                    await asyncio.sleep(RETRY_S)
+                    continue
+                asked = datetime.now(UTC)
+                try:
+                    msgs = await sub.fetch(1, timeout=FETCH_S)
+                except TimeoutError:
+                    msgs = []
+                    if not await self._still_there(route):
+                        await _unsubscribe(sub)
+                        sub = None
+                        continue
+                except NatsError as exc:
+                    # The connection is down (it reconnects by itself), the log elects a
+                    # leader, or the consumer is gone: bind (or make) it again shortly.
+                    log.debug("router: fetch for %s failed: %r", route.from_, exc)
+                    await _unsubscribe(sub)
+                    sub = None
+                    await asyncio.sleep(RETRY_S)
+                    continue
+                since = asked  # the consumer was there then: made again, it starts there
+                for msg in msgs:
+                    await self._take(route, msg)
+        finally:
+            if sub is not None:
+                await _unsubscribe(sub)
+
+    async def _bind(
+        self, schema: str, route: Route, since: datetime
+    ) -> JetStreamContext.PullSubscription | None:
+        """``route``'s consumer, made from ``since`` if it is not there; None (and the
+        error in ``home status``) while JetStream cannot say."""
+        durable = route_consumers.route_durable(route)
+        try:
+            outcome = await route_consumers.prepare(self._log_nc, self._stream, route, since)
+            sub = await self._log_nc.jetstream().pull_subscribe_bind(durable, stream=self._stream)
+        except (NatsError, TimeoutError) as exc:
+            self.counters.last_error["consumer"] = f"{durable} ({route.from_}): {exc!r}"
+            log.warning("router: cannot read %s for %s yet: %r", route.from_, schema, exc)
+            return None
+        log.info("router: %s %s for %s (%s)", outcome, durable, schema, route.from_)
+        return sub
+
+    async def _still_there(self, route: Route) -> bool:
+        """Whether ``route``'s consumer still exists (True when JetStream cannot say)."""
+        durable = route_consumers.route_durable(route)
+        try:
+            await self._log_nc.jetstream().consumer_info(self._stream, durable)
+        except NotFoundError:
+            log.warning("router: %s is gone (event log deleted?); making it again", durable)
+            return False
+        except (NatsError, TimeoutError):
+            pass
+        return True
+
+    async def _take(self, route: Route, msg: Msg) -> None:
+        """Route one event of ``route``'s consumer; it is acked once routed."""
+        if msg.metadata.num_delivered > 1:
+            self.counters.redelivered += 1
+
+        async def ack() -> None:
+            with contextlib.suppress(NatsError):
+                await msg.ack()
+
+        await self._on_binding(route, msg.subject, msg.data, ack)
 
     def _parse(self, subject: str, data: bytes) -> Event | None:
         try:
@@ -159,12 +218,19 @@ class Router:
             self._drop(Dropped(MALFORMED, f"on {subject}: {exc}"))
             return None
 
-    async def _on_binding(self, route: Route, subject: str, data: bytes) -> None:
+    async def _on_binding(
+        self, route: Route, subject: str, data: bytes, ack: Ack | None = None
+    ) -> None:
+        """Route one binding event; ``ack`` it once it is delivered or dropped (a turn
+        held for the right room is acked when its window settles)."""
         try:
-            await self._route_binding(route, subject, data)
+            held = await self._route_binding(route, subject, data, ack)
         # The router's boundary: no event leaves it uncounted.
         except Exception as exc:  # noqa: BLE001
             self._drop(_unhandled(subject, exc))
+            held = False
+        if not held and ack is not None:
+            await ack()
 
     async def _on_speak(self, msg: Msg) -> None:
         try:
@@ -173,27 +239,32 @@ class Router:
         except Exception as exc:  # noqa: BLE001
             self._drop(_unhandled(msg.subject, exc))
 
-    async def _route_binding(self, route: Route, subject: str, data: bytes) -> None:
+    async def _route_binding(
+        self, route: Route, subject: str, data: bytes, ack: Ack | None
+    ) -> bool:
+        """Deliver or drop one binding event now (False), or hold it for the right room
+        (True: the window's settling delivers or drops it, and acks it)."""
         event = self._parse(subject, data)
         if event is None:
-            return
+            return False
         decision = route_binding(event, route, self.name, utc_now())
         if isinstance(decision, Dropped):
             self._drop(decision)
-            return
+            return False
         device = device_of(subject)
-        routed = _Routed(route, decision, delivery_id(route, event), device)
+        routed = _Routed(route, decision, delivery_id(route, event), device, ack)
         heard = _heard(routed)
         if heard is not None:
             verdict = self.rooms.offer(route.schema, heard, time.monotonic())
             if isinstance(verdict, Late):
                 self._drop_elsewhere(heard, verdict.group.best(), late=True)
-                return
+                return False
             if not isinstance(verdict, Deliver):
                 if verdict.opened:
                     self._hold(verdict.group)
-                return
+                return True
         await self._deliver(routed)
+        return False
 
     async def _deliver(self, routed: _Routed) -> None:
         decision, device = routed.decision, routed.device
@@ -214,6 +285,9 @@ class Router:
             # The router's boundary: no event leaves it uncounted.
             except Exception as exc:  # noqa: BLE001
                 self._drop(_unhandled(best.item.route.from_, exc))
+            for turn in group.turns:
+                if turn.item.ack is not None:
+                    await turn.item.ack()
 
         task = asyncio.create_task(settle(), name="rooms-settle")
         self._settling.add(task)
@@ -261,21 +335,28 @@ class Router:
 
 @dataclass(frozen=True)
 class _Reader:
-    """One binding read from its consumer: the route, the subscription, its task."""
+    """One binding read from its consumer: the route and the task that reads it."""
 
     route: Route
-    sub: JetStreamContext.PullSubscription
     task: asyncio.Task[None]
+
+
+async def _unsubscribe(sub: JetStreamContext.PullSubscription) -> None:
+    """Let ``sub`` go (its consumer stays)."""
+    with contextlib.suppress(NatsError):
+        await sub.unsubscribe()
 
 
 @dataclass(frozen=True)
 class _Routed:
-    """A binding ready to publish: its route, the stamped event, and its log id."""
+    """A binding ready to publish: its route, the stamped event, its log id, and how its
+    event is acked to its consumer once routed."""
 
     route: Route
     decision: Delivered
     msg_id: str
     device: str | None
+    ack: Ack | None = None
 
 
 def _heard(routed: _Routed) -> Heard[_Routed] | None:

@@ -6,8 +6,9 @@ The slowest fuzzed case is reported (tests/support/fuzz_report.py), not asserted
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import example, given, settings
@@ -16,7 +17,8 @@ from hypothesis import strategies as st
 from home.substrate import router as router_module
 from home.substrate.router import Router
 from home.substrate.routing import Route
-from shared.event import Event
+from shared.event import Event, new_binding_id
+from shared.messages.voice import Heard, Turn
 from tests.support import json_strategy
 from tests.support.fuzz_report import Slowest, report
 
@@ -72,6 +74,41 @@ async def test_every_poisoned_event_is_counted_and_the_next_good_one_routed() ->
     await router._on_binding(ROUTE, TURN, _turn())
     assert router.counters.dropped["malformed"] == len(POISONED) + 1
     assert nc.subjects == ["events.workspace.echo.in"]
+
+
+def _heard_turn(device: str, text: str, level_db: float) -> bytes:
+    now = datetime.now(UTC)
+    turn = Turn(device, new_binding_id(), text, 0.9, (), now, now, "vad", heard=Heard(level_db))
+    return turn.to_event(source=f"edge.audio.{device}", sequence_number=1).to_json()
+
+
+async def test_a_turn_held_for_the_right_room_is_acked_once_its_window_settles() -> None:
+    """Two boards hear one utterance: both turns wait out the window, and neither is acked
+    to its consumer before then (a home killed meanwhile routes them after its restart);
+    once settled, the louder is delivered, the other dropped, and both are acked."""
+    nc = Published()
+    router = Router(nc, "substrate.router", log_nc=nc, stream="EVENTS")  # type: ignore[arg-type]
+    acked: list[str] = []
+
+    def ack(name: str) -> Callable[[], Awaitable[None]]:
+        async def done() -> None:
+            acked.append(name)
+
+        return done
+
+    # The hall was heard lately, so the kitchen's next utterance waits for its copy.
+    hall = _heard_turn("hall", "good morning", -30)
+    await router._on_binding(ROUTE, "events.sensation.hall.turn", hall, ack("hall"))
+    assert acked == ["hall"]
+    quiet = _heard_turn("kitchen", "lights on", -35)
+    loud = _heard_turn("hall", "lights on", -12)
+    await router._on_binding(ROUTE, "events.sensation.kitchen.turn", quiet, ack("quiet"))
+    await router._on_binding(ROUTE, "events.sensation.hall.turn", loud, ack("loud"))
+    assert acked == ["hall"]
+    await router.close()  # delivers what is held first
+    assert sorted(acked[1:]) == ["loud", "quiet"]
+    assert router.counters.dropped["heard_elsewhere"] == 1
+    assert nc.subjects.count("events.workspace.echo.in") == 2
 
 
 async def test_a_failure_of_ours_is_counted_as_failed(monkeypatch: pytest.MonkeyPatch) -> None:
