@@ -81,6 +81,11 @@ def inbox_config(
         filter_subject=workspace_in_subject(agent),
         inactive_threshold=INACTIVE_S,
     )
+    return starting(config, start)
+
+
+def starting(config: ConsumerConfig, start: Start) -> ConsumerConfig:
+    """``config`` delivering from ``start`` on (None: as it says, new messages only)."""
     if isinstance(start, datetime):
         config.deliver_policy, config.opt_start_time = DeliverPolicy.BY_START_TIME, start
     elif isinstance(start, int):

@@ -31,7 +31,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from home.substrate.agent_inboxes import INACTIVE_S, mismatches
+from home.substrate.agent_inboxes import INACTIVE_S, Start, mismatches, starting
 from home.substrate.routing import Route
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def route_durable(route: Route) -> str:
     return f"route_{hashlib.sha256(key.encode()).hexdigest()[:24]}"
 
 
-def route_config(route: Route, start: datetime | int | None = None) -> ConsumerConfig:
+def route_config(route: Route, start: Start = None) -> ConsumerConfig:
     """The pull consumer ``route`` is routed through: new events only, or from a moment
     (a datetime) or a stream sequence (an int) on."""
     durable = route_durable(route)
@@ -68,11 +68,7 @@ def route_config(route: Route, start: datetime | int | None = None) -> ConsumerC
         filter_subject=route.from_,
         inactive_threshold=INACTIVE_S,
     )
-    if isinstance(start, datetime):
-        config.deliver_policy, config.opt_start_time = DeliverPolicy.BY_START_TIME, start
-    elif isinstance(start, int):
-        config.deliver_policy, config.opt_start_seq = DeliverPolicy.BY_START_SEQUENCE, start
-    return config
+    return starting(config, start)
 
 
 async def prepare(nc: NatsClient, stream: str, route: Route, since: datetime | None = None) -> str:
