@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
 import secrets
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from home.jmfts.clock import from_stored, to_stored, utc_now
 from home.jmfts.db import subtree_range
 from home.jmfts.errors import Conflict, InvalidInput, NotFound, Unauthorized
-from shared.files import write_atomic
 
 ADMIN_NAME = "admin"
 ADMIN_TOKEN_FILE = "admin.token"
@@ -78,6 +75,17 @@ def _hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def new_secret() -> tuple[str, str]:
+    """A new token secret and its sha256 (what is stored)."""
+    secret = secrets.token_urlsafe(32)
+    return secret, _hash_secret(secret)
+
+
+def raw_token(token_id: int, secret: str) -> str:
+    """The bearer token a caller presents: ``jm_<id>_<secret>``."""
+    return f"{_TOKEN_PREFIX}_{token_id}_{secret}"
+
+
 def _principal(row: sqlite3.Row) -> Principal:
     return Principal(id=row["id"], name=row["name"], is_owner=bool(row["is_owner"]))
 
@@ -90,12 +98,12 @@ class AccessControl:
 
     # -- principals ----------------------------------------------------------------
 
-    def create_principal(self, name: str, *, is_owner: bool = False) -> sqlite3.Row:
+    def create_principal(self, name: str, *, is_owner: bool, at: datetime) -> sqlite3.Row:
         """Create a principal; a taken name is a :class:`Conflict`."""
         try:
             cur = self._conn.execute(
                 "INSERT INTO principals(name, is_owner, created_at) VALUES (?, ?, ?)",
-                (name, int(is_owner), to_stored(utc_now())),
+                (name, int(is_owner), to_stored(at)),
             )
         except sqlite3.IntegrityError as exc:
             raise Conflict(f"principal name {name!r} is taken") from exc
@@ -109,6 +117,12 @@ class AccessControl:
         if row is None:
             raise NotFound(f"principal {principal_id} does not exist")
         return row  # type: ignore[no-any-return]
+
+    def owner_row(self) -> sqlite3.Row | None:
+        """The owner principal's row, or None before the first start."""
+        return self._conn.execute(  # type: ignore[no-any-return]
+            "SELECT * FROM principals WHERE is_owner = 1 ORDER BY id LIMIT 1"
+        ).fetchone()
 
     def principals(self) -> list[sqlite3.Row]:
         """Every principal, by id."""
@@ -124,25 +138,31 @@ class AccessControl:
     # -- tokens --------------------------------------------------------------------
 
     def mint_token(
-        self, principal_id: int, label: str | None = None, expires_at: datetime | None = None
-    ) -> tuple[sqlite3.Row, str]:
-        """Mint a token; returns its row and the raw token (never stored)."""
+        self,
+        principal_id: int,
+        label: str | None,
+        expires_at: datetime | None,
+        *,
+        secret_sha256: str,
+        at: datetime,
+    ) -> sqlite3.Row:
+        """Store a token's row (its secret's hash: see :func:`new_secret`, :func:`raw_token`)."""
         self.principal_row(principal_id)
-        secret = secrets.token_urlsafe(32)
         cur = self._conn.execute(
             "INSERT INTO tokens(principal_id, secret_sha256, label, created_at, expires_at)"
             " VALUES (?, ?, ?, ?, ?)",
             (
                 principal_id,
-                _hash_secret(secret),
+                secret_sha256,
                 label,
-                to_stored(utc_now()),
+                to_stored(at),
                 to_stored(expires_at) if expires_at else None,
             ),
         )
         token_id = int(cur.lastrowid or 0)
-        row = self._conn.execute("SELECT * FROM tokens WHERE id = ?", (token_id,)).fetchone()
-        return row, f"{_TOKEN_PREFIX}_{token_id}_{secret}"
+        return self._conn.execute(  # type: ignore[no-any-return]
+            "SELECT * FROM tokens WHERE id = ?", (token_id,)
+        ).fetchone()
 
     def tokens(self, principal_id: int) -> list[sqlite3.Row]:
         """A principal's tokens (metadata)."""
@@ -153,11 +173,11 @@ class AccessControl:
             )
         )
 
-    def revoke_token(self, token_id: int) -> None:
+    def revoke_token(self, token_id: int, *, at: datetime) -> None:
         """Revoke a token; later requests bearing it get 401."""
         cur = self._conn.execute(
             "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-            (to_stored(utc_now()), token_id),
+            (to_stored(at), token_id),
         )
         if cur.rowcount == 0:
             raise NotFound(f"token {token_id} does not exist or is already revoked")
@@ -191,14 +211,16 @@ class AccessControl:
 
     # -- grants ----------------------------------------------------------------------
 
-    def grant(self, document_id: int, principal_id: int, level: str) -> sqlite3.Row:
+    def grant(
+        self, document_id: int, principal_id: int, level: str, *, at: datetime
+    ) -> sqlite3.Row:
         """Grant (or change) a principal's level on a subtree."""
         self.principal_row(principal_id)
         self._conn.execute(
             "INSERT INTO grants(document_id, principal_id, level, created_at)"
             " VALUES (?, ?, ?, ?) ON CONFLICT(document_id, principal_id)"
             " DO UPDATE SET level = excluded.level",
-            (document_id, principal_id, level, to_stored(utc_now())),
+            (document_id, principal_id, level, to_stored(at)),
         )
         return self._conn.execute(  # type: ignore[no-any-return]
             "SELECT * FROM grants WHERE document_id = ? AND principal_id = ?",
@@ -234,29 +256,3 @@ class AccessControl:
         read = tuple(sorted({r["path"] for r in rows}))
         write = tuple(sorted({r["path"] for r in rows if r["level"] == "write"}))
         return Scope(read, write)
-
-    # -- bootstrap -------------------------------------------------------------------
-
-    def bootstrap_admin(self, data_dir: Path) -> tuple[Principal, Path]:
-        """Ensure an owner principal and a working token in ``data_dir/admin.token`` (0600).
-
-        A token file that still authenticates is kept; otherwise a fresh token is minted
-        and the file rewritten, created with mode 0600 before any byte is written.
-        """
-        path = data_dir / ADMIN_TOKEN_FILE
-        row = self._conn.execute(
-            "SELECT * FROM principals WHERE is_owner = 1 ORDER BY id LIMIT 1"
-        ).fetchone()
-        if row is None:
-            row = self.create_principal(ADMIN_NAME, is_owner=True)
-        owner = _principal(row)
-        if path.is_file():
-            try:
-                if self.authenticate(path.read_text().strip()).id == owner.id:
-                    os.chmod(path, 0o600)
-                    return owner, path
-            except Unauthorized:
-                pass
-        _, raw = self.mint_token(owner.id, label="admin (bootstrap)")
-        write_atomic(path, raw + "\n", private=True)
-        return owner, path

@@ -26,7 +26,6 @@ from home.jmfts.errors import JmftsError, Unauthorized
 from home.jmfts.models import API_VERSION
 from home.jmfts.routes import ROUTERS
 from home.jmfts.store import DocumentStore
-from home.jmfts.triples import TripleStore
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ def create_app(store: DocumentStore) -> FastAPI:
         description="Durable, access-controlled memory: documents, search, grants, triples.",
     )
     app.state.store = store
-    app.state.triples = TripleStore(store)
+    app.state.triples = store.triples
     app.state.answers = Counter[str]()
     app.middleware("http")(_count_answers)
     app.exception_handler(JmftsError)(_jmfts_error)

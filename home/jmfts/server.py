@@ -80,8 +80,7 @@ class JmftsServer(Service):
         config = self.config
         faiss.omp_set_num_threads(config.faiss_threads)
         self.store = await asyncio.to_thread(_open_store, config)
-        with self.store.lock:
-            _, self.admin_token_file = self.store.access.bootstrap_admin(config.data_dir)
+        _, self.admin_token_file = await asyncio.to_thread(self.store.bootstrap_admin)
         sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted sockets inherit this: without it Nagle holds the response body behind the

@@ -1,14 +1,13 @@
 """The document store: SQLite (truth) + FAISS (derived), behind one lock.
 
-Every write embeds first (no lock held), then commits rows, full-text entries and
-vectors in one SQLite transaction, then adds the vectors to FAISS, and only then returns:
-a document is findable by every search method at ack. At open, the saved FAISS index is
-checked against the chunk ids in SQLite and rebuilt from the stored vectors when it is
-missing, unreadable, or disagrees.
-
-Chunking and embedding, the slow half of a write, are :mod:`home.jmfts.chunk_embedding`;
-dropping the HNSW index's tombstones is :mod:`home.jmfts.compaction`; the group commit of
-concurrent single writes is :mod:`home.jmfts.write_batcher`.
+Every write is prepared first (embedded, no lock held) into a log entry
+(:mod:`home.jmfts.write_log`), then applied: rows, full-text entries and vectors in one
+SQLite transaction, then the vectors added to FAISS, and only then does it return: a
+document is findable by every search method at ack. The derived index, checked at open
+against the chunk ids in SQLite and compacted, is :mod:`home.jmfts.compaction`; chunking
+and embedding :mod:`home.jmfts.chunk_embedding`; principals, tokens and grants
+:mod:`home.jmfts.access_writes`; the group commit of concurrent single writes
+:mod:`home.jmfts.write_batcher`.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from home.jmfts.access import AccessControl, Principal, Scope
+from home.jmfts.access_writes import AccessWrites
 from home.jmfts.chunk_embedding import Embedded, embed_document, embed_documents
 from home.jmfts.clock import to_stored, utc_now
 from home.jmfts.compaction import IndexCompaction
@@ -45,18 +45,28 @@ from home.jmfts.models import (
 )
 from home.jmfts.rows import content_hash, document_response, path_ids
 from home.jmfts.tree import TreeReads
-from home.jmfts.vector_index import IndexKind, VectorIndex, ids_digest
+from home.jmfts.triples import TripleStore
+from home.jmfts.vector_index import IndexKind, VectorIndex
 from home.jmfts.write_batcher import WriteBatcher
+from home.jmfts.write_log import (
+    AccessEntry,
+    CreateAll,
+    CreateEach,
+    Delete,
+    Entry,
+    LocalLog,
+    NewDocument,
+    Reembed,
+    TripleEntry,
+    Update,
+    WriteLog,
+)
 
 DB_FILE = "jmfts.sqlite3"
 MAX_CONTENT_CHARS = 2_000_000
-#: Compact an HNSW index once tombstones exceed this share of what it holds (and at
-#: least ``COMPACT_MIN`` of them): each costs a little on every search until then.
-COMPACT_SHARE = 0.2
-COMPACT_MIN = 256
 
 
-class DocumentStore(TreeReads, IndexCompaction):
+class DocumentStore(TreeReads, IndexCompaction, AccessWrites):
     """Documents, access and vectors over one data directory."""
 
     def __init__(
@@ -91,6 +101,10 @@ class DocumentStore(TreeReads, IndexCompaction):
         self._open_index(index_kind)
         #: Single-document writes from many threads, committed in groups.
         self.writes = WriteBatcher(self)
+        #: Where every write is committed: applied here at once, unless a cluster's
+        #: replicated log is put in its place (:mod:`home.jmfts.write_log`).
+        self.log: WriteLog = LocalLog(self)
+        self.triples = TripleStore(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -110,54 +124,6 @@ class DocumentStore(TreeReads, IndexCompaction):
                 f"({self.embedder.dimension}-d)"
             )
 
-    def stored_chunk_ids(self) -> np.ndarray:
-        """Every chunk id in SQLite (the truth the index must agree with)."""
-        rows = self.conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
-        return np.array([r[0] for r in rows], dtype=np.int64)
-
-    def _open_index(self, kind: IndexKind) -> None:
-        truth = self.stored_chunk_ids()
-        loaded = VectorIndex.load(self.data_dir)
-        if loaded is not None:
-            index, manifest = loaded
-            if (
-                manifest.model_name == self.embedder.model_name
-                and manifest.dimension == self.embedder.dimension
-                and manifest.kind == kind
-                and manifest.ids_sha256 == ids_digest(truth)
-                and ids_digest(index.ids()) == manifest.ids_sha256
-            ):
-                self.index = index
-                return
-        self.rebuild_index(kind)
-
-    def rebuild_index(self, kind: IndexKind | None = None) -> None:
-        """Rebuild the FAISS index from the vectors stored in SQLite, and save it."""
-        with self.lock:
-            index = VectorIndex(self.embedder.dimension, kind or self.index.kind)
-            cursor = self.conn.execute("SELECT id, vector FROM chunks ORDER BY id")
-            while batch := cursor.fetchmany(20_000):
-                ids = np.array([r[0] for r in batch], dtype=np.int64)
-                vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32)
-                index.add(ids, vecs.reshape(len(batch), self.embedder.dimension))
-            self.index = index
-            self.index_rebuilt = True
-            self.save_index()
-
-    def save_index(self) -> None:
-        """Persist the FAISS index beside the database."""
-        with self.lock:
-            self.index.save(self.data_dir, self.embedder.model_name)
-            self._dirty = False
-
-    def save_if_dirty(self) -> bool:
-        """Persist only when writes happened since the last save."""
-        with self.lock:
-            if not self._dirty:
-                return False
-            self.save_index()
-            return True
-
     def close(self) -> None:
         """Finish queued writes, wait for a running compaction, save the index and close
         the database."""
@@ -176,41 +142,23 @@ class DocumentStore(TreeReads, IndexCompaction):
         with self._auth_lock:
             return self.access.authenticate(raw, self._auth_conn)
 
-    # -- the derived index -------------------------------------------------------------
-
-    def _index_add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Add to the live index (lock held), journalled while a compaction runs."""
-        self.index.add(ids, vectors)
-        if self._journal is not None:
-            self._journal.append(("add", ids, vectors))
-        self._dirty = True
-
-    def _index_remove(self, ids: np.ndarray) -> None:
-        """Remove from the live index (lock held); start a compaction when it is due."""
-        self.index.remove(ids)
-        if self._journal is not None:
-            self._journal.append(("remove", ids, None))
-        self._dirty = True
-        due = self.index.tombstones >= max(
-            COMPACT_MIN, COMPACT_SHARE * (self.index.count + self.index.tombstones)
-        )
-        if due and self._compactor is None:
-            self._compactor = threading.Thread(
-                target=self._compact_in_background, name="jmfts-compact", daemon=True
-            )
-            self._compactor.start()
-
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One SQLite transaction under the store lock; rolled back on any error."""
+        """One SQLite transaction under the store lock; rolled back on any error. Inside
+        another (a log entry applied with its sequence number) it is a savepoint of it."""
         with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
+            nested = self.conn.in_transaction
+            self.conn.execute("SAVEPOINT nested" if nested else "BEGIN IMMEDIATE")
             try:
                 yield self.conn
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if nested:
+                    self.conn.execute("ROLLBACK TO nested")
+                    self.conn.execute("RELEASE nested")
+                else:
+                    self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
+            self.conn.execute("RELEASE nested" if nested else "COMMIT")
 
     # -- access helpers --------------------------------------------------------------
 
@@ -290,7 +238,36 @@ class DocumentStore(TreeReads, IndexCompaction):
         self.conn.execute(f"DELETE FROM chunks WHERE document_id IN ({marks})", doc_ids)
         return np.array([r[0] for r in rows], dtype=np.int64)
 
-    # -- writes ----------------------------------------------------------------------
+    # -- writes: prepared here (no lock held), committed through the log -----------------
+
+    def commit(self, entry: Entry) -> Any:
+        """Commit a prepared write through :attr:`log`; its result, or its error raised."""
+        return self.log.commit(entry)
+
+    def apply(self, entry: Entry) -> Any:
+        """Write a log entry into this store (whoever wrote it); its result, or the error
+        its checks raise. The one place entries are applied."""
+        match entry:
+            case AccessEntry():
+                return self.apply_access(entry)
+            case TripleEntry():
+                return self.triples.apply(entry)
+            case _:
+                return self._apply_document(entry)
+
+    def _apply_document(self, entry: CreateEach | CreateAll | Update | Delete | Reembed) -> Any:
+        match entry:
+            case CreateEach():
+                result: Any = self._apply_create_each(entry)
+            case CreateAll():
+                result = self._apply_create_all(entry)
+            case Update():
+                result = self._apply_update(entry)
+            case Delete():
+                result = self._apply_delete(entry)
+            case Reembed():
+                result = self._apply_reembed(entry)
+        return result
 
     def create(self, principal: Principal, request: DocumentCreate) -> DocumentResponse:
         """Create a document; it is embedded, indexed and findable when this returns."""
@@ -314,19 +291,8 @@ class DocumentStore(TreeReads, IndexCompaction):
             embedded = self.embed_many([(r.title, r.content) for r in requests])
         if len(embedded) != len(requests):
             raise InvalidInput(f"{len(embedded)} embeddings for {len(requests)} documents")
-        now = to_stored(utc_now())
-        doc_ids: list[int] = []
-        chunk_ids: list[np.ndarray] = []
-        with self.transaction() as conn:
-            scope = self.access.scope(principal)
-            for request, vectors in zip(requests, embedded, strict=True):
-                doc_id = self._insert(conn, scope, principal, request, now)
-                doc_ids.append(doc_id)
-                chunk_ids.append(self._write_chunks(doc_id, vectors))
-        with self.lock:
-            for ids, vectors in zip(chunk_ids, embedded, strict=True):
-                self._index_add(ids, vectors.vectors)
-            return [document_response(self._must(doc_id)) for doc_id in doc_ids]
+        entry = CreateAll(at=utc_now(), principal=principal, requests=requests, embedded=embedded)
+        return self.commit(entry)  # type: ignore[no-any-return]
 
     def prepare_each(self, requests: list[DocumentCreate]) -> list[Embedded | JmftsError]:
         """Embed several callers' documents in one embedder call (no lock held); a
@@ -361,17 +327,46 @@ class DocumentStore(TreeReads, IndexCompaction):
         if prepared is None:
             prepared = self.prepare_each([request for _, request in writes])
         outcome: list[DocumentResponse | JmftsError] = []
-        now = to_stored(utc_now())
+        todo: list[tuple[int, NewDocument]] = []
+        for at, ((principal, request), embedded) in enumerate(zip(writes, prepared, strict=True)):
+            outcome.append(JmftsError("not written"))  # replaced below, in every case
+            if isinstance(embedded, JmftsError):
+                outcome[at] = embedded
+            else:
+                todo.append(
+                    (at, NewDocument(principal=principal, request=request, embedded=embedded))
+                )
+        if todo:
+            results = self.commit(CreateEach(at=utc_now(), writes=[new for _, new in todo]))
+            for (at, _), result in zip(todo, results, strict=True):
+                outcome[at] = result
+        return outcome
+
+    def _apply_create_all(self, entry: CreateAll) -> list[DocumentResponse]:
+        principal, embedded, now = entry.principal, entry.embedded, to_stored(entry.at)
+        doc_ids: list[int] = []
+        chunk_ids: list[np.ndarray] = []
+        with self.transaction() as conn:
+            scope = self.access.scope(principal)
+            for request, vectors in zip(entry.requests, embedded, strict=True):
+                doc_id = self._insert(conn, scope, principal, request, now)
+                doc_ids.append(doc_id)
+                chunk_ids.append(self._write_chunks(doc_id, vectors))
+        with self.lock:
+            for ids, vectors in zip(chunk_ids, embedded, strict=True):
+                self._index_add(ids, vectors.vectors)
+            return [document_response(self._must(doc_id)) for doc_id in doc_ids]
+
+    def _apply_create_each(self, entry: CreateEach) -> list[DocumentResponse | JmftsError]:
+        """Each write its own savepoint, answered with its document or its error."""
+        outcome: list[DocumentResponse | JmftsError] = []
+        now = to_stored(entry.at)
         done: list[tuple[int, int, np.ndarray, Embedded]] = []  # (position, doc, chunks, vectors)
         with self.transaction() as conn:
             scopes: dict[int, Scope] = {}
-            for at, ((principal, request), embedded) in enumerate(
-                zip(writes, prepared, strict=True)
-            ):
+            for position, write in enumerate(entry.writes):
+                principal, request, embedded = write.principal, write.request, write.embedded
                 outcome.append(JmftsError("not written"))  # replaced below, in every case
-                if isinstance(embedded, JmftsError):
-                    outcome[at] = embedded
-                    continue
                 if principal.id not in scopes:
                     scopes[principal.id] = self.access.scope(principal)
                 conn.execute("SAVEPOINT one_write")
@@ -380,14 +375,14 @@ class DocumentStore(TreeReads, IndexCompaction):
                     chunk_ids = self._write_chunks(doc_id, embedded)
                 except JmftsError as exc:
                     conn.execute("ROLLBACK TO one_write")
-                    outcome[at] = exc
+                    outcome[position] = exc
                 else:
-                    done.append((at, doc_id, chunk_ids, embedded))
+                    done.append((position, doc_id, chunk_ids, embedded))
                 conn.execute("RELEASE one_write")
         with self.lock:
-            for at, doc_id, chunk_ids, embedded in done:
+            for position, doc_id, chunk_ids, embedded in done:
                 self._index_add(chunk_ids, embedded.vectors)
-                outcome[at] = document_response(self._must(doc_id))
+                outcome[position] = document_response(self._must(doc_id))
         return outcome
 
     def _insert(
@@ -473,15 +468,28 @@ class DocumentStore(TreeReads, IndexCompaction):
         """Update fields (and re-embed when text changed), or move under a new parent."""
         _check_size(request.content)
         current = self.writable(principal, doc_id)
-        if self.in_workspace(current["path"]):
-            raise Conflict(f"document {doc_id} is in an append-only workspace; append a record")
+        _refuse_in_workspace(self, current, "append a record")
         title = request.title if request.title is not None else current["title"]
         content = request.content if request.content is not None else current["content"]
         text_changed = (title, content) != (current["title"], current["content"])
         embedded = self.embed_document(title, content) if text_changed else None
+        entry = Update(
+            at=utc_now(),
+            principal=principal,
+            document_id=doc_id,
+            request=request,
+            embedded=embedded,
+        )
+        return self.commit(entry)  # type: ignore[no-any-return]
+
+    def _apply_update(self, entry: Update) -> DocumentResponse:
+        principal, doc_id, request = entry.principal, entry.document_id, entry.request
         with self.transaction() as conn:
             current = self.writable(principal, doc_id)
-            sets: dict[str, Any] = {"updated_at": to_stored(utc_now())}
+            _refuse_in_workspace(self, current, "append a record")
+            title = request.title if request.title is not None else current["title"]
+            content = request.content if request.content is not None else current["content"]
+            sets: dict[str, Any] = {"updated_at": to_stored(entry.at)}
             if request.title is not None:
                 sets["title"] = request.title
             if request.content is not None:
@@ -499,18 +507,18 @@ class DocumentStore(TreeReads, IndexCompaction):
                 self._move(principal, current, request.parent_id)
             removed = np.zeros(0, dtype=np.int64)
             added = np.zeros(0, dtype=np.int64)
-            if embedded is not None:
+            if entry.embedded is not None:
                 conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
                 conn.execute(
                     "INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
                     (doc_id, title or "", content or ""),
                 )
                 removed = self._drop_chunks([doc_id])
-                added = self._write_chunks(doc_id, embedded)
+                added = self._write_chunks(doc_id, entry.embedded)
         with self.lock:
-            if embedded is not None:
+            if entry.embedded is not None:
                 self._index_remove(removed)
-                self._index_add(added, embedded.vectors)
+                self._index_add(added, entry.embedded.vectors)
             return document_response(self._must(doc_id))
 
     def _move(self, principal: Principal, doc: sqlite3.Row, new_parent_id: int) -> None:
@@ -539,12 +547,13 @@ class DocumentStore(TreeReads, IndexCompaction):
 
     def delete(self, principal: Principal, doc_id: int) -> list[int]:
         """Delete a document and its subtree; returns the ids removed."""
-        current = self.writable(principal, doc_id)
-        if self.in_workspace(current["path"]):
-            raise Conflict(
-                f"document {doc_id} is in an append-only workspace; it cannot be deleted"
-            )
+        _refuse_in_workspace(self, self.writable(principal, doc_id), "it cannot be deleted")
+        return self.commit(Delete(at=utc_now(), principal=principal, document_id=doc_id))  # type: ignore[no-any-return]
+
+    def _apply_delete(self, entry: Delete) -> list[int]:
         with self.transaction() as conn:
+            current = self.writable(entry.principal, entry.document_id)
+            _refuse_in_workspace(self, current, "it cannot be deleted")
             lo, hi = subtree_range(current["path"])
             ids = [
                 r[0]
@@ -564,13 +573,24 @@ class DocumentStore(TreeReads, IndexCompaction):
         """Recompute one document's vectors (``POST /documents/{id}/embed``)."""
         row = self.writable(principal, doc_id)
         embedded = self.embed_document(row["title"], row["content"])
+        entry = Reembed(at=utc_now(), principal=principal, document_id=doc_id, embedded=embedded)
+        return self.commit(entry)  # type: ignore[no-any-return]
+
+    def _apply_reembed(self, entry: Reembed) -> int:
+        doc_id = entry.document_id
         with self.transaction():
+            self.writable(entry.principal, doc_id)
             removed = self._drop_chunks([doc_id])
-            added = self._write_chunks(doc_id, embedded)
+            added = self._write_chunks(doc_id, entry.embedded)
         with self.lock:
             self._index_remove(removed)
-            self._index_add(added, embedded.vectors)
+            self._index_add(added, entry.embedded.vectors)
         return len(added)
+
+
+def _refuse_in_workspace(store: DocumentStore, row: sqlite3.Row, edit: str) -> None:
+    if store.in_workspace(row["path"]):
+        raise Conflict(f"document {row['id']} is in an append-only workspace; {edit}")
 
 
 def _check_size(content: str | None) -> None:

@@ -10,10 +10,12 @@ A triple is visible to a principal when its subject (and object document, if any
 from __future__ import annotations
 
 import sqlite3
+import threading
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from home.jmfts.access import Principal
+from home.jmfts.access import AccessControl, Principal, Scope
 from home.jmfts.clock import from_stored, to_stored, utc_now
 from home.jmfts.errors import Conflict, InvalidInput, NotFound
 from home.jmfts.models import (
@@ -26,7 +28,15 @@ from home.jmfts.models import (
     TripleSupersedRequest,
 )
 from home.jmfts.rows import document_response
-from home.jmfts.store import DocumentStore
+from home.jmfts.write_log import (
+    CreatePredicate,
+    CreateTriple,
+    DeleteTriple,
+    Entry,
+    InvalidateTriple,
+    SupersedeTriple,
+    TripleEntry,
+)
 
 _FACT_TYPES = {"atemporal", "temporal", "event", "state"}
 
@@ -64,18 +74,70 @@ def triple_response(row: sqlite3.Row) -> TripleResponse:
     )
 
 
-class TripleStore:
-    """Predicates and triples over a :class:`DocumentStore`'s database."""
+class Documents(Protocol):
+    """What triples need of :class:`~home.jmfts.store.DocumentStore`, which owns them."""
 
-    def __init__(self, store: DocumentStore) -> None:
+    lock: threading.RLock
+    conn: sqlite3.Connection
+    access: AccessControl
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One transaction under the store lock."""
+
+    def commit(self, entry: Entry) -> Any:
+        """Commit a prepared write through the store's log."""
+
+    def row(self, doc_id: int) -> sqlite3.Row | None:
+        """A document row regardless of access."""
+
+    def visible(self, principal: Principal, doc_id: int) -> sqlite3.Row:
+        """The row if readable, else NotFound."""
+
+    def writable(self, principal: Principal, doc_id: int) -> sqlite3.Row:
+        """The row if writable: NotFound when invisible, Forbidden when read-only."""
+
+    def scope(self, principal: Principal) -> Scope:
+        """What ``principal`` may read and write."""
+
+
+class TripleStore:
+    """Predicates and triples over a document store's database."""
+
+    def __init__(self, store: Documents) -> None:
         self._store = store
         self._conn = store.conn
+
+    def apply(self, entry: TripleEntry) -> Any:
+        """Apply a predicate or triple entry (:meth:`DocumentStore.apply` hands it here)."""
+        match entry:
+            case CreatePredicate():
+                result: Any = self._apply_create_predicate(entry.principal, entry.request, entry.at)
+            case CreateTriple():
+                result = self._apply_create(entry.principal, entry.request, entry.at)
+            case SupersedeTriple():
+                result = self._apply_supersede(
+                    entry.principal, entry.triple_id, entry.request, entry.at
+                )
+            case InvalidateTriple():
+                result = self._apply_invalidate(
+                    entry.principal, entry.triple_id, entry.request, entry.at
+                )
+            case DeleteTriple():
+                self._apply_delete(entry.principal, entry.triple_id)
+                result = None
+        return result
 
     # -- predicates --------------------------------------------------------------
 
     def create_predicate(self, principal: Principal, request: PredicateCreate) -> PredicateResponse:
         """Create a predicate, private to ``principal`` unless it is the owner; a taken
         name or IRI is a conflict (names are one namespace, but never listed to others)."""
+        entry = CreatePredicate(at=utc_now(), principal=principal, request=request)
+        return self._store.commit(entry)  # type: ignore[no-any-return]
+
+    def _apply_create_predicate(
+        self, principal: Principal, request: PredicateCreate, at: datetime
+    ) -> PredicateResponse:
         with self._store.transaction():
             try:
                 cur = self._conn.execute(
@@ -86,7 +148,7 @@ class TripleStore:
                         request.namespace,
                         request.description,
                         request.iri,
-                        to_stored(utc_now()),
+                        to_stored(at),
                         None if principal.is_owner else principal.id,
                     ),
                 )
@@ -190,9 +252,15 @@ class TripleStore:
 
     def create(self, principal: Principal, request: TripleCreate) -> TripleResponse:
         """Record a triple."""
+        entry = CreateTriple(at=utc_now(), principal=principal, request=request)
+        return self._store.commit(entry)  # type: ignore[no-any-return]
+
+    def _apply_create(
+        self, principal: Principal, request: TripleCreate, at: datetime
+    ) -> TripleResponse:
         with self._store.transaction():
             self._check_refs(principal, request)
-            triple_id = self._insert(principal, request, to_stored(utc_now()))
+            triple_id = self._insert(principal, request, to_stored(at))
             return triple_response(self._row(triple_id))
 
     def _row(self, triple_id: int) -> sqlite3.Row:
@@ -220,14 +288,21 @@ class TripleStore:
         self, principal: Principal, triple_id: int, request: TripleSupersedRequest
     ) -> TripleResponse:
         """Record a successor; the old triple's valid and record windows close."""
+        entry = SupersedeTriple(
+            at=utc_now(), principal=principal, triple_id=triple_id, request=request
+        )
+        return self._store.commit(entry)  # type: ignore[no-any-return]
+
+    def _apply_supersede(
+        self, principal: Principal, triple_id: int, request: TripleSupersedRequest, at: datetime
+    ) -> TripleResponse:
         with self._store.transaction():
             old = self._visible_row(principal, triple_id)
             self._store.writable(principal, old["subject_id"])
             if old["invalidated_at"] is not None:
                 raise Conflict(f"triple {triple_id} is already invalidated")
             self._check_refs(principal, request)
-            now = utc_now()
-            stamp = to_stored(now)
+            stamp = to_stored(at)
             new_id = self._insert(principal, request, stamp)
             closes_at = to_stored(request.valid_from) if request.valid_from else stamp
             self._conn.execute(
@@ -241,6 +316,18 @@ class TripleStore:
         self, principal: Principal, triple_id: int, request: TripleInvalidateRequest
     ) -> TripleResponse:
         """Close the record window: from now on we no longer believe this triple."""
+        entry = InvalidateTriple(
+            at=utc_now(), principal=principal, triple_id=triple_id, request=request
+        )
+        return self._store.commit(entry)  # type: ignore[no-any-return]
+
+    def _apply_invalidate(
+        self,
+        principal: Principal,
+        triple_id: int,
+        request: TripleInvalidateRequest,
+        at: datetime,
+    ) -> TripleResponse:
         with self._store.transaction():
             row = self._visible_row(principal, triple_id)
             self._store.writable(principal, row["subject_id"])
@@ -252,7 +339,7 @@ class TripleStore:
                 "UPDATE triples SET invalidated_at = ?, invalidated_by = ?,"
                 " invalidation_reason = ? WHERE id = ?",
                 (
-                    to_stored(utc_now()),
+                    to_stored(at),
                     request.superseding_triple_id,
                     request.reason or "invalidated",
                     triple_id,
@@ -262,6 +349,9 @@ class TripleStore:
 
     def delete(self, principal: Principal, triple_id: int) -> None:
         """Erase a triple outright (prefer invalidate, which keeps history)."""
+        self._store.commit(DeleteTriple(at=utc_now(), principal=principal, triple_id=triple_id))
+
+    def _apply_delete(self, principal: Principal, triple_id: int) -> None:
         with self._store.transaction():
             row = self._visible_row(principal, triple_id)
             self._store.writable(principal, row["subject_id"])

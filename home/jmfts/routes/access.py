@@ -33,8 +33,7 @@ router = APIRouter(tags=["access"])
 @router.post("/access/principals", response_model=PrincipalResponse)
 def create_principal(body: PrincipalCreate, _: Owner, store: Store) -> PrincipalResponse:
     """Create a non-owner principal."""
-    with store.transaction():
-        return _principal_response(store.access.create_principal(body.name))
+    return _principal_response(store.create_principal(body.name))
 
 
 @router.get("/access/principals", response_model=list[PrincipalResponse])
@@ -47,16 +46,14 @@ def list_principals(_: Owner, store: Store) -> list[PrincipalResponse]:
 @router.delete("/access/principals/{principal_id}")
 def delete_principal(principal_id: RowId, _: Owner, store: Store) -> dict[str, int]:
     """Delete a principal with its tokens and grants."""
-    with store.transaction():
-        store.access.delete_principal(principal_id)
+    store.delete_principal(principal_id)
     return {"deleted": principal_id}
 
 
 @router.post("/access/principals/{principal_id}/tokens", response_model=TokenMintResponse)
 def mint_token(principal_id: RowId, body: TokenCreate, _: Owner, store: Store) -> TokenMintResponse:
     """Mint a bearer token; the raw token is in this response and nowhere else."""
-    with store.transaction():
-        row, raw = store.access.mint_token(principal_id, body.label, body.expires_at)
+    row, raw = store.mint_token(principal_id, body.label, body.expires_at)
     return TokenMintResponse(
         id=row["id"],
         principal_id=row["principal_id"],
@@ -77,8 +74,7 @@ def list_tokens(principal_id: RowId, _: Owner, store: Store) -> list[TokenRespon
 @router.delete("/access/tokens/{token_id}")
 def revoke_token(token_id: RowId, _: Owner, store: Store) -> dict[str, int]:
     """Revoke a token."""
-    with store.transaction():
-        store.access.revoke_token(token_id)
+    store.revoke_token(token_id)
     return {"revoked": token_id}
 
 
@@ -89,8 +85,7 @@ def revoke_token(token_id: RowId, _: Owner, store: Store) -> dict[str, int]:
 def grant(document_id: DocId, body: GrantCreate, who: Who, store: Store) -> GrantResponse:
     """Grant a principal read or write on a subtree (owner only)."""
     _require_owner_on(store, who, document_id, "grants access")
-    with store.transaction():
-        return _grant_response(store.access.grant(document_id, body.principal_id, body.level))
+    return _grant_response(store.grant(document_id, body.principal_id, body.level))
 
 
 @router.get("/access/documents/{document_id}/grants", response_model=list[GrantResponse])
@@ -105,8 +100,7 @@ def list_grants(document_id: DocId, who: Who, store: Store) -> list[GrantRespons
 def revoke_grant(document_id: DocId, principal_id: RowId, who: Who, store: Store) -> dict[str, int]:
     """Remove a principal's grant on a document (owner only)."""
     _require_owner_on(store, who, document_id, "revokes grants")
-    with store.transaction():
-        store.access.revoke_grant(document_id, principal_id)
+    store.revoke_grant(document_id, principal_id)
     return {"document_id": document_id, "principal_id": principal_id}
 
 

@@ -40,7 +40,7 @@ def slowest_cases() -> Iterator[None]:
 def app(tmp_path_factory: pytest.TempPathFactory, onnx_cache: Path) -> Iterator[FastAPI]:
     data_dir = tmp_path_factory.mktemp("jmfts")
     store = DocumentStore(data_dir, OnnxMiniLM(onnx_cache))
-    store.access.bootstrap_admin(data_dir)
+    store.bootstrap_admin()
     try:
         yield create_app(store)
     finally:

@@ -26,8 +26,7 @@ ADMIN = Principal(id=1, name="admin", is_owner=True)
 @pytest.fixture
 def store(tmp_path: Path, embedder: OnnxMiniLM) -> Iterator[DocumentStore]:
     store = DocumentStore(tmp_path / "data", embedder)
-    with store.lock:
-        store.access.bootstrap_admin(store.data_dir)
+    store.bootstrap_admin()
     try:
         yield store
     finally:

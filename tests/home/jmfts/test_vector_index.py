@@ -153,7 +153,7 @@ def test_background_compaction_keeps_writes_made_while_it_builds(
                 assert release.wait(60)
             super().add(ids, vectors)
 
-    monkeypatch.setattr("home.jmfts.store.COMPACT_MIN", 4)
+    monkeypatch.setattr("home.jmfts.compaction.COMPACT_MIN", 4)
     monkeypatch.setattr("home.jmfts.compaction.VectorIndex", HeldIndex)
     docs = [
         store.create(ADMIN, DocumentCreate(title=f"n{i}", content=f"entry {i}")) for i in range(8)

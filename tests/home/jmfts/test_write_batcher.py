@@ -24,8 +24,7 @@ JOIN_TIMEOUT_S = 60.0
 @pytest.fixture
 def store(tmp_path: Path, embedder: OnnxMiniLM) -> Iterator[DocumentStore]:
     store = DocumentStore(tmp_path / "data", embedder)
-    with store.lock:
-        store.access.bootstrap_admin(store.data_dir)
+    store.bootstrap_admin()
     try:
         yield store
     finally:
