@@ -25,6 +25,7 @@ from home.bridge.replica import BUCKET as PAIRING_BUCKET
 from home.bridge.replica import PairingReplica
 from home.jmfts.component import JmftsComponent
 from home.jmfts.locate import HOME_SUBDIR as JMFTS_HOME_SUBDIR
+from home.jmfts.replicated_log import STREAM as MEMORY_LOG_STREAM
 from home.llm.choice import ModelChoice
 from home.substrate.bus_auth import BusAuthority
 from home.substrate.component import Component, ComponentRegistry, ComponentStatus
@@ -92,6 +93,8 @@ def build_registry(config: HomeConfig) -> tuple[ComponentRegistry, NatsServer, S
             config.data_dir / JMFTS_HOME_SUBDIR,
             catalog_agents(config.catalog),
             config.data_dir / TOKENS_DIR,
+            # Clustered, every member's memory is a view of one replicated log of writes.
+            log_url=None if config.cluster is None else lambda: nats_server.probe_url,
         )
     substrate = Substrate(
         config,
@@ -138,7 +141,7 @@ def register_member(
         nats_server,
         str(config.data_dir),
         stream=config.event_log.stream,
-        also=(f"KV_{PAIRING_BUCKET}",),
+        also=(f"KV_{PAIRING_BUCKET}", MEMORY_LOG_STREAM),
     )
     registry.register(membership)
     registry.register(bridge)

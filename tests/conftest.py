@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 
-from shared.proc import free_port, nats_server_binary, terminate_blocking, wait_for_port_blocking
 from tests.support import hypothesis_profiles
 from tests.support.board_image import BuiltQemuImage, build_qemu_image
+from tests.support.loopback_nats import loopback_nats_server
 
 # Before any test module builds its @settings: they inherit what they leave unnamed.
 hypothesis_profiles.load()
@@ -30,17 +29,8 @@ def built_qemu_image(tmp_path_factory: pytest.TempPathFactory) -> BuiltQemuImage
 @pytest.fixture(scope="session")
 def nats_url() -> Iterator[str]:
     """Start a real nats-server on 127.0.0.1 for the session; yield its URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port_blocking("127.0.0.1", port, timeout_s=10, exit_code=proc.poll)
-        yield f"nats://127.0.0.1:{port}"
-    finally:
-        terminate_blocking(proc)
+    with loopback_nats_server() as url:
+        yield url
 
 
 # Parallel workers (pytest-xdist; `make test` runs `-n auto`): a module's tests stay on

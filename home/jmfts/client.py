@@ -307,13 +307,17 @@ class JmftsClient(Service):
     # -- access --------------------------------------------------------------------------
 
     async def principal_id(self, name: str, *, create: bool) -> int:
-        """The id of the principal called ``name`` (created when asked)."""
+        """The id of the principal called ``name`` (created when asked; when another
+        writer created it first, as a clustered home's members may, that one's)."""
         for principal in await self.request("GET", "/access/principals"):
             if principal["name"] == name:
                 return int(principal["id"])
         if not create:
             raise NotFound(f"no principal named {name!r}")
-        return await self.create_principal(name)
+        try:
+            return await self.create_principal(name)
+        except Conflict:
+            return await self.principal_id(name, create=False)
 
     async def create_principal(self, name: str) -> int:
         """``POST /access/principals``: a new principal's id (409 if the name is taken)."""

@@ -13,7 +13,7 @@ granted.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from home.jmfts.client import PATIENT_TIMEOUT_S, JmftsClient
@@ -81,9 +81,15 @@ class JmftsComponent(Service):
         agents: Mapping[str, Sequence[tuple[str, str]]],
         tokens_dir: Path,
         host: str = "127.0.0.1",
+        *,
+        log_url: Callable[[], str] | None = None,
     ) -> None:
-        """``agents``: each agent, and its ``(path, level)`` grants beyond its own subtrees."""
-        self._server = JmftsServer(JmftsConfig(data_dir=data_dir, host=host, port=0))
+        """``agents``: each agent, and its ``(path, level)`` grants beyond its own subtrees;
+        ``log_url``: a clustered home's bus, where every member's store applies one
+        replicated log of writes (:mod:`home.jmfts.replicated_log`)."""
+        self._server = JmftsServer(
+            JmftsConfig(data_dir=data_dir, host=host, port=0), log_url=log_url
+        )
         self._agents = {agent: tuple(grants) for agent, grants in agents.items()}
         self._tokens_dir = tokens_dir
 
@@ -112,9 +118,15 @@ class JmftsComponent(Service):
                 )
 
     async def health(self) -> Health:
-        """Healthy while the server answers."""
+        """Healthy while the server answers (and, clustered, says where its log stands)."""
         ok = await self._server.health()
-        return Health(ok, "" if ok else "the memory server does not answer")
+        log = self._server.log
+        if not ok:
+            return Health(False, "the memory server does not answer")
+        if log is None:
+            return Health(True, "")
+        detail = f"memory log applied to {log.sequence}"
+        return Health(True, detail + (f"; {log.last_error}" if log.last_error else ""))
 
     async def close(self) -> None:
         """Stop serving (the index is saved); idempotent."""

@@ -24,8 +24,10 @@ parentheses::
     │                       model or dimension
     ├── EmbedderError       (UnavailableError) the embedder cannot be loaded or run (missing
     │                       ONNX graph, bad checksum)
-    └── BatcherClosed       (UnavailableError) a write arrived while the store closes (503),
-                            in :mod:`home.jmfts.write_batcher`
+    ├── BatcherClosed       (UnavailableError) a write arrived while the store closes (503),
+    │                       in :mod:`home.jmfts.write_batcher`
+    └── LogUnavailable      (UnavailableError) a clustered memory's log did not take a write,
+                            or this member has not applied it in time (503)
 """
 
 from __future__ import annotations
@@ -112,6 +114,13 @@ class StoreMismatch(JmftsError, ConfigurationError):
 
 class EmbedderError(JmftsError, UnavailableError):
     """The embedder's graph or tokenizer is missing, corrupt or failing."""
+
+
+class LogUnavailable(JmftsError, UnavailableError):
+    """A clustered memory's replicated log did not take a write, or this member could not
+    apply it (or catch up) in time (:mod:`home.jmfts.replicated_log`)."""
+
+    status_code = 503
 
 
 _REFUSALS: tuple[type[JmftsError], ...] = (

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import faiss
@@ -32,6 +33,7 @@ import uvicorn
 from home.jmfts.app import create_app
 from home.jmfts.config import JmftsConfig, build_embedder
 from home.jmfts.errors import JmftsError
+from home.jmfts.replicated_log import ReplicatedLog
 from home.jmfts.store import DocumentStore
 from home.substrate.http_probe import HttpProbe
 from shared.lifecycle import Service, cancel_and_wait
@@ -52,9 +54,13 @@ class _QuietServer(uvicorn.Server):
 class JmftsServer(Service):
     """One JMFTS HTTP server over one data directory."""
 
-    def __init__(self, config: JmftsConfig) -> None:
+    def __init__(self, config: JmftsConfig, *, log_url: Callable[[], str] | None = None) -> None:
+        """``log_url``: a clustered home's bus, where the store's writes are replicated
+        (:mod:`home.jmfts.replicated_log`); without it each write is applied at once."""
         self.config = config
         self.store: DocumentStore | None = None
+        self._log_url = log_url
+        self.log: ReplicatedLog | None = None
         self.admin_token_file: Path | None = None
         self._server: _QuietServer | None = None
         self._thread: threading.Thread | None = None
@@ -80,6 +86,14 @@ class JmftsServer(Service):
         config = self.config
         faiss.omp_set_num_threads(config.faiss_threads)
         self.store = await asyncio.to_thread(_open_store, config)
+        if self._log_url is not None:
+            self.log = ReplicatedLog(self.store, self._log_url)
+            try:
+                await asyncio.to_thread(self.log.start)
+            except BaseException:
+                await self.close()
+                raise
+            self.store.log = self.log
         _, self.admin_token_file = await asyncio.to_thread(self.store.bootstrap_admin)
         sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -153,6 +167,10 @@ class JmftsServer(Service):
                 self._server.force_exit = True
                 await asyncio.to_thread(thread.join, STOP_TIMEOUT_S)
         await self._probe.close()
+        if self.store is not None and self.log is not None:
+            await asyncio.to_thread(self.store.writes.close)  # the last writes, logged
+            await asyncio.to_thread(self.log.close)
+            self.log = None
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
             self.store = None

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import dataclasses
 import random
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -20,24 +19,17 @@ from bridge.node import EdgeBridgeNode, HomeBridgeEndpoint, WallClock
 from bridge.pair import PairResult, pair
 from bridge.transport import Backoff
 from shared.event import Event
-from shared.proc import free_port, nats_server_binary, terminate_blocking, wait_for_port_blocking
 from shared.schema import BridgeHalf, load_bridge_half
 from tests.bridge.faulty_proxy import FaultyProxy
+from tests.support.loopback_nats import loopback_nats_server
 
 
 @contextlib.contextmanager
 def nats_server(config: Path | None = None, port: int | None = None) -> Iterator[str]:
     """A real nats-server on loopback (one per side, like a board and a home); yields its URL."""
-    port = port or free_port()
-    args = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)]
-    if config is not None:
-        args += ["-c", str(config)]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port_blocking("127.0.0.1", port, timeout_s=10, exit_code=proc.poll)
-        yield f"nats://127.0.0.1:{port}"
-    finally:
-        terminate_blocking(proc)
+    args = () if config is None else ("-c", str(config))
+    with loopback_nats_server(*args, port=port) as url:
+        yield url
 
 
 def with_port(half: BridgeHalf, port: int) -> BridgeHalf:

@@ -105,9 +105,15 @@ def environment() -> dict[str, str]:
 
 
 async def start_member(
-    member: Member, llm_url: str, join: Sequence[Member], args: Sequence[str]
+    member: Member,
+    llm_url: str,
+    join: Sequence[Member],
+    args: Sequence[str],
+    *,
+    memory: bool = False,
 ) -> None:
-    """``home up`` as ``member``, joining ``join``; returns at once (see :func:`wait_for`)."""
+    """``home up`` as ``member``, joining ``join`` (with its memory server when
+    ``memory``); returns at once (see :func:`wait_for`)."""
     member.data_dir.mkdir(parents=True, exist_ok=True)
     joins = [arg for other in join for arg in ("--join", other.route)]
     if member.cluster_port:
@@ -116,7 +122,8 @@ async def start_member(
     try:
         member.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "home.cli", "up", "--json", "--data-dir", str(member.data_dir),
-            *joins, "--llm-url", llm_url, "--no-memory", "--bridge-port", "0", *args,
+            *joins, "--llm-url", llm_url, *([] if memory else ["--no-memory"]),
+            "--bridge-port", "0", *args,
             stdout=log, stderr=log, env=environment(),
         )  # fmt: skip
     finally:
@@ -189,14 +196,18 @@ async def home_cluster(
     llm_url: str,
     applied: dict[str, Sequence[str]],
     extra_args: Sequence[str] = (),
+    *,
+    memory: bool = False,
 ) -> AsyncIterator[list[Member]]:
     """Three members m1, m2, m3 (m2 and m3 join m1), each applying ``applied[name]``,
-    each started with ``extra_args`` too."""
+    each started with ``extra_args`` too (and a memory server each, when ``memory``)."""
     members = [Member(f"m{i}", root / f"m{i}", free_port()) for i in (1, 2, 3)]
     try:
         for i, member in enumerate(members):
             schemas = [arg for name in applied.get(member.name, ()) for arg in ("--apply", name)]
-            await start_member(member, llm_url, members[:1] if i else [], [*extra_args, *schemas])
+            await start_member(
+                member, llm_url, members[:1] if i else [], [*extra_args, *schemas], memory=memory
+            )
         await wait_for(members, alive=3)
         yield members
     finally:
