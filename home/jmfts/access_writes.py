@@ -15,7 +15,7 @@ import threading
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from home.jmfts.access import (
     ADMIN_NAME,
@@ -87,7 +87,9 @@ class AccessWrites:
         """Revoke a token; later requests bearing it get 401."""
         self.commit(RevokeToken(at=utc_now(), token_id=token_id))
 
-    def grant(self, document_id: int, principal_id: int, level: str) -> sqlite3.Row:
+    def grant(
+        self, document_id: int, principal_id: int, level: Literal["read", "write"]
+    ) -> sqlite3.Row:
         """Grant (or change) a principal's level on a subtree."""
         entry = Grant(at=utc_now(), document_id=document_id, principal_id=principal_id, level=level)
         return self.commit(entry)  # type: ignore[no-any-return]

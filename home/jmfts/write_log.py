@@ -156,7 +156,7 @@ class CreatePrincipal(AccessEntry):
     """A principal; the owner one is made once (a second is the first)."""
 
     op: Literal["create_principal"] = "create_principal"
-    name: str
+    name: str = Field(min_length=1, max_length=200)  # as PrincipalCreate
     is_owner: bool = False
 
 
@@ -184,7 +184,7 @@ class Grant(AccessEntry):
     op: Literal["grant"] = "grant"
     document_id: int
     principal_id: int
-    level: str
+    level: Literal["read", "write"]
 
 
 class RevokeGrant(AccessEntry):

@@ -9,7 +9,9 @@ replicated on three servers. Turns go one at a time, alternating between the
 two setups so a noisy moment on this shared machine hits both; a turn's
 latency is from publishing the sensation to receiving the agent's speak.
 Goal: the cluster adds at most 2 ms p50. ``BENCH_CLUSTER_TURNS`` turns each (200: at
-60 the p50 moved by several ms between runs).
+60 the p50 moved by several ms between runs). Both run with their memory servers
+(the agent's conversation is written to memory each turn, replicated in the
+cluster); then the memory rows of :mod:`tests.bench.cluster_memory`.
 
     make bench NAME=cluster
 """
@@ -28,6 +30,7 @@ from nats.aio.client import Client as NatsClient
 
 from shared.event import Event, new_binding_id
 from shared.subjects import sensation_turn_subject, speak_subject, speech_completed_subject
+from tests.bench.cluster_memory import catch_up, writes_and_searches
 from tests.bench.report import Result, publish, quantile
 from tests.support.home_cluster import (
     Member,
@@ -83,10 +86,10 @@ async def run(root: Path) -> list[Result]:
     async with AsyncExitStack() as stack:
         model = await stack.enter_async_context(ScriptedModel(responder=answer))
         members = await stack.enter_async_context(
-            home_cluster(root / "cluster", model.url, {"m3": ["cluster_turns"]}, args)
+            home_cluster(root / "cluster", model.url, {"m3": ["cluster_turns"]}, args, memory=True)
         )
         alone = Member("alone", root / "alone" / "home", 0)
-        await start_member(alone, model.url, [], [*args, "--apply", "cluster_turns"])
+        await start_member(alone, model.url, [], [*args, "--apply", "cluster_turns"], memory=True)
 
         async def stop_alone() -> None:
             if alone.proc is not None and alone.proc.returncode is None:
@@ -106,6 +109,8 @@ async def run(root: Path) -> list[Result]:
                 elapsed = await one_turn(nc, i + 1)
                 if i >= WARMUP:
                     times[name].append(elapsed)
+        memory = await writes_and_searches(members, alone)
+        memory += await catch_up(members[0])
     results = []
     for q, label in ((0.5, "p50"), (0.99, "p99")):
         alone_ms, cluster_ms = quantile(times["alone"], q), quantile(times["cluster"], q)
@@ -121,7 +126,7 @@ async def run(root: Path) -> list[Result]:
                 + (f"; goal <= {GOAL_ADDED_P50_MS} ms" if q == 0.5 else ""),
             )
         )
-    return results
+    return results + memory
 
 
 def main() -> None:

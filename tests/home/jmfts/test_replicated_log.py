@@ -9,17 +9,20 @@ same rows on both.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import nats
 import pytest
 from fastapi.testclient import TestClient
 
 from home.jmfts.app import create_app
 from home.jmfts.embedder import OnnxMiniLM
 from home.jmfts.models import DocumentCreate
-from home.jmfts.replicated_log import ReplicatedLog
+from home.jmfts.replicated_log import STREAM, SUBJECT, ReplicatedLog
 from home.jmfts.store import DocumentStore
 from tests.home.jmfts.test_write_log import TABLES, _ok, _rows, _write_a_household
 from tests.support.loopback_nats import loopback_nats_server
@@ -124,5 +127,46 @@ def test_a_write_the_store_refuses_is_refused_to_its_writer_and_logged_once(
         assert a.log.counts["refused"] == 1
         (kept,) = a.store.create_many(owner, [DocumentCreate(content="the next write")])
         assert a.store.row(kept.id) is not None
+    finally:
+        a.close()
+
+
+HOSTILE = [
+    b"",
+    b"\xff\xfe not utf-8",
+    b"[" * 5000 + b"]" * 5000,
+    b'{"op": "delete", "at": "2026-01-01T00:00:00Z"}',
+    b'{"op": "create_principal", "at": "not a time", "name": "x"}',
+    b'{"op": "grant", "at": "2026-01-01T00:00:00Z", "document_id": "1; DROP", '
+    b'"principal_id": 1, "level": "write"}',
+    json.dumps({"op": "create_principal", "at": "2026-01-01T00:00:00Z", "name": "\ud800"}).encode(),
+    b'{"op": "create_principal", "at": "2026-01-01T00:00:00Z", "name": "' + b"n" * 900_000 + b'"}',
+]
+
+
+def test_hostile_log_entries_are_counted_and_the_next_write_is_served(
+    tmp_path: Path, embedder: OnnxMiniLM, jetstream_url: str
+) -> None:
+    """Whatever another bus user publishes on the log's subject, each member refuses it
+    by name (counted, logged), keeps its sequence moving and serves the next write."""
+    a = Member(tmp_path / "a", embedder, jetstream_url)
+    try:
+        owner, _ = a.store.bootstrap_admin()
+
+        async def publish() -> None:
+            nc = await nats.connect(jetstream_url)
+            try:
+                for data in HOSTILE:
+                    await nc.jetstream().publish(SUBJECT, data, stream=STREAM)
+            finally:
+                await nc.close()
+
+        asyncio.run(publish())
+        (kept,) = a.store.create_many(owner, [DocumentCreate(content="served after junk")])
+        assert a.store.row(kept.id) is not None
+        refused = a.log.counts["malformed"] + a.log.counts["refused"]
+        assert refused == len(HOSTILE), a.log.counts
+        assert a.log.counts["malformed"] >= len(HOSTILE) - 2
+        assert "entry" in a.log.last_error
     finally:
         a.close()
