@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import sqlite3
 import threading
 import uuid
 from collections import Counter
@@ -82,12 +83,21 @@ def apply_at(store: DocumentStore, entry: Entry | None, sequence: int) -> Any:
                 result = store.apply(entry)
             except JmftsError as exc:
                 result = exc
+            # Values SQLite cannot hold (an id past 64 bits, text with a lone surrogate),
+            # which the HTTP boundary refuses before they are ever logged.
+            except (OverflowError, UnicodeEncodeError) as exc:
+                result = InvalidInput(f"log entry {sequence}: {exc}")
         conn.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?)"
             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (SEQUENCE_KEY, str(sequence)),
         )
     return result
+
+
+def _has_rows(store: DocumentStore) -> bool:
+    with store.lock:
+        return store.conn.execute("SELECT 1 FROM principals LIMIT 1").fetchone() is not None
 
 
 class ReplicatedLog:
@@ -131,6 +141,7 @@ class ReplicatedLog:
         # Reported to start(), which owns the thread.
         except BaseException as exc:  # noqa: BLE001
             ready.set_exception(exc)
+            loop.run_until_complete(self._close())
             loop.close()
             return
         ready.set_result(None)
@@ -151,6 +162,12 @@ class ReplicatedLog:
             asking="the memory log's JetStream",
             hint=" (are a majority of the members up?)",
         )
+        if self.sequence == 0 and _has_rows(self.store):
+            raise LogUnavailable(
+                f"{self.store.data_dir} holds a memory written outside the home's log (a"
+                " home that ran alone); it cannot join the shared memory as it is: move that"
+                " directory aside to start this member from the log"
+            )
         first = info.state.first_seq
         if info.state.messages and first > self.sequence + 1:
             raise LogUnavailable(
@@ -281,8 +298,8 @@ class ReplicatedLog:
             try:
                 result = await asyncio.to_thread(apply_at, self.store, entry, sequence)
                 break
-            # The store cannot write at all (disk full, ...): retried, in order.
-            except Exception as exc:  # noqa: BLE001
+            # The store cannot write at all (disk full, locked): retried, in order.
+            except sqlite3.OperationalError as exc:
                 self.last_error = f"entry {sequence} not applied: {exc!r}"
                 log.error("jmfts log: %s; retrying", self.last_error)
                 await asyncio.sleep(1.0)

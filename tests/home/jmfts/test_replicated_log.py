@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 
 from home.jmfts.app import create_app
 from home.jmfts.embedder import OnnxMiniLM
+from home.jmfts.errors import LogUnavailable
 from home.jmfts.models import DocumentCreate
 from home.jmfts.replicated_log import STREAM, SUBJECT, ReplicatedLog
 from home.jmfts.store import DocumentStore
@@ -141,6 +142,8 @@ HOSTILE = [
     b'"principal_id": 1, "level": "write"}',
     json.dumps({"op": "create_principal", "at": "2026-01-01T00:00:00Z", "name": "\ud800"}).encode(),
     b'{"op": "create_principal", "at": "2026-01-01T00:00:00Z", "name": "' + b"n" * 900_000 + b'"}',
+    b'{"op": "revoke_token", "at": "2026-01-01T00:00:00Z", "token_id": 1180591620717411303424}',
+    b'{"op": "delete_principal", "at": "2026-01-01T00:00:00Z", "principal_id": -1}',
 ]
 
 
@@ -166,7 +169,23 @@ def test_hostile_log_entries_are_counted_and_the_next_write_is_served(
         assert a.store.row(kept.id) is not None
         refused = a.log.counts["malformed"] + a.log.counts["refused"]
         assert refused == len(HOSTILE), a.log.counts
-        assert a.log.counts["malformed"] >= len(HOSTILE) - 2
+        assert a.log.counts["malformed"] >= len(HOSTILE) - 3
         assert "entry" in a.log.last_error
     finally:
         a.close()
+
+
+def test_a_memory_written_alone_does_not_join_the_log_silently(
+    tmp_path: Path, embedder: OnnxMiniLM, jetstream_url: str
+) -> None:
+    """A home's store that ran alone (rows, no log sequence) is refused by name: its
+    rows are in no log, so applying the others' entries on top would split the stores."""
+    alone = DocumentStore(tmp_path / "alone", embedder)
+    alone.bootstrap_admin()
+    alone.close()
+    store = DocumentStore(tmp_path / "alone", embedder)
+    try:
+        with pytest.raises(LogUnavailable, match="written outside the home's log"):
+            ReplicatedLog(store, lambda: jetstream_url).start()
+    finally:
+        store.close()
