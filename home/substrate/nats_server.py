@@ -133,6 +133,9 @@ class NatsServer(Service):
             "listen": f"{self.host}:{cluster.port}",
             "authorization": {"user": ROUTE_USER, "password": cluster.secret},
             "routes": routes,
+            # A member's clients hold that member's passwords only: another member's
+            # address, if advertised, would be tried on reconnect with the wrong ones.
+            "no_advertise": True,
         }
         lines = [f"server_name: {json.dumps(cluster.member)}", f"cluster: {json.dumps(block)}"]
         if self.authority is not None:

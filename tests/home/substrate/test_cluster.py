@@ -343,6 +343,9 @@ async def test_a_member_cut_off_stops_its_agent_before_another_takes_it_over(
     held = HeldTurn()
     async with turns_cluster(tmp_path, held) as (_model, (m1, _m2, m3)):
         nc = await nats.connect(m1.admin_url())
+        # m1 does not send its clients the other members' addresses (their passwords
+        # are not m1's): a reconnect stays with m1.
+        assert nc.discovered_servers == []
         try:
             board = Board(nc)
             await board.listen()
