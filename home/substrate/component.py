@@ -240,8 +240,13 @@ class ComponentRegistry:
 
         A component that fails :data:`FAILED_CHECKS_TO_RESTART` checks in a row is
         stopped and started again in place (components after it keep running:
-        they reconnect, as a NATS client does).
+        they reconnect, as a NATS client does). While one is down, those after it,
+        which may need it, are checked but not restarted: a restart that waits on it
+        would hold this loop, and with it the next restart of the one they need (a
+        clustered member's pairing waited a minute for its bucket while its
+        nats-server, whose restart had failed once, waited behind it).
         """
+        upstream_down = False
         for component in list(self._started):
             status = self.status[component.name]
             try:
@@ -259,8 +264,11 @@ class ComponentRegistry:
                 continue
             status.failed_checks += 1
             await self._set(component.name, UNHEALTHY, health.detail, health.detail)
+            if upstream_down:
+                continue
             if status.failed_checks >= FAILED_CHECKS_TO_RESTART:
                 await self._restart(component)
+            upstream_down = self.status[component.name].state != HEALTHY
 
     async def _restart(self, component: Component) -> None:
         status = self.status[component.name]

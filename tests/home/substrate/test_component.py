@@ -99,6 +99,29 @@ async def test_three_failed_checks_restart_a_component_in_place() -> None:
     assert registry.status["b"].restarts == 0
 
 
+async def test_while_a_component_is_down_those_after_it_are_not_restarted() -> None:
+    """b needs a: restarting b while a is down would wait on a and hold the loop."""
+    journal: list[str] = []
+    registry = ComponentRegistry()
+    a, b = Recorded("a", journal), Recorded("b", journal)
+    registry.register(a)
+    registry.register(b)
+    await registry.start_all()
+    a.healthy = b.healthy = False
+    a.fail_start = True
+    for _ in range(FAILED_CHECKS_TO_RESTART - 1):
+        await registry.check_all()
+    assert registry.status["b"].state == UNHEALTHY
+    await registry.check_all()  # a's third failed check: its restart fails; b waits
+    assert journal == ["start a", "start b", "stop a", "start a"]
+    assert registry.status["a"].state == UNHEALTHY
+    assert registry.status["b"].restarts == 0
+    a.healthy, a.fail_start = True, False
+    await registry.check_all()  # a is up again: b, still failing, is restarted
+    assert journal[-2:] == ["stop b", "start b"]
+    assert registry.status["b"].restarts == 1
+
+
 def test_a_name_registers_once() -> None:
     registry = ComponentRegistry()
     registry.register(Recorded("a", []))
