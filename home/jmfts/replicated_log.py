@@ -124,31 +124,32 @@ class ReplicatedLog:
     def start(self) -> None:
         """Connect, make the stream, apply what it holds beyond this store; then commits
         go through it. Blocking (call it off the event loop)."""
-        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        ready: concurrent.futures.Future[int] = concurrent.futures.Future()
         self._thread = threading.Thread(
             target=self._run, args=(ready,), name="jmfts-log", daemon=True
         )
         self._thread.start()
-        ready.result(timeout=CONNECT_TIMEOUT_S + QUORUM_TIMEOUT_S + 30)
-        target = self._call(self._last_sequence())
+        target = ready.result(timeout=CONNECT_TIMEOUT_S + QUORUM_TIMEOUT_S + 30)
         self.wait_applied(target, CATCH_UP_TIMEOUT_S)
         log.info("jmfts log: applied to sequence %d", self.sequence)
 
-    def _run(self, ready: concurrent.futures.Future[None]) -> None:
+    def _run(self, ready: concurrent.futures.Future[int]) -> None:
         loop = self._loop = asyncio.new_event_loop()
         try:
-            loop.run_until_complete(self._open())
+            last = loop.run_until_complete(self._open())
         # Reported to start(), which owns the thread.
         except BaseException as exc:  # noqa: BLE001
             ready.set_exception(exc)
             loop.run_until_complete(self._close())
             loop.close()
             return
-        ready.set_result(None)
+        ready.set_result(last)
         loop.run_forever()
         loop.close()
 
-    async def _open(self) -> None:
+    async def _open(self) -> int:
+        """Connect, make or check the stream, start applying; the stream's last sequence
+        as it was found (what this store has to reach before it serves)."""
         self._nc = await nats.connect(
             self._url(),
             name="home.jmfts-log",
@@ -176,6 +177,7 @@ class ReplicatedLog:
                 " (start it with an empty memory directory)"
             )
         self._applier = asyncio.create_task(self._apply_forever())
+        return int(info.state.last_seq)
 
     async def _ensure_stream(self) -> StreamInfo:
         assert self._nc is not None
@@ -184,11 +186,6 @@ class ReplicatedLog:
             return await js.stream_info(STREAM)
         except NotFoundError:
             return await js.add_stream(stream_config(self._replicas))
-
-    async def _last_sequence(self) -> int:
-        assert self._nc is not None
-        info = await self._nc.jetstream().stream_info(STREAM)
-        return int(info.state.last_seq)
 
     def close(self) -> None:
         """Stop applying and disconnect; commits after this fail."""
